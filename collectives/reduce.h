@@ -1,0 +1,38 @@
+/* Reductions on host buffers: the executor's only arithmetic. Element math for every NCCL type lives in
+ * reduce_math.h, shared with device code. */
+#ifndef DCCL_REDUCE_H_
+#define DCCL_REDUCE_H_
+
+#include <stddef.h>
+
+#include "dccl.h"
+
+enum dccl_red_kind { DCCL_RED_SUM = 0, DCCL_RED_PROD = 1, DCCL_RED_MAX = 2, DCCL_RED_MIN = 3 };
+
+/* A resolved reduction: the user's op (ncclSum..ncclAvg or a premulsum handle) becomes a kind plus an optional
+ * premultiply applied to each rank's own input, and an optional division applied once to the final result
+ * (integer average). Float average is a premultiply by 1/nranks. */
+struct dccl_redop {
+  ncclDataType_t type;
+  enum dccl_red_kind kind;
+  int has_pre;
+  unsigned char pre[8]; /* the premultiplier, stored in `type` */
+  int post_div;         /* 0: none; else divide the final value by this */
+};
+
+/* Bytes per element of `type`, 0 for an unknown type. */
+size_t dccl_type_size(ncclDataType_t type);
+const char *dccl_type_name(ncclDataType_t type);
+
+/* dst[i] = pre(input[i]) (op) srcs[0][i] (op) ... (op) srcs[nsrcs-1][i], then post() if apply_post.
+ * input may be NULL (then the srcs alone); nsrcs may be 0 (then pre(input) alone). dst may alias input or any
+ * src exactly (same address), not partially. n == 0 does nothing. */
+void dccl_reduce_host(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs,
+                      size_t n, int apply_post);
+
+/* Fills a dccl_redop for `op` of type `type`: for ncclAvg on floats, premultiply 1/nranks; on integers,
+ * divide by nranks at the end. `scalar` is the premulsum value as double (used only for premulsum ops built by
+ * the caller, pass has_pre/pre directly there). */
+void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t type, int nranks);
+
+#endif

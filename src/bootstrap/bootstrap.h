@@ -1,0 +1,70 @@
+/* Out-of-band rank discovery and small messages, used at communicator creation and for connection setup.
+ *
+ * TCP: ncclGetUniqueId picks an interface (DCCL_SOCKET_IFNAME or automatic), starts a rendezvous thread listening
+ * there, and writes into the 128-byte id the listener's address, a random 128-bit secret and a magic. Every rank
+ * connects to that address, presents the secret, sends its own listener address, and receives the whole table.
+ * A connection without the secret is closed and logged; it never crashes or stalls the rendezvous. After that
+ * the ranks talk to each other directly (send/recv by rank and tag, all-gather, barrier); the rendezvous thread
+ * exits once all ranks have been served (or after DCCL_BOOTSTRAP_TIMEOUT). */
+#ifndef DCCL_BOOTSTRAP_H_
+#define DCCL_BOOTSTRAP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dccl.h"
+
+struct dccl_bootstrap;
+
+/* Creates a new id and its rendezvous thread in this process. */
+ncclResult_t dccl_bootstrap_create_id(ncclUniqueId *id);
+/* Checks that bytes look like an id made by dccl_bootstrap_create_id (magic); InvalidArgument otherwise. */
+ncclResult_t dccl_bootstrap_check_id(const ncclUniqueId *id);
+
+/* Joins the ranks of `id`. Blocks until all `nranks` ranks have joined (or the bootstrap timeout). `abort_flag`,
+ * if not NULL, is polled: a nonzero value makes a blocked call return ncclRemoteError. */
+ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, volatile int *abort_flag,
+                                 struct dccl_bootstrap **out);
+/* A bootstrap for a subset of the ranks of `parent`: `members[i]` is the parent rank of new rank i. Every member
+ * calls it with the same `members`; collective over the members only. */
+ncclResult_t dccl_bootstrap_split(struct dccl_bootstrap *parent, int new_rank, int new_nranks, const int *members,
+                                  struct dccl_bootstrap **out);
+
+/* data holds nranks * size bytes; this rank's block is at rank * size. On return every block is filled. */
+ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *b, void *data, size_t size);
+ncclResult_t dccl_bootstrap_barrier(struct dccl_bootstrap *b);
+/* Point to point: messages are matched by (peer, tag), in order per (peer, tag). send never waits for the peer
+ * to call recv (small messages). */
+ncclResult_t dccl_bootstrap_send(struct dccl_bootstrap *b, int peer, uint32_t tag, const void *data, size_t size);
+ncclResult_t dccl_bootstrap_recv(struct dccl_bootstrap *b, int peer, uint32_t tag, void *data, size_t size);
+
+/* Liveness. Every rank keeps one connection to rank 0; a monitor thread per rank sleeps in poll() on it (so an
+ * idle communicator costs no CPU). When a rank's process ends without saying goodbye, rank 0 notices the EOF and
+ * tells every other rank; a rank that loses rank 0 concludes rank 0 died. `on_death(arg, dead_rank)` is called
+ * once, from the monitor thread. */
+ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_death)(void *arg, int dead_rank),
+                                          void *arg);
+/* Clean departure: tells rank 0 this rank is leaving on purpose, so its EOF is not a death. */
+void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b);
+/* Stops the monitor thread and closes everything; never blocks on a peer. */
+void dccl_bootstrap_close(struct dccl_bootstrap *b);
+
+int dccl_bootstrap_rank(const struct dccl_bootstrap *b);
+int dccl_bootstrap_nranks(const struct dccl_bootstrap *b);
+
+/* Helpers shared with the socket transport (src/bootstrap/socket_util.c). */
+struct sockaddr_storage;
+/* The address this host should be reached at, per DCCL_SOCKET_IFNAME / DCCL_SOCKET_FAMILY or automatically
+ * (first non-loopback interface that is up; loopback if nothing else). */
+ncclResult_t dccl_socket_local_addr(struct sockaddr_storage *addr);
+/* Creates a listening TCP socket on addr (port 0: any) and writes back the bound address. */
+ncclResult_t dccl_socket_listen(struct sockaddr_storage *addr, int *fd);
+/* Connects with retries until `timeout_ms`; blocking socket returned. */
+ncclResult_t dccl_socket_connect(const struct sockaddr_storage *addr, int timeout_ms, int *fd);
+/* Full send/recv on a blocking socket; an EOF is ncclRemoteError. `abort_flag` may be NULL. */
+ncclResult_t dccl_socket_send_all(int fd, const void *data, size_t size);
+ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, volatile int *abort_flag);
+/* "1.2.3.4:5678" for logs. */
+const char *dccl_socket_addr_str(const struct sockaddr_storage *addr, char *buf, size_t len);
+
+#endif

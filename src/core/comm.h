@@ -1,0 +1,113 @@
+/* The communicator. */
+#ifndef DCCL_COMM_H_
+#define DCCL_COMM_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dccl.h"
+#include "transports/transport.h"
+
+#define DCCL_COMM_MAGIC 0x6463636c636f6d6dull /* "dcclcomm" */
+#define DCCL_MAX_CHANNELS 16
+#define DCCL_HOSTNAME_LEN 64
+
+/* What every rank learns about every other at creation (exchanged by the bootstrap). Both ends of a link choose
+ * the transport from these alone, so they always agree. */
+struct dccl_peer_info {
+  int rank;
+  int pid;
+  uint64_t host_hash;      /* DCCL_HOSTID if set, else hostname + boot id: ranks with equal hashes share a host */
+  uint64_t real_host_hash; /* hostname + boot id, always: shared memory needs really the same kernel */
+  uint64_t comm_nonce;     /* random per communicator, the same on every rank: names shm segments */
+  char hostname[DCCL_HOSTNAME_LEN];
+  char host_id[DCCL_HOSTNAME_LEN]; /* the identity behind host_hash, for messages */
+};
+
+/* One ring channel: the rank order, and where this rank sits. */
+struct dccl_ring {
+  int *order; /* nranks ranks; hosts kept together */
+  int pos;    /* index of this rank in order */
+  int prev, next;
+};
+
+/* A tree as seen from this rank: parent -1 at the root; up to two children (-1 if absent). */
+struct dccl_tree {
+  int parent;
+  int child[2];
+  int depth; /* levels below the root, for the cost model */
+};
+
+/* A cached connection: (peer, direction, lane) -> conn. Lanes 0..nchannels-1 serve collectives; lanes from
+ * DCCL_LANE_P2P serve send/recv, so a group may run a collective and point-to-point at once. */
+#define DCCL_LANE_P2P 64
+struct dccl_conn_entry {
+  int peer, is_send, lane;
+  struct dccl_conn conn;
+  struct dccl_conn_entry *next;
+};
+
+struct dccl_redop_entry {
+  int in_use;
+  ncclDataType_t type;
+  double scalar;         /* the premultiplier, as double (exact for every type but 64-bit integers) */
+  unsigned char raw[8];  /* and in the op's own type */
+};
+#define DCCL_MAX_USER_OPS 64
+
+struct dccl_comm {
+  uint64_t magic;
+  int rank, nranks;
+  pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */
+  struct dccl_bootstrap *bootstrap;
+  struct dccl_peer_info *peers; /* nranks entries */
+  int nhosts;                   /* distinct host_hash values */
+
+  int nchannels;
+  struct dccl_ring rings[DCCL_MAX_CHANNELS];
+
+  struct dccl_conn_entry *conns; /* lazily made connection cache */
+  pthread_mutex_t conn_lock;
+
+  uint64_t coll_seq; /* collectives issued so far: every rank issues the same sequence */
+  uint64_t *p2p_send_seq, *p2p_recv_seq; /* per peer */
+
+  struct dccl_redop_entry user_ops[DCCL_MAX_USER_OPS];
+
+  /* Cost model constants, measured at creation (src/tune). */
+  double alpha_ns;  /* per pipeline step latency */
+  double bw_bytes_per_ns;
+
+  /* Failure state. async_error is what ncclCommGetAsyncError reports; readable from any thread. */
+  _Atomic int async_error;
+  volatile int abort_flag;  /* nonzero: every wait stops */
+  _Atomic int dead_rank;    /* -1, or the rank whose death was reported */
+  char error_text[512];
+  pthread_mutex_t error_lock;
+
+  /* Per-communicator state a transport keeps (e.g. the socket transport's listener), freed by its comm_free. */
+  void *transport_state[2]; /* [0] shm, [1] net_socket */
+
+  int finalized, destroyed;
+};
+
+/* Validates a user's handle: NULL, destroyed, or used in a forked child are refused with a reason. */
+ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call);
+
+/* The connection for (peer, direction, lane), or NULL if not connected yet. */
+struct dccl_conn *dccl_comm_find_conn(struct dccl_comm *comm, int peer, int is_send, int lane);
+
+/* One wanted link. */
+struct dccl_conn_req {
+  int peer, is_send, lane;
+};
+/* Connects every link in reqs that is not connected yet. Every rank named must call it with the mirror request
+ * (its own is_send flipped) in the same batch; it exchanges setup info over the bootstrap. */
+ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int n);
+
+/* Records a failure on the communicator (first one wins), sets the abort flag, and tells the peers' FIFOs. */
+void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
+
+#endif

@@ -1,0 +1,49 @@
+/* Every environment parameter, in one table. DCCL_<NAME> is read first, then NCCL_<NAME>; each is read once.
+ * docs/env.md is generated from this table (tools/gen_env_doc), and a test checks the two agree. */
+#ifndef DCCL_PARAMS_H_
+#define DCCL_PARAMS_H_
+
+#include <stdint.h>
+
+/* X(NAME, kind, default, "meaning"): kind is INT or STR; the default of an INT is a number, of a STR a string. */
+#define DCCL_PARAM_TABLE(X)                                                                                        \
+  X(DEBUG, STR, "WARN", "Log level: NONE, WARN, INFO or TRACE.")                                                   \
+  X(DEBUG_SUBSYS, STR, "ALL", "Comma-separated subsystems to log: INIT, COLL, P2P, SHM, NET, BOOTSTRAP, TUNE, "  \
+                               "ENV or ALL.")                                                                       \
+  X(DEBUG_FILE, STR, "", "Write the log to this file instead of stderr (%h host, %p pid).")                       \
+  X(SOCKET_IFNAME, STR, "", "Network interface for the bootstrap and sockets: a name or prefix (`eth`, `^docker` " \
+                            "excludes, `=eth0` exact). Empty: chosen automatically.")                              \
+  X(SOCKET_FAMILY, STR, "", "Address family: AF_INET or AF_INET6. Empty: either.")                                 \
+  X(SOCKET_NSTREAMS, INT, 2, "TCP streams per socket connection; data is striped across them.")                    \
+  X(HOSTID, STR, "", "Overrides this process's host identity (default: hostname + boot id). Ranks with different " \
+                     "ids are treated as different hosts.")                                                        \
+  X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm` or `socket`. Empty: shm within a "   \
+                        "host, sockets between hosts.")                                                            \
+  X(ALGO, STR, "", "Forces an algorithm: `ring` or `tree`. Empty: the cost model chooses per call.")               \
+  X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
+  X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
+  X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
+  X(SPIN_NS, INT, 20000, "Nanoseconds a wait spins before it starts yielding the core.")                           \
+  X(YIELD_NS, INT, 200000, "Nanoseconds a wait yields before it starts sleeping.")                                 \
+  X(TIMEOUT, INT, 0, "Seconds an operation may go without progress before it fails (0: wait forever; a dead "     \
+                     "peer is detected regardless).")                                                              \
+  X(BOOTSTRAP_TIMEOUT, INT, 300, "Seconds communicator creation waits for the other ranks.")                       \
+  X(TUNE_ALPHA_NS, INT, 0, "Overrides the measured per-step latency of the cost model (ns; 0: measure).")          \
+  X(TUNE_BW_MBPS, INT, 0, "Overrides the measured copy bandwidth of the cost model (MB/s; 0: measure).")
+
+enum dccl_param_id {
+#define DCCL_PARAM_ENUM(name, kind, def, doc) DCCL_PARAM_##name,
+  DCCL_PARAM_TABLE(DCCL_PARAM_ENUM)
+#undef DCCL_PARAM_ENUM
+      DCCL_PARAM_COUNT
+};
+
+int64_t dccl_param_int(enum dccl_param_id id);
+const char *dccl_param_str(enum dccl_param_id id);
+/* For the doc generator: the table itself. */
+struct dccl_param_desc {
+  const char *name, *kind, *def, *doc;
+};
+const struct dccl_param_desc *dccl_param_table(int *count);
+
+#endif

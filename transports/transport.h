@@ -1,0 +1,130 @@
+/* The connection: the one abstraction every transport implements (docs/design.md, "Connections").
+ *
+ * A directed link from a sender rank to a receiver rank is a FIFO of `nslots` slots of `slot_bytes` payload each,
+ * and two 64-bit counters that only grow: `tail` (slots filled, advanced by the producer) and `head` (slots
+ * drained, advanced by the consumer). Each side of the link holds a `struct dccl_conn` whose `fifo` points at the
+ * FIFO its executor reads or writes:
+ *   - shm: one FIFO in shared memory, the same bytes on both sides;
+ *   - net_socket: a private FIFO on each side; the transport's progress() moves filled send slots into the
+ *     socket (then advances the sender's head) and socket bytes into free receive slots (then advances the
+ *     receiver's tail).
+ * The algorithms see only dccl_conn_* below and never name a transport. */
+#ifndef DCCL_TRANSPORT_H_
+#define DCCL_TRANSPORT_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "dccl.h"
+
+#define DCCL_CACHELINE 128
+#define DCCL_CONN_INFO_BYTES 256 /* the blob a side sends its peer at connect time */
+
+/* Every slot starts with this header; the receiver checks seq and kind against the operation it runs. */
+struct dccl_slot_header {
+  uint64_t bytes;  /* payload bytes in this slot */
+  uint64_t seq;    /* operation sequence number (per comm for collectives, per peer/direction for p2p) */
+  uint32_t kind;   /* enum dccl_op_kind */
+  uint32_t abort;  /* nonzero: the producer gave up (the payload is meaningless) */
+  uint64_t pad[6]; /* the payload starts 64-byte aligned */
+};
+
+/* Counters each alone on their line. Lives at the start of a FIFO region, slots follow at fifo_slot(). */
+struct dccl_fifo {
+  _Atomic uint64_t head;
+  char pad0[DCCL_CACHELINE - sizeof(uint64_t)];
+  _Atomic uint64_t tail;
+  char pad1[DCCL_CACHELINE - sizeof(uint64_t)];
+  /* Set by either side when it aborts: 1 + the rank that first saw the failure, so the other side can stop waiting
+   * and say whom it was waiting for. */
+  _Atomic uint32_t aborted;
+  uint32_t nslots;
+  uint64_t slot_bytes;
+  char pad2[DCCL_CACHELINE - 16];
+};
+
+static inline uint64_t dccl_fifo_bytes(uint32_t nslots, uint64_t slot_bytes) {
+  return sizeof(struct dccl_fifo) + (uint64_t)nslots * (sizeof(struct dccl_slot_header) + slot_bytes);
+}
+static inline struct dccl_slot_header *dccl_fifo_slot(struct dccl_fifo *f, uint64_t index) {
+  char *base = (char *)(f + 1);
+  return (struct dccl_slot_header *)(base + (index % f->nslots) * (sizeof(struct dccl_slot_header) + f->slot_bytes));
+}
+/* Initializes a FIFO in memory of dccl_fifo_bytes() bytes. */
+void dccl_fifo_init(struct dccl_fifo *f, uint32_t nslots, uint64_t slot_bytes);
+
+struct dccl_comm;
+struct dccl_peer_info;
+struct dccl_transport;
+
+struct dccl_conn {
+  const struct dccl_transport *transport;
+  struct dccl_comm *comm;
+  int peer;    /* the rank at the other end */
+  int is_send; /* 1: this side produces into the FIFO */
+  int lane;    /* which of the pair's links this is (channel, or a p2p lane) */
+  struct dccl_fifo *fifo;
+  void *priv; /* the transport's own state */
+};
+
+/* A transport: one ops table (style.md: a provider fills one table). */
+struct dccl_transport {
+  const char *name;
+  /* May these two ranks use this transport? Both ends evaluate it with the same two infos, so they agree. */
+  int (*can_connect)(const struct dccl_peer_info *self, const struct dccl_peer_info *peer);
+  /* Creates this side's resources and writes what the peer needs into `info` (DCCL_CONN_INFO_BYTES bytes). */
+  ncclResult_t (*setup)(struct dccl_conn *conn, void *info);
+  /* Completes the link with the peer's info. All ranks connect send sides before receive sides. */
+  ncclResult_t (*connect)(struct dccl_conn *conn, const void *peer_info);
+  /* Moves bytes; returns an error naming the peer if the link broke (EOF, peer process gone). May be NULL. */
+  ncclResult_t (*progress)(struct dccl_conn *conn);
+  /* 1 when every slot this send side posted has left this process (the caller may then return). */
+  int (*send_flushed)(struct dccl_conn *conn);
+  /* Slow-path check, called while a wait makes no progress: is the peer still there? */
+  ncclResult_t (*check_peer)(struct dccl_conn *conn);
+  /* Tells the peer we gave up (best effort, never blocks). */
+  void (*abort)(struct dccl_conn *conn);
+  /* Frees everything setup/connect made; never blocks on the peer. */
+  void (*close)(struct dccl_conn *conn);
+  /* Frees the transport's per-communicator state (comm->transport_state[i]), after every conn is closed. */
+  void (*comm_free)(struct dccl_comm *comm);
+};
+
+extern const struct dccl_transport dccl_transport_shm;
+extern const struct dccl_transport dccl_transport_socket;
+
+/* --- the executor's view of a connection; non-blocking, each returns at once --- */
+
+/* A free slot to fill, or NULL if the FIFO is full (the caller retries later). */
+static inline struct dccl_slot_header *dccl_conn_send_slot(struct dccl_conn *c, uint64_t *tail_out) {
+  struct dccl_fifo *f = c->fifo;
+  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed); /* only this side writes tail */
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
+  if (tail - head >= f->nslots) return NULL;
+  *tail_out = tail;
+  return dccl_fifo_slot(f, tail);
+}
+/* Publishes the slot returned by dccl_conn_send_slot: header then payload become visible before tail moves. */
+static inline void dccl_conn_send_post(struct dccl_conn *c, struct dccl_slot_header *slot, uint64_t tail,
+                                       uint64_t bytes, uint64_t seq, uint32_t kind) {
+  slot->bytes = bytes;
+  slot->seq = seq;
+  slot->kind = kind;
+  slot->abort = 0;
+  atomic_store_explicit(&c->fifo->tail, tail + 1, memory_order_release);
+}
+/* The next filled slot, or NULL if none has arrived yet. */
+static inline struct dccl_slot_header *dccl_conn_recv_slot(struct dccl_conn *c) {
+  struct dccl_fifo *f = c->fifo;
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* only this side writes head */
+  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
+  if (tail == head) return NULL;
+  return dccl_fifo_slot(f, head);
+}
+/* Hands the slot returned by dccl_conn_recv_slot back to the producer. */
+static inline void dccl_conn_recv_done(struct dccl_conn *c) {
+  uint64_t head = atomic_load_explicit(&c->fifo->head, memory_order_relaxed);
+  atomic_store_explicit(&c->fifo->head, head + 1, memory_order_release);
+}
+
+#endif
