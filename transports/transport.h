@@ -53,6 +53,10 @@ static inline struct dccl_slot_header *dccl_fifo_slot(struct dccl_fifo *f, uint6
 /* Initializes a FIFO in memory of dccl_fifo_bytes() bytes. */
 void dccl_fifo_init(struct dccl_fifo *f, uint32_t nslots, uint64_t slot_bytes);
 
+/* The communicator's internal name; the struct is the one behind the public ncclComm_t handle. */
+#ifndef dccl_comm
+#define dccl_comm ncclComm
+#endif
 struct dccl_comm;
 struct dccl_peer_info;
 struct dccl_transport;

@@ -52,8 +52,7 @@ struct dccl_conn_entry {
 struct dccl_redop_entry {
   int in_use;
   ncclDataType_t type;
-  double scalar;         /* the premultiplier, as double (exact for every type but 64-bit integers) */
-  unsigned char raw[8];  /* and in the op's own type */
+  unsigned char raw[8]; /* the premultiplier, stored in the op's type */
 };
 #define DCCL_MAX_USER_OPS 64
 

@@ -1,0 +1,213 @@
+/* The host executor: runs planned operations' schedules over connections, on host buffers, driven by the calling
+ * thread. Every call is non-blocking; dccl_exec_ops loops over all operations of a group until all are done, so
+ * no operation can wait on another that has not been started. */
+#include <stdio.h>
+#include <string.h>
+
+#include "collectives/op.h"
+#include "collectives/wait.h"
+#include "core/debug.h"
+#include "core/params.h"
+
+static struct dccl_conn *step_conn(struct dccl_conn *const *list, uint32_t flags, uint32_t bit0, uint32_t bit1,
+                                   uint32_t bit_parent, int i) {
+  uint32_t bits[DCCL_CONN_SLOTS] = {bit0, bit1, bit_parent};
+  return (flags & bits[i]) ? list[i] : NULL;
+}
+
+/* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
+static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn *c,
+                               const struct dccl_slot_header *h, uint64_t bytes) {
+  if (h->abort)
+    return dccl_error(ncclRemoteError, "%s #%llu: rank %d aborted the operation", dccl_op_name(op->kind),
+                      (unsigned long long)op->seq, c->peer);
+  if (h->seq != op->seq || h->kind != (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind))
+    return dccl_error(ncclInvalidUsage,
+                      "mismatched operations: rank %d is in %s #%llu while rank %d is in %s #%llu (the ranks "
+                      "must call the same collectives in the same order)",
+                      c->peer, dccl_op_name((int)h->kind), (unsigned long long)h->seq, op->comm->rank,
+                      dccl_op_name(op->kind), (unsigned long long)op->seq);
+  if (h->bytes != bytes)
+    return dccl_error(ncclInvalidUsage,
+                      "%s #%llu: rank %d sent %llu bytes where rank %d expects %llu (counts differ between ranks)",
+                      dccl_op_name(op->kind), (unsigned long long)op->seq, c->peer, (unsigned long long)h->bytes,
+                      op->comm->rank, (unsigned long long)bytes);
+  return ncclSuccess;
+}
+
+/* Executes one step if every connection it needs is ready; *ready says whether it ran. */
+static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
+                              int *ready) {
+  struct dccl_slot_header *rslot[DCCL_CONN_SLOTS], *sslot[DCCL_CONN_SLOTS];
+  struct dccl_conn *rconn[DCCL_CONN_SLOTS], *sconn[DCCL_CONN_SLOTS];
+  uint64_t stail[DCCL_CONN_SLOTS];
+  const void *srcs[DCCL_CONN_SLOTS];
+  int nrecv = 0, nsend = 0;
+  uint64_t bytes = st->nelem * op->esize;
+  *ready = 0;
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+    struct dccl_conn *c =
+        step_conn(ch->recv, st->flags, DCCL_PRIM_RECV0, DCCL_PRIM_RECV1, DCCL_PRIM_RECV_PARENT, i);
+    if (!c) continue;
+    struct dccl_slot_header *h = dccl_conn_recv_slot(c);
+    if (!h) {
+      op->waiting_on = c;
+      return ncclSuccess;
+    }
+    DCCLCHECK(check_slot(op, c, h, bytes));
+    rconn[nrecv] = c;
+    rslot[nrecv] = h;
+    srcs[nrecv++] = h + 1;
+  }
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+    struct dccl_conn *c =
+        step_conn(ch->send, st->flags, DCCL_PRIM_SEND0, DCCL_PRIM_SEND1, DCCL_PRIM_SEND_PARENT, i);
+    if (!c) continue;
+    struct dccl_slot_header *h = dccl_conn_send_slot(c, &stail[nsend]);
+    if (!h) {
+      op->waiting_on = c;
+      return ncclSuccess;
+    }
+    sconn[nsend] = c;
+    sslot[nsend++] = h;
+  }
+
+  const char *in = NULL;
+  if (st->flags & DCCL_PRIM_INPUT)
+    in = (st->flags & DCCL_PRIM_INPUT_FROM_OUTPUT ? (const char *)op->recvbuff : (const char *)op->sendbuff) +
+         st->in_off * op->esize;
+  char *out = (st->flags & DCCL_PRIM_OUTPUT) ? (char *)op->recvbuff + st->out_off * op->esize : NULL;
+  int post = (st->flags & DCCL_PRIM_POST) != 0;
+  /* The root of an all-reduce tree forwards data that already had its input's premultiply: plain copy. */
+  const struct dccl_redop *redop = &op->redop;
+  struct dccl_redop plain;
+  if (st->flags & DCCL_PRIM_INPUT_FROM_OUTPUT) {
+    plain = op->redop;
+    plain.has_pre = 0;
+    redop = &plain;
+  }
+  if (st->nelem > 0) {
+    /* Reduce once, into the first destination; copy from there to the others. */
+    void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
+    if (dst) dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
+    for (int j = 1; j < nsend; j++) memcpy(sslot[j] + 1, dst, bytes);
+    if (out && dst != out) memcpy(out, dst, bytes);
+  }
+  for (int j = 0; j < nsend; j++)
+    dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,
+                        (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind));
+  for (int j = 0; j < nrecv; j++) dccl_conn_recv_done(rconn[j]);
+  (void)rslot;
+  *ready = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t progress_conns(struct dccl_op_channel *ch) {
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+    if (ch->recv[i] && ch->recv[i]->transport->progress) DCCLCHECK(ch->recv[i]->transport->progress(ch->recv[i]));
+    if (ch->send[i] && ch->send[i]->transport->progress) DCCLCHECK(ch->send[i]->transport->progress(ch->send[i]));
+  }
+  return ncclSuccess;
+}
+
+static int channel_flushed(const struct dccl_op_channel *ch) {
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++)
+    if (ch->send[i] && ch->send[i]->transport->send_flushed && !ch->send[i]->transport->send_flushed(ch->send[i]))
+      return 0;
+  return 1;
+}
+
+/* Runs as many steps as are ready; sets *progressed if any ran. */
+static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
+  int all_done = 1;
+  for (int c = 0; c < op->nchannels; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    DCCLCHECK(progress_conns(ch));
+    for (int s = 0; s < 2; s++) {
+      while (ch->done[s] < ch->nsteps[s]) {
+        struct dccl_prim_step st;
+        dccl_sched_step(&ch->sched, s, ch->done[s], &st);
+        if (st.wait_up >= 0 && (int64_t)ch->done[0] <= st.wait_up) break;
+        int ready;
+        DCCLCHECK(exec_step(op, ch, &st, &ready));
+        if (!ready) break;
+        ch->done[s]++;
+        *progressed = 1;
+      }
+      if (ch->done[s] < ch->nsteps[s]) all_done = 0;
+    }
+    /* Bytes a transport still holds for the peer must leave before the call returns. */
+    if (all_done) DCCLCHECK(progress_conns(ch));
+    if (all_done && !channel_flushed(ch)) all_done = 0;
+  }
+  if (all_done) {
+    op->done = 1;
+    *progressed = 1;
+  }
+  return ncclSuccess;
+}
+
+/* Slow-path checks while nothing moves: a dead peer, an abort, a deadline. */
+static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
+  struct dccl_comm *comm = op->comm;
+  if (comm->abort_flag) {
+    int dead = atomic_load(&comm->dead_rank);
+    if (dead >= 0)
+      return dccl_error(ncclRemoteError, "%s #%llu failed: rank %d (host %s, pid %d) died", dccl_op_name(op->kind),
+                        (unsigned long long)op->seq, dead, comm->peers[dead].hostname, comm->peers[dead].pid);
+    return dccl_error(ncclRemoteError, "%s #%llu aborted: %s", dccl_op_name(op->kind), (unsigned long long)op->seq,
+                      comm->error_text[0] ? comm->error_text : "the communicator was aborted");
+  }
+  const struct dccl_conn *w = op->waiting_on;
+  if (w && w->transport->check_peer) {
+    ncclResult_t r = w->transport->check_peer((struct dccl_conn *)w);
+    if (r != ncclSuccess)
+      return dccl_error(r, "%s #%llu failed while waiting for rank %d: %s", dccl_op_name(op->kind),
+                        (unsigned long long)op->seq, w->peer, dccl_last_error());
+  }
+  int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
+  if (timeout_s > 0 && idle_ns > (uint64_t)timeout_s * 1000000000ull)
+    return dccl_error(ncclSystemError, "%s #%llu timed out: no progress for %lld s (DCCL_TIMEOUT) waiting for rank %d",
+                      dccl_op_name(op->kind), (unsigned long long)op->seq, (long long)timeout_s, w ? w->peer : -1);
+  return ncclSuccess;
+}
+
+static void fail_ops(struct dccl_op **ops, int nops, ncclResult_t res) {
+  for (int i = 0; i < nops; i++)
+    if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, dccl_last_error());
+}
+
+ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
+  struct dccl_waiter w;
+  dccl_waiter_reset(&w);
+  for (;;) {
+    int progressed = 0, remaining = 0;
+    for (int i = 0; i < nops; i++) {
+      struct dccl_op *op = ops[i];
+      if (op->done) continue;
+      remaining++;
+      if (op->after && !op->after->done) continue;
+      ncclResult_t r = op_progress(op, &progressed);
+      if (r == ncclSuccess && !op->done && op->comm->abort_flag) r = check_stalled(op, 0);
+      if (r != ncclSuccess) {
+        fail_ops(ops, nops, r);
+        return r;
+      }
+    }
+    if (remaining == 0) return ncclSuccess;
+    if (progressed) {
+      dccl_waiter_reset(&w);
+      continue;
+    }
+    if (!dccl_waiter_idle(&w)) continue;
+    uint64_t idle = dccl_clock_ns() - w.idle_since_ns;
+    for (int i = 0; i < nops; i++) {
+      if (ops[i]->done) continue;
+      ncclResult_t r = check_stalled(ops[i], idle);
+      if (r != ncclSuccess) {
+        fail_ops(ops, nops, r);
+        return r;
+      }
+    }
+  }
+}

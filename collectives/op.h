@@ -1,0 +1,68 @@
+/* One operation as the host executor runs it: a collective or one side of a point-to-point transfer, planned
+ * into per-channel schedules over bound connections. */
+#ifndef DCCL_OP_H_
+#define DCCL_OP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/reduce.h"
+#include "collectives/schedule.h"
+#include "core/comm.h"
+
+enum dccl_op_kind {
+  DCCL_OP_ALLREDUCE = 1,
+  DCCL_OP_BROADCAST,
+  DCCL_OP_REDUCE,
+  DCCL_OP_ALLGATHER,
+  DCCL_OP_REDUCESCATTER,
+  DCCL_OP_SEND,
+  DCCL_OP_RECV,
+};
+const char *dccl_op_name(int kind);
+
+enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE };
+const char *dccl_algo_name(int algo);
+
+#define DCCL_CONN_SLOTS 3 /* per channel: two children + parent for trees; ring uses index 0 */
+
+struct dccl_op_channel {
+  struct dccl_sched sched;
+  int recv_peer[DCCL_CONN_SLOTS], send_peer[DCCL_CONN_SLOTS]; /* -1: unused */
+  int lane;
+  struct dccl_conn *recv[DCCL_CONN_SLOTS], *send[DCCL_CONN_SLOTS];
+  uint64_t nsteps[2], done[2];
+};
+
+struct dccl_op {
+  struct dccl_comm *comm;
+  int kind;
+  const void *sendbuff;
+  void *recvbuff;
+  size_t count; /* elements: per rank for all-gather / reduce-scatter, else the whole buffer */
+  ncclDataType_t type;
+  size_t esize;
+  struct dccl_redop redop;
+  int root, peer;
+  int algo;
+  uint64_t seq;
+  int nchannels;
+  struct dccl_op_channel ch[DCCL_MAX_CHANNELS];
+  struct dccl_op *after; /* must finish before this one starts: same comm's previous collective or same link */
+  int done;
+  const struct dccl_conn *waiting_on; /* the connection the op last found not ready, for error messages */
+  struct dccl_op *next;
+};
+
+/* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */
+ncclResult_t dccl_op_plan(struct dccl_op *op);
+/* Appends the connections op needs to reqs (capacity *cap, grown with realloc); count in *n. */
+ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap);
+/* Looks up the (now connected) connections of every channel. */
+ncclResult_t dccl_op_bind(struct dccl_op *op);
+
+/* Runs ops to completion, progressing all of them at once (a group's sends and receives can be posted in any
+ * order). On failure the communicators of unfinished ops are marked failed and the error is returned. */
+ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops);
+
+#endif

@@ -1,0 +1,209 @@
+/* Planning: from a call's arguments to per-channel schedules and the peers each channel talks to. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/op.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "tune/tune.h"
+
+const char *dccl_op_name(int kind) {
+  switch (kind) {
+    case DCCL_OP_ALLREDUCE: return "ncclAllReduce";
+    case DCCL_OP_BROADCAST: return "ncclBroadcast";
+    case DCCL_OP_REDUCE: return "ncclReduce";
+    case DCCL_OP_ALLGATHER: return "ncclAllGather";
+    case DCCL_OP_REDUCESCATTER: return "ncclReduceScatter";
+    case DCCL_OP_SEND: return "ncclSend";
+    case DCCL_OP_RECV: return "ncclRecv";
+    default: return "unknown operation";
+  }
+}
+
+const char *dccl_algo_name(int algo) { return algo == DCCL_ALGO_TREE ? "tree" : "ring"; }
+
+static void channel_clear(struct dccl_op_channel *ch, int lane) {
+  memset(ch, 0, sizeof(*ch));
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) ch->recv_peer[i] = ch->send_peer[i] = -1;
+  ch->lane = lane;
+}
+
+/* Splits [0, count) into nch nearly equal ranges, each a multiple of 64 elements but the last. */
+static void channel_range(uint64_t count, int nch, int c, uint64_t *begin, uint64_t *n) {
+  uint64_t per = dccl_div_up(dccl_div_up(count, (uint64_t)nch), 64) * 64;
+  uint64_t b = per * (uint64_t)c;
+  *begin = b < count ? b : count;
+  *n = count - *begin < per ? count - *begin : per;
+}
+
+static int ring_pos_of(const struct dccl_ring *ring, int nranks, int rank) {
+  for (int i = 0; i < nranks; i++)
+    if (ring->order[i] == rank) return i;
+  return -1;
+}
+
+/* A binary heap over positions; `rank_at(i)` = order[(start + dir * i) mod n]. Fills this rank's tree links. */
+static void tree_links(const struct dccl_comm *comm, int start, int dir, struct dccl_op_channel *ch) {
+  const int *order = comm->rings[0].order;
+  int n = comm->nranks, me = -1;
+  for (int i = 0; i < n; i++)
+    if (order[dccl_mod((int64_t)start + (int64_t)dir * i, n)] == comm->rank) me = i;
+  int parent = dccl_tree_parent_pos(me);
+  ch->sched.has_parent = parent >= 0;
+  ch->sched.is_root = parent < 0;
+  ch->sched.nchildren = 0;
+  int up[DCCL_CONN_SLOTS] = {-1, -1, -1};
+  for (int c = 0; c < 2; c++) {
+    int cp = dccl_tree_child_pos(me, c, n);
+    if (cp >= 0) {
+      up[c] = order[dccl_mod((int64_t)start + (int64_t)dir * cp, n)];
+      ch->sched.nchildren++;
+    }
+  }
+  if (parent >= 0) up[DCCL_TREE_PARENT] = order[dccl_mod((int64_t)start + (int64_t)dir * parent, n)];
+  /* Children are links in both directions (up: recv from them; down: send to them); so is the parent. */
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) ch->recv_peer[i] = ch->send_peer[i] = up[i];
+}
+
+static void plan_tree(struct dccl_op *op, int ntrees, int rooted) {
+  struct dccl_comm *comm = op->comm;
+  op->nchannels = ntrees;
+  for (int t = 0; t < ntrees; t++) {
+    struct dccl_op_channel *ch = &op->ch[t];
+    channel_clear(ch, t);
+    channel_range(op->count, ntrees, t, &ch->sched.begin, &ch->sched.count);
+    if (rooted)
+      tree_links(comm, ring_pos_of(&comm->rings[0], comm->nranks, op->root), 1, ch);
+    else if (t == 0)
+      tree_links(comm, 0, 1, ch);
+    else /* the second tree mirrors the first: its leaves are the first tree's inner nodes */
+      tree_links(comm, comm->nranks - 1, -1, ch);
+    /* Only the directions the schedule uses are connected. */
+    for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+      int is_parent = i == DCCL_TREE_PARENT;
+      if (op->kind == DCCL_OP_BROADCAST) {
+        if (is_parent) ch->send_peer[i] = -1; else ch->recv_peer[i] = -1;
+      } else if (op->kind == DCCL_OP_REDUCE) {
+        if (is_parent) ch->recv_peer[i] = -1; else ch->send_peer[i] = -1;
+      }
+    }
+  }
+}
+
+static void plan_ring(struct dccl_op *op, uint64_t range) {
+  struct dccl_comm *comm = op->comm;
+  int nch = comm->nchannels;
+  if ((uint64_t)nch * 4096 > range * op->esize) nch = 1; /* small: one channel */
+  op->nchannels = nch;
+  for (int c = 0; c < nch; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    const struct dccl_ring *ring = &comm->rings[c];
+    channel_clear(ch, c);
+    channel_range(range, nch, c, &ch->sched.begin, &ch->sched.count);
+    ch->sched.pos = ring->pos;
+    ch->sched.ring_rank = ring->order;
+    ch->recv_peer[0] = ring->prev;
+    ch->send_peer[0] = ring->next;
+    if (op->kind == DCCL_OP_BROADCAST || op->kind == DCCL_OP_REDUCE)
+      ch->sched.pos = dccl_mod((int64_t)ring->pos - ring_pos_of(ring, comm->nranks, op->root), comm->nranks);
+  }
+}
+
+ncclResult_t dccl_op_plan(struct dccl_op *op) {
+  struct dccl_comm *comm = op->comm;
+  uint64_t chunk_bytes = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  uint64_t chunk = chunk_bytes / op->esize;
+  if (chunk == 0) chunk = 1;
+  int n = comm->nranks;
+  op->nchannels = 0;
+  if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
+    struct dccl_op_channel *ch = &op->ch[0];
+    channel_clear(ch, DCCL_LANE_P2P);
+    ch->sched.algo = op->kind == DCCL_OP_SEND ? DCCL_SCHED_P2P_SEND : DCCL_SCHED_P2P_RECV;
+    ch->sched.count = op->count;
+    if (op->kind == DCCL_OP_SEND) ch->send_peer[0] = op->peer; else ch->recv_peer[0] = op->peer;
+    op->nchannels = 1;
+  } else if (n == 1) {
+    struct dccl_op_channel *ch = &op->ch[0];
+    channel_clear(ch, 0);
+    ch->sched.algo = DCCL_SCHED_LOCAL_COPY;
+    ch->sched.count = op->count;
+    op->nchannels = 1;
+  } else {
+    if (op->algo == DCCL_ALGO_AUTO) op->algo = dccl_tune_algo(comm, op->kind, op->count * op->esize);
+    int tree = op->algo == DCCL_ALGO_TREE;
+    switch (op->kind) {
+      case DCCL_OP_ALLREDUCE:
+        if (tree) plan_tree(op, 2, 0); else plan_ring(op, op->count);
+        break;
+      case DCCL_OP_BROADCAST:
+      case DCCL_OP_REDUCE:
+        if (tree) plan_tree(op, 1, 1); else plan_ring(op, op->count);
+        break;
+      default: /* all-gather and reduce-scatter: the ring only */
+        op->algo = DCCL_ALGO_RING;
+        plan_ring(op, op->count);
+    }
+    static const int ring_algo[] = {[DCCL_OP_ALLREDUCE] = DCCL_SCHED_RING_ALLREDUCE,
+                                    [DCCL_OP_BROADCAST] = DCCL_SCHED_CHAIN_BROADCAST,
+                                    [DCCL_OP_REDUCE] = DCCL_SCHED_CHAIN_REDUCE,
+                                    [DCCL_OP_ALLGATHER] = DCCL_SCHED_RING_ALLGATHER,
+                                    [DCCL_OP_REDUCESCATTER] = DCCL_SCHED_RING_REDUCESCATTER};
+    static const int tree_algo[] = {[DCCL_OP_ALLREDUCE] = DCCL_SCHED_TREE_ALLREDUCE,
+                                    [DCCL_OP_BROADCAST] = DCCL_SCHED_TREE_BROADCAST,
+                                    [DCCL_OP_REDUCE] = DCCL_SCHED_TREE_REDUCE};
+    for (int c = 0; c < op->nchannels; c++)
+      op->ch[c].sched.algo = op->algo == DCCL_ALGO_TREE ? tree_algo[op->kind] : ring_algo[op->kind];
+  }
+  for (int c = 0; c < op->nchannels; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    ch->sched.nranks = n;
+    ch->sched.chunk = chunk;
+    ch->sched.block = op->count;
+    ch->nsteps[0] = dccl_sched_nsteps(&ch->sched, 0);
+    ch->nsteps[1] = dccl_sched_nsteps(&ch->sched, 1);
+    ch->done[0] = ch->done[1] = 0;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t push_req(struct dccl_conn_req **reqs, int *n, int *cap, int peer, int is_send, int lane) {
+  for (int i = 0; i < *n; i++)
+    if ((*reqs)[i].peer == peer && (*reqs)[i].is_send == is_send && (*reqs)[i].lane == lane) return ncclSuccess;
+  if (*n == *cap) {
+    int ncap = *cap ? *cap * 2 : 16;
+    struct dccl_conn_req *r = realloc(*reqs, (size_t)ncap * sizeof(*r));
+    if (!r) return dccl_error(ncclSystemError, "out of memory planning connections");
+    *reqs = r;
+    *cap = ncap;
+  }
+  (*reqs)[(*n)++] = (struct dccl_conn_req){peer, is_send, lane};
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap) {
+  for (int c = 0; c < op->nchannels; c++) {
+    const struct dccl_op_channel *ch = &op->ch[c];
+    if (ch->nsteps[0] + ch->nsteps[1] == 0) continue;
+    for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+      if (ch->recv_peer[i] >= 0) DCCLCHECK(push_req(reqs, n, cap, ch->recv_peer[i], 0, ch->lane));
+      if (ch->send_peer[i] >= 0) DCCLCHECK(push_req(reqs, n, cap, ch->send_peer[i], 1, ch->lane));
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_op_bind(struct dccl_op *op) {
+  for (int c = 0; c < op->nchannels; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    if (ch->nsteps[0] + ch->nsteps[1] == 0) continue;
+    for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+      ch->recv[i] = ch->recv_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->recv_peer[i], 0, ch->lane) : NULL;
+      ch->send[i] = ch->send_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->send_peer[i], 1, ch->lane) : NULL;
+      if ((ch->recv_peer[i] >= 0 && !ch->recv[i]) || (ch->send_peer[i] >= 0 && !ch->send[i]))
+        return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind),
+                          ch->recv_peer[i] >= 0 ? ch->recv_peer[i] : ch->send_peer[i]);
+    }
+  }
+  return ncclSuccess;
+}

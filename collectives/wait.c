@@ -1,0 +1,49 @@
+#include "collectives/wait.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include "core/params.h"
+
+#define DCCL_SLEEP_MIN_NS 2000ull
+#define DCCL_SLEEP_MAX_NS 1000000ull
+#define DCCL_CHECK_EVERY_NS 2000000ull
+
+uint64_t dccl_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void dccl_waiter_reset(struct dccl_waiter *w) {
+  w->idle_since_ns = dccl_clock_ns();
+  w->sleep_ns = DCCL_SLEEP_MIN_NS;
+  w->last_check_ns = w->idle_since_ns;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+int dccl_waiter_idle(struct dccl_waiter *w) {
+  uint64_t now = dccl_clock_ns();
+  uint64_t idle = now - w->idle_since_ns;
+  if (idle < (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS)) {
+    for (int i = 0; i < 32; i++) cpu_relax();
+  } else if (idle < (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS)) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, (long)w->sleep_ns};
+    nanosleep(&ts, NULL);
+    if (w->sleep_ns < DCCL_SLEEP_MAX_NS) w->sleep_ns *= 2;
+  }
+  if (now - w->last_check_ns >= DCCL_CHECK_EVERY_NS) {
+    w->last_check_ns = now;
+    return 1;
+  }
+  return 0;
+}

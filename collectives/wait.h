@@ -1,0 +1,19 @@
+/* How every wait in DCCL behaves: spin briefly, then yield the core, then sleep with a growing interval, so
+ * eight ranks on two cores make progress and a stalled job burns little CPU. */
+#ifndef DCCL_WAIT_H_
+#define DCCL_WAIT_H_
+
+#include <stdint.h>
+
+struct dccl_waiter {
+  uint64_t idle_since_ns; /* last progress */
+  uint64_t sleep_ns;
+  uint64_t last_check_ns;
+};
+
+uint64_t dccl_clock_ns(void);
+void dccl_waiter_reset(struct dccl_waiter *w);
+/* One idle round; returns 1 when it is time for the slow checks (peer liveness, abort flags, deadline). */
+int dccl_waiter_idle(struct dccl_waiter *w);
+
+#endif

@@ -1,0 +1,162 @@
+/* Private to src/bootstrap: wire formats, the bootstrap object, and socket helpers with deadlines and an abort
+ * flag. Every rank of a job runs the same build, so wire structs use fixed-size fields in host byte order. */
+#ifndef DCCL_BOOTSTRAP_INTERNAL_H_
+#define DCCL_BOOTSTRAP_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "bootstrap/bootstrap.h"
+
+#define DCCL_BOOTSTRAP_MAGIC 0x6463636c626f6f74ull /* "dcclboot" */
+#define DCCL_SECRET_BYTES 16
+/* How long an accepted connection may take to present its handshake before it is dropped. */
+#define DCCL_HANDSHAKE_TIMEOUT_MS 5000
+/* Every blocking wait wakes at least this often to look at the abort flag. */
+#define DCCL_POLL_SLICE_MS 50
+/* Largest frame a peer may announce; bootstrap messages are small, a bigger size means a corrupt stream. */
+#define DCCL_MAX_FRAME_BYTES (1ull << 31)
+
+/* An IPv4 or IPv6 address in a fixed 24 bytes (a sockaddr_storage does not fit in the id next to the rest). */
+struct dccl_wire_addr {
+  uint16_t family; /* AF_INET or AF_INET6 */
+  uint16_t port;   /* network byte order */
+  uint32_t scope_id;
+  uint8_t addr[16];
+};
+
+/* The 128-byte ncclUniqueId. */
+struct dccl_id_layout {
+  uint64_t magic;
+  uint8_t secret[DCCL_SECRET_BYTES];
+  struct dccl_wire_addr root;
+};
+
+/* Rank -> rendezvous. */
+struct dccl_register_msg {
+  uint64_t magic;
+  uint8_t secret[DCCL_SECRET_BYTES];
+  int32_t nranks;
+  int32_t rank;
+  struct dccl_wire_addr listen_addr;
+};
+
+/* Rendezvous -> rank, followed by nranks dccl_wire_addr. */
+struct dccl_table_header {
+  uint64_t magic;
+  int32_t nranks;
+  int32_t pad;
+};
+
+/* Sent by the connecting side of every connection between ranks. */
+enum dccl_conn_kind { DCCL_CONN_P2P = 1, DCCL_CONN_MONITOR = 2 };
+struct dccl_peer_hello {
+  uint64_t magic;
+  uint8_t secret[DCCL_SECRET_BYTES];
+  int32_t rank;
+  uint32_t kind;
+};
+
+/* Every point-to-point message. Internal messages (all-gather, split) use their own channel so a user tag never
+ * collides with them. */
+enum dccl_channel { DCCL_CHANNEL_USER = 0, DCCL_CHANNEL_INTERNAL = 1 };
+enum dccl_internal_tag { DCCL_TAG_ALLGATHER = 1, DCCL_TAG_SPLIT_SECRET = 2, DCCL_TAG_SPLIT_ADDR = 3 };
+struct dccl_frame_header {
+  uint32_t channel;
+  uint32_t tag;
+  uint64_t size;
+};
+
+/* Monitor connection messages. */
+enum dccl_monitor_msg_type { DCCL_MON_GOODBYE = 1, DCCL_MON_DEATH = 2 };
+struct dccl_monitor_msg {
+  uint32_t type;
+  int32_t rank;
+};
+
+/* A message that arrived before anyone asked for it. */
+struct dccl_stashed_msg {
+  int peer;
+  uint32_t channel, tag;
+  size_t size;
+  void *data;
+  struct dccl_stashed_msg *next;
+};
+
+/* An accepted connection that has not presented its hello yet. */
+struct dccl_pending_conn {
+  int fd;
+  int64_t accepted_ns;
+  struct sockaddr_storage addr;
+};
+
+struct dccl_bootstrap {
+  int rank, nranks;
+  pid_t creator_pid; /* a forked child must not touch the monitor thread or talk for the parent */
+  volatile int *abort_flag;
+  uint8_t secret[DCCL_SECRET_BYTES];
+  int listen_fd;
+  struct sockaddr_storage listen_addr;
+  struct sockaddr_storage *peer_addrs; /* every rank's listener */
+  int *send_fds;                       /* connections this rank opened to send; -1 until first send */
+  int *recv_fds;                       /* connections peers opened to send to us; -1 until accepted */
+  char *peer_closed;                   /* the peer's sending connection reached EOF or broke */
+  struct dccl_pending_conn *pending;
+  int npending, pending_cap;
+  struct dccl_stashed_msg *stash_head, *stash_tail;
+  int64_t op_timeout_ns; /* DCCL_TIMEOUT for send/recv/collectives; 0: none */
+
+  /* Liveness: on rank 0, monitor_fds[r] is rank r's monitor connection; elsewhere monitor_fds[0] is ours to 0. */
+  int *monitor_fds;
+  int nmonitor;
+  int stop_fd; /* eventfd that wakes the monitor thread to stop */
+  pthread_t monitor_thread;
+  int monitor_running;
+  pthread_mutex_t monitor_send_lock; /* goodbye (user thread) and death notices (monitor thread) share fds */
+  void (*on_death)(void *arg, int dead_rank);
+  void *on_death_arg;
+  _Atomic int death_reported;
+  _Atomic int said_goodbye;
+};
+
+/* Time and deadlines (CLOCK_MONOTONIC ns; deadline 0 means none). */
+int64_t dccl_now_ns(void);
+int64_t dccl_deadline_after_s(int64_t seconds);
+enum { DCCL_WAIT_OK = 0, DCCL_WAIT_ABORTED = 1, DCCL_WAIT_TIMED_OUT = 2 };
+int dccl_wait_state(volatile int *abort_flag, int64_t deadline_ns);
+/* ncclRemoteError with a reason if the abort flag is set or the deadline passed; `what` names the wait. */
+ncclResult_t dccl_wait_check(volatile int *abort_flag, int64_t deadline_ns, const char *what);
+/* Milliseconds to pass to poll(): at most DCCL_POLL_SLICE_MS and never past the deadline. */
+int dccl_poll_slice_ms(int64_t deadline_ns);
+
+/* Socket helpers with a deadline and an abort flag. */
+ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns,
+                                      volatile int *abort_flag, int *fd);
+ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, volatile int *abort_flag,
+                                   int64_t deadline_ns);
+ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, volatile int *abort_flag, int64_t deadline_ns);
+/* Accepts one pending connection on a nonblocking listener: *fd = -1 if none is waiting. */
+ncclResult_t dccl_socket_accept(int listen_fd, int *fd, struct sockaddr_storage *peer);
+void dccl_socket_set_nodelay(int fd);
+socklen_t dccl_sockaddr_len(const struct sockaddr_storage *addr);
+void dccl_wire_addr_from_sockaddr(struct dccl_wire_addr *wire, const struct sockaddr_storage *addr);
+ncclResult_t dccl_wire_addr_to_sockaddr(const struct dccl_wire_addr *wire, struct sockaddr_storage *addr);
+/* Fills buf with random bytes from the kernel. */
+ncclResult_t dccl_random_bytes(void *buf, size_t len);
+/* Constant-time compare of two secrets: nonzero if equal. */
+int dccl_secret_equal(const uint8_t *a, const uint8_t *b);
+
+/* Rank 0 waits for every other rank's monitor connection; the others open theirs (bootstrap_tcp.c). */
+ncclResult_t dccl_bootstrap_connect_monitor(struct dccl_bootstrap *b, int64_t deadline_ns);
+
+/* Stops and joins the monitor thread if this process started it (bootstrap_monitor.c). */
+void dccl_bootstrap_stop_monitor(struct dccl_bootstrap *b);
+
+/* Lets the owner of a bootstrap made by dccl_bootstrap_split give it its own abort flag (the child starts with
+ * the parent's flag only while the split runs). */
+void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, volatile int *abort_flag);
+
+#endif

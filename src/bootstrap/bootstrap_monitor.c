@@ -1,0 +1,149 @@
+/* Liveness: a thread per rank sleeps in poll() on the monitor connections (rank 0: one per other rank; the
+ * others: the one to rank 0) plus an eventfd that stops it. Rank 0 turns an EOF without goodbye into a death
+ * notice for everyone; the others learn deaths from rank 0 or conclude rank 0 died when it vanishes. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap_internal.h"
+#include "core/debug.h"
+
+/* Per watched connection: partial message bytes, and whether the far side left on purpose or is gone. */
+struct monitor_watch {
+  int rank; /* the rank at the far end */
+  int fd;
+  int departed, gone;
+  size_t have;
+  struct dccl_monitor_msg msg;
+};
+
+static void report_death(struct dccl_bootstrap *b, int dead_rank) {
+  if (atomic_load(&b->said_goodbye)) return; /* we are leaving; others leaving too is no failure */
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&b->death_reported, &expected, 1)) return;
+  DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: rank %d died", b->rank, dead_rank);
+  b->on_death(b->on_death_arg, dead_rank);
+}
+
+/* Small message on a monitor connection; never blocks (a full buffer means the peer is not listening anyway). */
+static void monitor_send(struct dccl_bootstrap *b, int fd, uint32_t type, int rank) {
+  struct dccl_monitor_msg m = {.type = type, .rank = rank};
+  pthread_mutex_lock(&b->monitor_send_lock);
+  ssize_t n;
+  do n = send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  pthread_mutex_unlock(&b->monitor_send_lock);
+}
+
+/* Rank 0: tells every other rank still present that `dead` died. */
+static void broadcast_death(struct dccl_bootstrap *b, struct monitor_watch *w, int nw, int dead) {
+  for (int i = 0; i < nw; i++)
+    if (!w[i].gone && !w[i].departed) monitor_send(b, w[i].fd, DCCL_MON_DEATH, dead);
+}
+
+/* Reads what arrived on one watched connection and acts on it. */
+static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, int nw, int i) {
+  struct monitor_watch *x = &w[i];
+  for (;;) {
+    ssize_t n = recv(x->fd, (char *)&x->msg + x->have, sizeof(x->msg) - x->have, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      x->gone = 1;
+      if (x->departed) return;
+      report_death(b, x->rank);
+      if (b->rank == 0) broadcast_death(b, w, nw, x->rank);
+      return;
+    }
+    x->have += (size_t)n;
+    if (x->have < sizeof(x->msg)) continue;
+    x->have = 0;
+    if (x->msg.type == DCCL_MON_GOODBYE) {
+      x->departed = 1;
+    } else if (x->msg.type == DCCL_MON_DEATH && b->rank != 0 && x->msg.rank >= 0 && x->msg.rank < b->nranks) {
+      report_death(b, x->msg.rank);
+    } else {
+      DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: unexpected monitor message %u from rank %d", b->rank,
+                x->msg.type, x->rank);
+    }
+  }
+}
+
+static void *monitor_main(void *arg) {
+  struct dccl_bootstrap *b = arg;
+  int nw = 0;
+  struct monitor_watch *w = calloc((size_t)b->nmonitor, sizeof(*w));
+  struct pollfd *pfds = calloc((size_t)b->nmonitor + 1, sizeof(*pfds));
+  if (!w || !pfds) {
+    DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: out of memory; liveness monitor not running", b->rank);
+    free(w);
+    free(pfds);
+    return NULL;
+  }
+  for (int i = 0; i < b->nmonitor; i++) {
+    if (b->monitor_fds[i] < 0) continue;
+    w[nw].rank = b->rank == 0 ? i : 0;
+    w[nw].fd = b->monitor_fds[i];
+    nw++;
+  }
+  for (;;) {
+    pfds[0] = (struct pollfd){.fd = b->stop_fd, .events = POLLIN};
+    for (int i = 0; i < nw; i++) pfds[i + 1] = (struct pollfd){.fd = w[i].gone ? -1 : w[i].fd, .events = POLLIN};
+    /* No timeout: the thread costs nothing until a peer speaks, vanishes, or we are stopped. */
+    int n = poll(pfds, (nfds_t)nw + 1, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: monitor poll failed: %s", b->rank, strerror(errno));
+      break;
+    }
+    if (pfds[0].revents) break;
+    for (int i = 0; i < nw; i++)
+      if (!w[i].gone && pfds[i + 1].revents) handle_readable(b, w, nw, i);
+  }
+  free(w);
+  free(pfds);
+  return NULL;
+}
+
+ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_death)(void *arg, int dead_rank),
+                                          void *arg) {
+  if (!b || !on_death) return dccl_error(ncclInvalidArgument, "bootstrap monitor: NULL argument");
+  if (b->creator_pid != getpid())
+    return dccl_error(ncclInvalidUsage, "bootstrap monitor: bootstrap was created before fork()");
+  if (b->monitor_running) return dccl_error(ncclInvalidUsage, "bootstrap monitor: already running");
+  b->on_death = on_death;
+  b->on_death_arg = arg;
+  b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (b->stop_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
+  int err = pthread_create(&b->monitor_thread, NULL, monitor_main, b);
+  if (err != 0) {
+    close(b->stop_fd);
+    b->stop_fd = -1;
+    return dccl_error(ncclSystemError, "could not start the monitor thread: %s", strerror(err));
+  }
+  b->monitor_running = 1;
+  return ncclSuccess;
+}
+
+void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b) {
+  /* A forked child must not speak for its parent's rank. */
+  if (!b || b->creator_pid != getpid()) return;
+  atomic_store(&b->said_goodbye, 1);
+  for (int i = 0; i < b->nmonitor; i++)
+    if (b->monitor_fds[i] >= 0) monitor_send(b, b->monitor_fds[i], DCCL_MON_GOODBYE, b->rank);
+}
+
+void dccl_bootstrap_stop_monitor(struct dccl_bootstrap *b) {
+  /* In a forked child the thread does not exist, and the eventfd is shared with the parent: leave both alone. */
+  if (!b->monitor_running || b->creator_pid != getpid()) return;
+  uint64_t one = 1;
+  ssize_t n;
+  do n = write(b->stop_fd, &one, sizeof(one));
+  while (n < 0 && errno == EINTR);
+  pthread_join(b->monitor_thread, NULL);
+  b->monitor_running = 0;
+}

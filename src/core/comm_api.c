@@ -1,0 +1,302 @@
+/* The communicator part of the API: create, split, finalize, destroy, abort, query. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "core/comm_init.h"
+#include "core/comm_registry.h"
+#include "core/debug.h"
+#include "core/group.h"
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  if (!uniqueId) return dccl_error(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  return dccl_bootstrap_create_id(uniqueId);
+}
+
+/* Reads a caller's config of any NCCL version: at most the smaller of its size and ours. */
+static ncclResult_t read_config(const ncclConfig_t *config, ncclConfig_t *out) {
+  ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
+  *out = defaults;
+  if (!config) return ncclSuccess;
+  if (config->magic != NCCL_CONFIG_MAGIC)
+    return dccl_error(ncclInvalidArgument, "config: magic is 0x%x, expected 0x%x (use NCCL_CONFIG_INITIALIZER)",
+                      config->magic, NCCL_CONFIG_MAGIC);
+  if (config->size < offsetof(ncclConfig_t, blocking))
+    return dccl_error(ncclInvalidArgument, "config: size %zu is too small", config->size);
+  memcpy(out, config, config->size < sizeof(*out) ? config->size : sizeof(*out));
+  out->size = sizeof(*out);
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_init_rank_now(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  return dccl_comm_init_rank(comm, nranks, &commId, rank);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config) {
+  ncclConfig_t cfg;
+  if (!comm) return dccl_error(ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
+  *comm = NULL;
+  if (nranks < 1) return dccl_error(ncclInvalidArgument, "ncclCommInitRank: nranks %d < 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return dccl_error(ncclInvalidArgument, "ncclCommInitRank: rank %d is outside 0..%d", rank, nranks - 1);
+  DCCLCHECK(read_config(config, &cfg));
+  DCCLCHECK(dccl_bootstrap_check_id(&commId));
+  if (dccl_group_depth() > 0) return dccl_group_defer_init(comm, nranks, commId, rank);
+  return dccl_init_rank_now(comm, nranks, commId, rank);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
+                                      ncclConfig_t *config) {
+  if (nId < 1 || !commIds)
+    return dccl_error(ncclInvalidArgument, "ncclCommInitRankScalable: need at least one id (nId %d)", nId);
+  /* Every rank can reach the first id's rendezvous; the others are not needed for rank discovery. */
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+struct init_all_arg {
+  ncclComm_t *comm;
+  int nranks, rank;
+  ncclUniqueId id;
+  ncclResult_t res;
+};
+
+static void *init_all_thread(void *p) {
+  struct init_all_arg *a = p;
+  a->res = dccl_init_rank_now(a->comm, a->nranks, a->id, a->rank);
+  return NULL;
+}
+
+/* Creates `n` communicators of one job at once, one thread each (creation blocks until all ranks join). */
+ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUniqueId *ids, const int *ranks,
+                            int n) {
+  struct init_all_arg *args = calloc((size_t)n, sizeof(*args));
+  pthread_t *threads = calloc((size_t)n, sizeof(*threads));
+  ncclResult_t res = ncclSuccess;
+  if (!args || !threads) {
+    free(args);
+    free(threads);
+    return dccl_error(ncclSystemError, "out of memory");
+  }
+  int started = 0;
+  for (int i = 0; i < n; i++) {
+    args[i] = (struct init_all_arg){comms[i], nranks[i], ranks[i], ids[i], ncclSuccess};
+    if (pthread_create(&threads[i], NULL, init_all_thread, &args[i]) != 0) {
+      res = dccl_error(ncclSystemError, "cannot start a thread to create communicator %d", i);
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++) {
+    pthread_join(threads[i], NULL);
+    if (args[i].res != ncclSuccess && res == ncclSuccess) res = args[i].res;
+  }
+  free(args);
+  free(threads);
+  return res;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
+  if (!comm) return dccl_error(ncclInvalidArgument, "ncclCommInitAll: comm is NULL");
+  if (ndev < 1) return dccl_error(ncclInvalidArgument, "ncclCommInitAll: ndev %d < 1", ndev);
+  (void)devlist; /* host communicators: the device list only names GPUs */
+  ncclUniqueId id;
+  DCCLCHECK(ncclGetUniqueId(&id));
+  ncclComm_t **outs = calloc((size_t)ndev, sizeof(*outs));
+  int *nr = calloc((size_t)ndev, sizeof(int)), *rk = calloc((size_t)ndev, sizeof(int));
+  ncclUniqueId *ids = calloc((size_t)ndev, sizeof(*ids));
+  ncclResult_t res = ncclSystemError;
+  if (outs && nr && rk && ids) {
+    for (int i = 0; i < ndev; i++) {
+      outs[i] = &comm[i];
+      comm[i] = NULL;
+      nr[i] = ndev;
+      rk[i] = i;
+      ids[i] = id;
+    }
+    res = dccl_init_many(outs, nr, ids, rk, ndev);
+  } else {
+    dccl_error(ncclSystemError, "out of memory");
+  }
+  free(outs);
+  free(nr);
+  free(rk);
+  free(ids);
+  return res;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  ncclConfig_t cfg;
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommSplit"));
+  if (!newcomm) return dccl_error(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
+  *newcomm = NULL;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return dccl_error(ncclInvalidArgument, "ncclCommSplit: color %d is negative (and not NCCL_SPLIT_NOCOLOR)", color);
+  DCCLCHECK(read_config(config, &cfg));
+  int n = comm->nranks;
+  int(*ck)[3] = calloc((size_t)n, sizeof(*ck));
+  int *members = calloc((size_t)n, sizeof(int));
+  ncclResult_t res = ncclSuccess;
+  if (!ck || !members) {
+    res = dccl_error(ncclSystemError, "out of memory");
+    goto out;
+  }
+  ck[comm->rank][0] = color;
+  ck[comm->rank][1] = key;
+  ck[comm->rank][2] = comm->rank;
+  DCCLCHECKGOTO(dccl_bootstrap_allgather(comm->bootstrap, ck, sizeof(*ck)), res, out);
+  if (color == NCCL_SPLIT_NOCOLOR) goto out;
+  /* Members: same color, ordered by (key, parent rank). A small insertion sort: n is the rank count. */
+  int m = 0, me = -1;
+  for (int r = 0; r < n; r++) {
+    if (ck[r][0] != color) continue;
+    int j = m++;
+    while (j > 0 && (ck[members[j - 1]][1] > ck[r][1] ||
+                     (ck[members[j - 1]][1] == ck[r][1] && members[j - 1] > r))) {
+      members[j] = members[j - 1];
+      j--;
+    }
+    members[j] = r;
+  }
+  for (int i = 0; i < m; i++)
+    if (members[i] == comm->rank) me = i;
+  struct dccl_comm *nc = dccl_comm_alloc(me, m);
+  if (!nc) {
+    res = dccl_error(ncclSystemError, "out of memory");
+    goto out;
+  }
+  DCCLCHECKGOTO(dccl_bootstrap_split(comm->bootstrap, me, m, members, &nc->bootstrap), res, fail_new);
+  DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(nc), res, fail_new);
+  DCCLCHECKGOTO(dccl_registry_add(nc), res, fail_new);
+  *newcomm = nc;
+  goto out;
+fail_new:
+  dccl_comm_free(nc, 0);
+out:
+  free(ck);
+  free(members);
+  return res;
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                            ncclConfig_t *config, int shrinkFlags) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommShrink"));
+  if (excludeRanksCount > 0 && !excludeRanksList)
+    return dccl_error(ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL");
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT)
+    return dccl_error(ncclInvalidUsage, "ncclCommShrink: NCCL_SHRINK_ABORT is not supported by DCCL yet");
+  int excluded = 0;
+  for (int i = 0; i < excludeRanksCount; i++) excluded |= excludeRanksList[i] == comm->rank;
+  /* Shrinking with every remaining rank alive is a split: excluded ranks take no color. */
+  return ncclCommSplit(comm, excluded ? NCCL_SPLIT_NOCOLOR : 0, comm->rank, newcomm, config);
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommFinalize"));
+  /* Host-buffer operations complete before their call returns: nothing is left to flush. */
+  comm->finalized = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommDestroy"));
+  dccl_registry_remove(comm);
+  dccl_comm_free(comm, !comm->abort_flag);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommAbort"));
+  dccl_registry_remove(comm);
+  dccl_comm_set_failed(comm, ncclRemoteError, "the communicator was aborted (ncclCommAbort)");
+  dccl_comm_free(comm, 0);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommRevoke"));
+  return dccl_error(ncclInvalidUsage, "ncclCommRevoke is not supported by DCCL yet (flags %d)", revokeFlags);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  if (!asyncError) return dccl_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommGetAsyncError"));
+  *asyncError = (ncclResult_t)atomic_load(&comm->async_error);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommCount"));
+  if (!count) return dccl_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommUserRank"));
+  if (!rank) return dccl_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommCuDevice"));
+  if (!device) return dccl_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = -1; /* a host communicator has no CUDA device */
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  (void)size;
+  if (!ptr) return dccl_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  return dccl_error(ncclInvalidUsage, "ncclMemAlloc allocates GPU memory, which DCCL does not support yet");
+}
+
+ncclResult_t ncclMemFree(void *ptr) {
+  if (!ptr) return ncclSuccess;
+  return dccl_error(ncclInvalidUsage, "ncclMemFree: DCCL allocated no GPU memory (%p)", ptr);
+}
+
+/* Registration is a hint for zero-copy paths; host buffers need none, so a handle just remembers the range. */
+struct dccl_reg_handle {
+  void *buff;
+  size_t size;
+};
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommRegister"));
+  if (!handle || (!buff && size)) return dccl_error(ncclInvalidArgument, "ncclCommRegister: NULL argument");
+  struct dccl_reg_handle *h = malloc(sizeof(*h));
+  if (!h) return dccl_error(ncclSystemError, "out of memory");
+  *h = (struct dccl_reg_handle){buff, size};
+  *handle = h;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommDeregister"));
+  if (!handle) return dccl_error(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
+  free(handle);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommWindowRegister"));
+  (void)buff, (void)size, (void)win, (void)winFlags;
+  return dccl_error(ncclInvalidUsage, "ncclCommWindowRegister (symmetric memory) is not supported by DCCL yet");
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  DCCLCHECK(dccl_comm_check(comm, "ncclCommWindowDeregister"));
+  (void)win;
+  return dccl_error(ncclInvalidUsage, "ncclCommWindowDeregister (symmetric memory) is not supported by DCCL yet");
+}

@@ -1,0 +1,140 @@
+/* Communicator creation: join the bootstrap, learn every rank, order rings, connect, measure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "core/comm_init.h"
+#include "core/comm_registry.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "topo/host_id.h"
+#include "topo/ring_order.h"
+#include "tune/tune.h"
+
+/* Called from the bootstrap's monitor thread: only flags, never a blocking call or a socket. */
+static void on_peer_death(void *arg, int dead_rank) {
+  struct dccl_comm *comm = arg;
+  int expected = -1;
+  if (!atomic_compare_exchange_strong(&comm->dead_rank, &expected, dead_rank)) return;
+  pthread_mutex_lock(&comm->error_lock);
+  if (!comm->error_text[0])
+    snprintf(comm->error_text, sizeof(comm->error_text), "rank %d (host %s, pid %d) died", dead_rank,
+             comm->peers[dead_rank].hostname, comm->peers[dead_rank].pid);
+  pthread_mutex_unlock(&comm->error_lock);
+  int ok = ncclSuccess;
+  atomic_compare_exchange_strong(&comm->async_error, &ok, ncclRemoteError);
+  comm->abort_flag = 1;
+  DCCL_WARN(DCCL_INIT, "rank %d (host %s, pid %d) died", dead_rank, comm->peers[dead_rank].hostname,
+            comm->peers[dead_rank].pid);
+}
+
+static ncclResult_t build_rings(struct dccl_comm *comm) {
+  int n = comm->nranks;
+  uint64_t *hosts = malloc((size_t)n * sizeof(*hosts));
+  if (!hosts) return dccl_error(ncclSystemError, "out of memory");
+  for (int r = 0; r < n; r++) hosts[r] = comm->peers[r].host_hash;
+  int nch = (int)dccl_param_int(DCCL_PARAM_NCHANNELS);
+  if (nch < 1) nch = 1;
+  if (nch > DCCL_MAX_CHANNELS) nch = DCCL_MAX_CHANNELS;
+  comm->nchannels = nch;
+  for (int c = 0; c < nch; c++) {
+    struct dccl_ring *ring = &comm->rings[c];
+    ring->order = malloc((size_t)n * sizeof(int));
+    if (!ring->order) {
+      free(hosts);
+      return dccl_error(ncclSystemError, "out of memory");
+    }
+    comm->nhosts = dccl_ring_order(hosts, n, ring->order);
+    for (int i = 0; i < n; i++)
+      if (ring->order[i] == comm->rank) ring->pos = i;
+    ring->next = ring->order[(ring->pos + 1) % n];
+    ring->prev = ring->order[(ring->pos + n - 1) % n];
+  }
+  if (comm->rank == 0 && dccl_log_enabled(DCCL_LOG_INFO, DCCL_INIT)) {
+    char line[1024];
+    int len = 0;
+    for (int i = 0; i < n && len < (int)sizeof(line) - 16; i++)
+      len += snprintf(line + len, sizeof(line) - (size_t)len, " %d", comm->rings[0].order[i]);
+    DCCL_INFO(DCCL_INIT, "%d ranks on %d hosts; ring:%s (host crossings %d)", n, comm->nhosts, line,
+              dccl_ring_host_crossings(hosts, comm->rings[0].order, n));
+  }
+  free(hosts);
+  return ncclSuccess;
+}
+
+/* The ring links of every channel and the two all-reduce trees' links, made up front (the trees are lazily
+ * connected otherwise; doing it here keeps the first tree call fast and single-threaded groups deadlock-free). */
+static ncclResult_t connect_rings(struct dccl_comm *comm) {
+  if (comm->nranks == 1) return ncclSuccess;
+  struct dccl_conn_req *reqs = calloc((size_t)comm->nchannels * 2, sizeof(*reqs));
+  if (!reqs) return dccl_error(ncclSystemError, "out of memory");
+  int n = 0;
+  for (int c = 0; c < comm->nchannels; c++) {
+    reqs[n++] = (struct dccl_conn_req){comm->rings[c].next, 1, c};
+    reqs[n++] = (struct dccl_conn_req){comm->rings[c].prev, 0, c};
+  }
+  ncclResult_t res = dccl_comm_connect(comm, reqs, n);
+  free(reqs);
+  return res;
+}
+
+ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
+  int n = comm->nranks;
+  comm->peers = calloc((size_t)n, sizeof(*comm->peers));
+  comm->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
+  comm->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
+  if (!comm->peers || !comm->p2p_send_seq || !comm->p2p_recv_seq)
+    return dccl_error(ncclSystemError, "out of memory creating a communicator of %d ranks", n);
+  struct dccl_peer_info *me = &comm->peers[comm->rank];
+  me->rank = comm->rank;
+  me->pid = (int)getpid();
+  DCCLCHECK(dccl_host_identity(me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
+  if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
+    me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;
+  DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
+  for (int r = 0; r < n; r++) {
+    comm->peers[r].comm_nonce = comm->peers[0].comm_nonce;
+    if (comm->peers[r].rank != r)
+      return dccl_error(ncclInternalError, "bootstrap: slot %d holds rank %d", r, comm->peers[r].rank);
+  }
+  DCCLCHECK(build_rings(comm));
+  DCCLCHECK(connect_rings(comm));
+  DCCLCHECK(dccl_tune_measure(comm));
+  DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
+  DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
+  DCCL_INFO(DCCL_INIT, "communicator %p rank %d of %d ready (host %s)", (void *)comm, comm->rank, n, me->host_id);
+  return ncclSuccess;
+}
+
+struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
+  struct dccl_comm *comm = calloc(1, sizeof(*comm));
+  if (!comm) return NULL;
+  comm->magic = DCCL_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->creator_pid = getpid();
+  atomic_store(&comm->dead_rank, -1);
+  atomic_store(&comm->async_error, ncclSuccess);
+  pthread_mutex_init(&comm->conn_lock, NULL);
+  pthread_mutex_init(&comm->error_lock, NULL);
+  return comm;
+}
+
+ncclResult_t dccl_comm_init_rank(struct dccl_comm **out, int nranks, const ncclUniqueId *id, int rank) {
+  struct dccl_comm *comm = dccl_comm_alloc(rank, nranks);
+  if (!comm) return dccl_error(ncclSystemError, "out of memory creating a communicator");
+  dccl_log_set_rank(rank);
+  ncclResult_t res;
+  DCCLCHECKGOTO(dccl_bootstrap_init(id, rank, nranks, &comm->abort_flag, &comm->bootstrap), res, fail);
+  DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(comm), res, fail);
+  DCCLCHECKGOTO(dccl_registry_add(comm), res, fail);
+  *out = comm;
+  return ncclSuccess;
+fail:
+  dccl_comm_free(comm, 0);
+  return res;
+}

@@ -1,0 +1,60 @@
+/* The set of live communicators, so a destroyed or made-up handle is refused without touching freed memory. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "core/debug.h"
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dccl_comm **live;
+static int nlive, cap;
+
+ncclResult_t dccl_registry_add(struct dccl_comm *comm) {
+  pthread_mutex_lock(&registry_lock);
+  if (nlive == cap) {
+    int ncap = cap ? cap * 2 : 16;
+    struct dccl_comm **n = realloc(live, (size_t)ncap * sizeof(*n));
+    if (!n) {
+      pthread_mutex_unlock(&registry_lock);
+      return dccl_error(ncclSystemError, "out of memory registering a communicator");
+    }
+    live = n;
+    cap = ncap;
+  }
+  live[nlive++] = comm;
+  pthread_mutex_unlock(&registry_lock);
+  return ncclSuccess;
+}
+
+void dccl_registry_remove(struct dccl_comm *comm) {
+  pthread_mutex_lock(&registry_lock);
+  for (int i = 0; i < nlive; i++)
+    if (live[i] == comm) {
+      live[i] = live[--nlive];
+      break;
+    }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+static int registered(const struct dccl_comm *comm) {
+  pthread_mutex_lock(&registry_lock);
+  int found = 0;
+  for (int i = 0; i < nlive && !found; i++) found = live[i] == comm;
+  pthread_mutex_unlock(&registry_lock);
+  return found;
+}
+
+ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call) {
+  if (!comm) return dccl_error(ncclInvalidArgument, "%s: communicator is NULL", call);
+  if (!registered(comm) || comm->magic != DCCL_COMM_MAGIC)
+    return dccl_error(ncclInvalidArgument, "%s: %p is not a live communicator (destroyed, or never created)", call,
+                      (void *)comm);
+  if (comm->creator_pid != getpid())
+    return dccl_error(ncclInvalidUsage,
+                      "%s: this communicator was created by process %d before fork(); a forked child must create "
+                      "its own communicators",
+                      call, (int)comm->creator_pid);
+  return ncclSuccess;
+}

@@ -1,0 +1,9 @@
+#ifndef DCCL_COMM_REGISTRY_H_
+#define DCCL_COMM_REGISTRY_H_
+
+#include "core/comm.h"
+
+ncclResult_t dccl_registry_add(struct dccl_comm *comm);
+void dccl_registry_remove(struct dccl_comm *comm);
+
+#endif

@@ -1,0 +1,203 @@
+/* The collective and point-to-point API: check the arguments, build an op, hand it to the group. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "collectives/op.h"
+#include "core/comm.h"
+#include "core/debug.h"
+#include "core/group.h"
+#include "core/redop.h"
+
+/* The checks every call shares; fills esize. */
+/* per_rank: the buffers hold nranks blocks of count elements. */
+static ncclResult_t check_common(struct dccl_comm *comm, const char *call, ncclDataType_t type, size_t count,
+                                 int per_rank, size_t *esize) {
+  DCCLCHECK(dccl_comm_check(comm, call));
+  size_t multiple = per_rank ? (size_t)comm->nranks : 1;
+  if (comm->abort_flag) {
+    int code = atomic_load(&comm->async_error);
+    return dccl_error(code != ncclSuccess ? (ncclResult_t)code : ncclRemoteError, "%s: the communicator has failed: %s",
+                      call, comm->error_text);
+  }
+  if (comm->finalized) return dccl_error(ncclInvalidUsage, "%s: the communicator was finalized", call);
+  *esize = dccl_type_size(type);
+  if (*esize == 0) return dccl_error(ncclInvalidArgument, "%s: unknown datatype %d", call, (int)type);
+  if (count > SIZE_MAX / *esize / multiple)
+    return dccl_error(ncclInvalidArgument, "%s: count %zu of %s overflows the address space", call, count,
+                      dccl_type_name(type));
+  return ncclSuccess;
+}
+
+static ncclResult_t check_root(const struct dccl_comm *comm, const char *call, int root) {
+  if (root < 0 || root >= comm->nranks)
+    return dccl_error(ncclInvalidArgument, "%s: root %d is outside 0..%d", call, root, comm->nranks - 1);
+  return ncclSuccess;
+}
+
+static ncclResult_t check_buffer(const char *call, const char *which, const void *buf, size_t count) {
+  if (!buf && count > 0) return dccl_error(ncclInvalidArgument, "%s: %s is NULL with count %zu", call, which, count);
+  return ncclSuccess;
+}
+
+static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
+  struct dccl_op *op = calloc(1, sizeof(*op));
+  if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
+  op->comm = comm;
+  op->kind = kind;
+  op->sendbuff = sendbuff;
+  op->recvbuff = recvbuff;
+  op->count = count;
+  op->type = type;
+  op->esize = esize;
+  if (redop) op->redop = *redop; else dccl_redop_builtin(&op->redop, ncclSum, type, 1);
+  op->root = root;
+  op->peer = peer;
+  if (kind == DCCL_OP_SEND) op->seq = comm->p2p_send_seq[peer]++;
+  else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
+  else op->seq = comm->coll_seq++;
+  ncclResult_t res = dccl_op_plan(op);
+  if (res != ncclSuccess) {
+    free(op);
+    return res;
+  }
+  DCCL_TRACE(DCCL_COLL, "%s #%llu count %zu type %s root %d peer %d algo %s", dccl_op_name(kind),
+             (unsigned long long)op->seq, count, dccl_type_name(type), root, peer, dccl_algo_name(op->algo));
+  return dccl_group_enqueue(op);
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const char *call = "ncclAllReduce";
+  size_t es;
+  struct dccl_redop r;
+  (void)stream;
+  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
+  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
+  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
+  return submit(comm, DCCL_OP_ALLREDUCE, sendbuff, recvbuff, count, datatype, es, &r, -1, -1);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  const char *call = "ncclBroadcast";
+  size_t es;
+  (void)stream;
+  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
+  DCCLCHECK(check_root(comm, call, root));
+  if (comm->rank == root) DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
+  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
+  return submit(comm, DCCL_OP_BROADCAST, sendbuff, recvbuff, count, datatype, es, NULL, root, -1);
+}
+
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  const char *call = "ncclReduce";
+  size_t es;
+  struct dccl_redop r;
+  (void)stream;
+  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
+  DCCLCHECK(check_root(comm, call, root));
+  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
+  if (comm->rank == root) DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
+  return submit(comm, DCCL_OP_REDUCE, sendbuff, recvbuff, count, datatype, es, &r, root, -1);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  const char *call = "ncclAllGather";
+  size_t es;
+  (void)stream;
+  DCCLCHECK(check_common(comm, call, datatype, sendcount, 1, &es));
+  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, sendcount));
+  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, sendcount));
+  return submit(comm, DCCL_OP_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, es, NULL, -1, -1);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const char *call = "ncclReduceScatter";
+  size_t es;
+  struct dccl_redop r;
+  (void)stream;
+  DCCLCHECK(check_common(comm, call, datatype, recvcount, 1, &es));
+  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, recvcount));
+  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, recvcount));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
+  return submit(comm, DCCL_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, es, &r, -1, -1);
+}
+
+static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int peer, ncclComm_t comm) {
+  const char *call = dccl_op_name(kind);
+  size_t es;
+  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
+  if (peer < 0 || peer >= comm->nranks)
+    return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", call, peer, comm->nranks - 1);
+  DCCLCHECK(check_buffer(call, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff",
+                         kind == DCCL_OP_SEND ? sendbuff : recvbuff, count));
+  return submit(comm, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  (void)stream;
+  return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  (void)stream;
+  return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm);
+}
+
+/* All-to-all, gather and scatter are groups of sends and receives. */
+static ncclResult_t grouped(ncclResult_t res) {
+  ncclResult_t end = ncclGroupEnd();
+  return res != ncclSuccess ? res : end;
+}
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                          ncclComm_t comm, cudaStream_t stream) {
+  size_t es;
+  DCCLCHECK(check_common(comm, "ncclAlltoAll", datatype, count, 1, &es));
+  ncclResult_t res = ncclGroupStart();
+  for (int p = 0; p < comm->nranks && res == ncclSuccess; p++) {
+    res = ncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
+    if (res == ncclSuccess) res = ncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
+  }
+  return grouped(res);
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  size_t es;
+  DCCLCHECK(check_common(comm, "ncclGather", datatype, count, 1, &es));
+  DCCLCHECK(check_root(comm, "ncclGather", root));
+  ncclResult_t res = ncclGroupStart();
+  if (comm->rank == root)
+    for (int p = 0; p < comm->nranks && res == ncclSuccess; p++)
+      res = ncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
+  if (res == ncclSuccess) res = ncclSend(sendbuff, count, datatype, root, comm, stream);
+  return grouped(res);
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  size_t es;
+  DCCLCHECK(check_common(comm, "ncclScatter", datatype, count, 1, &es));
+  DCCLCHECK(check_root(comm, "ncclScatter", root));
+  ncclResult_t res = ncclGroupStart();
+  if (comm->rank == root)
+    for (int p = 0; p < comm->nranks && res == ncclSuccess; p++)
+      res = ncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
+  if (res == ncclSuccess) res = ncclRecv(recvbuff, count, datatype, root, comm, stream);
+  return grouped(res);
+}

@@ -1,0 +1,178 @@
+#include "core/group.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/debug.h"
+
+struct deferred_init {
+  ncclComm_t *comm;
+  int nranks, rank;
+  ncclUniqueId id;
+};
+
+static __thread int group_depth;
+static __thread struct dccl_op *group_head, *group_tail;
+static __thread struct deferred_init *inits;
+static __thread int ninits, inits_cap;
+
+int dccl_group_depth(void) { return group_depth; }
+
+ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  if (ninits == inits_cap) {
+    int ncap = inits_cap ? inits_cap * 2 : 4;
+    struct deferred_init *n = realloc(inits, (size_t)ncap * sizeof(*n));
+    if (!n) return dccl_error(ncclSystemError, "out of memory");
+    inits = n;
+    inits_cap = ncap;
+  }
+  inits[ninits++] = (struct deferred_init){comm, nranks, rank, id};
+  return ncclSuccess;
+}
+
+static ncclResult_t run_inits(void) {
+  int n = ninits;
+  ninits = 0;
+  if (n == 0) return ncclSuccess;
+  ncclComm_t **outs = calloc((size_t)n, sizeof(*outs));
+  int *nr = calloc((size_t)n, sizeof(int)), *rk = calloc((size_t)n, sizeof(int));
+  ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
+  ncclResult_t res;
+  if (outs && nr && rk && ids) {
+    for (int i = 0; i < n; i++) {
+      outs[i] = inits[i].comm;
+      nr[i] = inits[i].nranks;
+      rk[i] = inits[i].rank;
+      ids[i] = inits[i].id;
+    }
+    res = dccl_init_many(outs, nr, ids, rk, n);
+  } else {
+    res = dccl_error(ncclSystemError, "out of memory");
+  }
+  free(outs);
+  free(nr);
+  free(rk);
+  free(ids);
+  return res;
+}
+
+static void free_ops(struct dccl_op *op) {
+  while (op) {
+    struct dccl_op *next = op->next;
+    free(op);
+    op = next;
+  }
+}
+
+/* Sends to and receives from oneself pair up in order within a group and are plain copies. */
+static ncclResult_t match_self(struct dccl_op **ops, int n) {
+  for (int i = 0; i < n; i++) {
+    struct dccl_op *s = ops[i];
+    if (s->done || s->kind != DCCL_OP_SEND || s->peer != s->comm->rank) continue;
+    struct dccl_op *r = NULL;
+    for (int j = 0; j < n && !r; j++)
+      if (!ops[j]->done && ops[j]->kind == DCCL_OP_RECV && ops[j]->comm == s->comm && ops[j]->peer == s->comm->rank)
+        r = ops[j];
+    if (!r) return dccl_error(ncclInvalidUsage, "ncclSend to self (rank %d) without a matching ncclRecv in the same group",
+                              s->comm->rank);
+    if (r->count * r->esize != s->count * s->esize)
+      return dccl_error(ncclInvalidUsage, "ncclSend to self of %zu bytes, but ncclRecv from self of %zu bytes",
+                        s->count * s->esize, r->count * r->esize);
+    if (s->count) memmove(r->recvbuff, s->sendbuff, s->count * s->esize);
+    s->done = r->done = 1;
+  }
+  for (int i = 0; i < n; i++)
+    if (!ops[i]->done && ops[i]->kind == DCCL_OP_RECV && ops[i]->peer == ops[i]->comm->rank)
+      return dccl_error(ncclInvalidUsage, "ncclRecv from self (rank %d) without a matching ncclSend in the same group",
+                        ops[i]->comm->rank);
+  return ncclSuccess;
+}
+
+/* Operations sharing connections run in issue order: a comm's collectives one after the other, and the
+ * point-to-point operations of one (peer, direction) one after the other. */
+static void chain_ops(struct dccl_op **ops, int n) {
+  for (int i = 0; i < n; i++) {
+    ops[i]->after = NULL;
+    for (int j = i - 1; j >= 0; j--) {
+      struct dccl_op *a = ops[i], *b = ops[j];
+      if (a->comm != b->comm) continue;
+      int a_p2p = a->kind == DCCL_OP_SEND || a->kind == DCCL_OP_RECV;
+      int b_p2p = b->kind == DCCL_OP_SEND || b->kind == DCCL_OP_RECV;
+      if ((!a_p2p && !b_p2p) || (a_p2p && a->kind == b->kind && a->peer == b->peer)) {
+        a->after = b;
+        break;
+      }
+    }
+  }
+}
+
+/* Connects what every op of each communicator needs, one communicator at a time. */
+static ncclResult_t connect_ops(struct dccl_op **ops, int n) {
+  ncclResult_t res = ncclSuccess;
+  struct dccl_conn_req *reqs = NULL;
+  int cap = 0;
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = ops[j]->comm == ops[i]->comm;
+    if (seen) continue;
+    int nreq = 0;
+    for (int j = i; j < n && res == ncclSuccess; j++)
+      if (ops[j]->comm == ops[i]->comm && !ops[j]->done) res = dccl_op_conn_reqs(ops[j], &reqs, &nreq, &cap);
+    if (res == ncclSuccess && nreq) res = dccl_comm_connect(ops[i]->comm, reqs, nreq);
+  }
+  free(reqs);
+  for (int i = 0; i < n && res == ncclSuccess; i++)
+    if (!ops[i]->done) res = dccl_op_bind(ops[i]);
+  return res;
+}
+
+static ncclResult_t run_ops(struct dccl_op *head) {
+  int n = 0;
+  for (struct dccl_op *op = head; op; op = op->next) n++;
+  if (n == 0) return ncclSuccess;
+  struct dccl_op **ops = malloc((size_t)n * sizeof(*ops));
+  if (!ops) return dccl_error(ncclSystemError, "out of memory");
+  n = 0;
+  for (struct dccl_op *op = head; op; op = op->next) ops[n++] = op;
+  ncclResult_t res = match_self(ops, n);
+  if (res == ncclSuccess) {
+    chain_ops(ops, n);
+    res = connect_ops(ops, n);
+  }
+  if (res == ncclSuccess) res = dccl_exec_ops(ops, n);
+  free(ops);
+  return res;
+}
+
+ncclResult_t dccl_group_enqueue(struct dccl_op *op) {
+  op->next = NULL;
+  if (group_depth == 0) {
+    ncclResult_t res = run_ops(op);
+    free_ops(op);
+    return res;
+  }
+  if (group_tail) group_tail->next = op; else group_head = op;
+  group_tail = op;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+  group_depth++;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (group_depth == 0) return dccl_error(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--group_depth > 0) return ncclSuccess;
+  struct dccl_op *head = group_head;
+  group_head = group_tail = NULL;
+  ncclResult_t res = run_inits();
+  if (res == ncclSuccess) res = run_ops(head);
+  free_ops(head);
+  return res;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  (void)simInfo;
+  return dccl_error(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by DCCL yet");
+}

@@ -1,0 +1,17 @@
+/* Groups: operations issued between ncclGroupStart and ncclGroupEnd run together at ncclGroupEnd. Per thread,
+ * as in NCCL. */
+#ifndef DCCL_GROUP_H_
+#define DCCL_GROUP_H_
+
+#include "collectives/op.h"
+
+int dccl_group_depth(void);
+/* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */
+ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+/* Takes ownership of a heap-allocated op: runs it now outside a group, at ncclGroupEnd inside one. */
+ncclResult_t dccl_group_enqueue(struct dccl_op *op);
+
+/* comm_api.c: creates n communicators at once, one thread each. */
+ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUniqueId *ids, const int *ranks, int n);
+
+#endif

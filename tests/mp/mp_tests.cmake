@@ -1,0 +1,80 @@
+# Multi-process collective tests: coll_suite under mpirun (1..8 ranks, ring and tree), under its own fork
+# launcher (TCP bootstrap, no MPI), with DCCL_TRANSPORT=socket, with two pretend hosts (DCCL_HOSTID), and the
+# 64 MiB all-to-all. The machine in CI has 2 cores: the matrix is sized per rank count so the whole group stays
+# within about 20 minutes, and no two of these tests run at once (RUN_SERIAL).
+include(${CMAKE_CURRENT_LIST_DIR}/../common/common.cmake)
+
+set(DCCL_MP_DIR ${CMAKE_CURRENT_LIST_DIR})
+add_executable(coll_suite
+  ${DCCL_MP_DIR}/coll_suite.c ${DCCL_MP_DIR}/suite_options.c ${DCCL_MP_DIR}/suite_cases.c
+  ${DCCL_MP_DIR}/suite_run.c ${DCCL_MP_DIR}/suite_report.c ${DCCL_MP_DIR}/suite_watchdog.c)
+target_link_libraries(coll_suite PRIVATE dccl dccl_testcommon Threads::Threads)
+if(MPI_C_FOUND)
+  target_link_libraries(coll_suite PRIVATE MPI::MPI_C)
+  target_compile_definitions(coll_suite PRIVATE DCCL_TEST_HAVE_MPI)
+  if(TARGET dccl_mpi AND EXISTS ${PROJECT_SOURCE_DIR}/include/dccl_mpi.h)
+    target_link_libraries(coll_suite PRIVATE dccl_mpi)
+    target_compile_definitions(coll_suite PRIVATE DCCL_TEST_HAVE_DCCL_MPI)
+  endif()
+endif()
+
+# Matrices. Full: every type, op and size {0,1,7,1000,1048579}, both placements, three roots, the 64 MiB cases.
+set(DCCL_MP_FULL "")
+# Reduced (1, 5 and 8 ranks, and the transport variants): fewer types and a smaller large size.
+set(DCCL_MP_REDUCED --types int8,uint32,int64,half,float,double,bfloat16,f8e4m3,f8e5m2 --sizes 0,1,7,1000,65543
+    --no-big)
+set(DCCL_MP_SMALL --quick)
+
+# dccl_mp_test(NAME ranks TIMEOUT seconds [ENV var=value...] [WRAPPER cmd...] ARGS suite arguments...)
+function(dccl_mp_test name np)
+  cmake_parse_arguments(T "" "TIMEOUT" "ARGS;ENV;WRAPPER" ${ARGN})
+  if(NOT MPI_C_FOUND)
+    return()
+  endif()
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none -np ${np}
+                   ${MPIEXEC_PREFLAGS} ${T_WRAPPER} $<TARGET_FILE:coll_suite> ${T_ARGS} ${MPIEXEC_POSTFLAGS})
+  # The case watchdog fires well before ctest's timeout, so a hang is reported with the case it happened in.
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} RUN_SERIAL TRUE PROCESSORS 2 LABELS "mp"
+                                          ENVIRONMENT "${T_ENV}")
+endfunction()
+
+function(dccl_fork_test name np)
+  cmake_parse_arguments(T "" "TIMEOUT" "ARGS;ENV" ${ARGN})
+  math(EXPR parent_timeout "${T_TIMEOUT} - 30")
+  add_test(NAME ${name} COMMAND coll_suite --fork ${np} --timeout ${parent_timeout} ${T_ARGS})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} RUN_SERIAL TRUE PROCESSORS 2 LABELS "mp"
+                                          ENVIRONMENT "${T_ENV}")
+endfunction()
+
+# The checks themselves: planted corruptions are caught (value check and bitwise comparison).
+dccl_mp_test(mp.selftest.np3 3 TIMEOUT 120 ARGS --selftest)
+dccl_fork_test(mp.selftest.fork2 2 TIMEOUT 120 ARGS --selftest)
+
+# The matrix per rank count and algorithm.
+foreach(algo ring tree)
+  dccl_mp_test(mp.suite.np1.${algo} 1 TIMEOUT 300 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
+  dccl_mp_test(mp.suite.np2.${algo} 2 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
+  dccl_mp_test(mp.suite.np3.${algo} 3 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
+  dccl_mp_test(mp.suite.np4.${algo} 4 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
+  dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
+  dccl_mp_test(mp.suite.np8.${algo} 8 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_SMALL})
+endforeach()
+
+# No MPI at all: TCP bootstrap from a unique id made in the parent, ranks forked.
+dccl_fork_test(mp.suite.fork2 2 TIMEOUT 600 ARGS --algo ring ${DCCL_MP_REDUCED})
+dccl_fork_test(mp.suite.fork4 4 TIMEOUT 600 ARGS --algo tree ${DCCL_MP_REDUCED})
+
+# Sockets between every pair of ranks.
+dccl_mp_test(mp.suite.socket.np2.ring 2 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo ring ${DCCL_MP_REDUCED})
+dccl_mp_test(mp.suite.socket.np4.tree 4 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo tree ${DCCL_MP_SMALL})
+
+# Two pretend hosts: ranks 0,2 on "A" and 1,3 on "B", so rings and trees cross shm and sockets.
+foreach(algo ring tree)
+  dccl_mp_test(mp.suite.hostid.np4.${algo} 4 TIMEOUT 600 WRAPPER sh ${DCCL_MP_DIR}/hostid_wrapper.sh
+               ARGS --algo ${algo} ${DCCL_MP_REDUCED})
+endforeach()
+
+# 64 MiB from every rank to every rank, all sends posted before any receive, in one group.
+dccl_mp_test(mp.alltoall64m.shm.np4 4 TIMEOUT 300 ARGS --alltoall-64m)
+dccl_mp_test(mp.alltoall64m.socket.np4 4 TIMEOUT 300 ENV DCCL_TRANSPORT=socket ARGS --alltoall-64m)

@@ -1,0 +1,469 @@
+/* The TCP bootstrap with real processes: a parent makes the id (and so hosts the rendezvous thread) and forks
+ * the ranks, as a launcher would. Covers init, all-gather, tagged point-to-point out of order, barrier, split,
+ * the liveness monitor (clean exit and SIGKILL), abort, and clients that present the wrong secret or nothing. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_internal.h"
+#include "core/debug.h"
+
+static int passed, failed;
+
+static void report(const char *name, int ok) {
+  printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
+  fflush(stdout);
+  if (ok) passed++;
+  else failed++;
+}
+
+static double now_s(void) { return (double)dccl_now_ns() / 1e9; }
+
+/* Inside a rank process: any failed check ends the process with a nonzero status the parent sees. */
+#define RANK_CHECK(cond)                                                                                    \
+  do {                                                                                                      \
+    if (!(cond)) {                                                                                          \
+      fprintf(stderr, "[pid %d] %s:%d: check failed: %s\n", getpid(), __FILE__, __LINE__, #cond);         \
+      _exit(10);                                                                                            \
+    }                                                                                                       \
+  } while (0)
+#define RANK_OK(call)                                                                                       \
+  do {                                                                                                      \
+    ncclResult_t r_ = (call);                                                                               \
+    if (r_ != ncclSuccess) {                                                                                \
+      fprintf(stderr, "[pid %d] %s:%d: %s returned %d: %s\n", getpid(), __FILE__, __LINE__, #call, (int)r_, \
+              dccl_last_error());                                                                           \
+      _exit(11);                                                                                            \
+    }                                                                                                       \
+  } while (0)
+
+typedef int (*rank_fn)(const ncclUniqueId *id, int rank, int nranks, void *arg);
+
+static void spawn_ranks(pid_t *pids, int n, rank_fn fn, const ncclUniqueId *id, void *arg) {
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) _exit(fn(id, r, n, arg));
+  }
+}
+
+/* Waits for all; kills what is left at the timeout. statuses[r] gets the wait status. Returns 1 if all ended. */
+static int wait_ranks(pid_t *pids, int n, double timeout_s, int *statuses) {
+  double end = now_s() + timeout_s;
+  int left = n;
+  for (int r = 0; r < n; r++) statuses[r] = -1;
+  while (left > 0 && now_s() < end) {
+    for (int r = 0; r < n; r++) {
+      if (statuses[r] != -1 || pids[r] <= 0) continue;
+      int st;
+      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        statuses[r] = st;
+        left--;
+      }
+    }
+    if (left) usleep(5000);
+  }
+  for (int r = 0; r < n; r++) {
+    if (statuses[r] != -1) continue;
+    fprintf(stderr, "rank %d (pid %d) did not finish in %.0f s; killing it\n", r, pids[r], timeout_s);
+    kill(pids[r], SIGKILL);
+    waitpid(pids[r], &statuses[r], 0);
+    statuses[r] = -1;
+  }
+  return left == 0;
+}
+
+static int all_exited_zero(const int *statuses, int n) {
+  for (int r = 0; r < n; r++) {
+    if (statuses[r] == -1 || !WIFEXITED(statuses[r]) || WEXITSTATUS(statuses[r]) != 0) {
+      fprintf(stderr, "rank %d: status 0x%x\n", r, statuses[r]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void count_death(void *arg, int dead_rank) {
+  (void)dead_rank;
+  atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+/* ---- The full sequence on N ranks ---- */
+
+struct p2p_payload {
+  int from, to;
+  uint32_t tag;
+  int seq;
+};
+
+static void check_payload(const struct p2p_payload *p, int from, int to, uint32_t tag, int seq) {
+  RANK_CHECK(p->from == from && p->to == to && p->tag == tag && p->seq == seq);
+}
+
+static void exercise_p2p(struct dccl_bootstrap *b) {
+  int rank = dccl_bootstrap_rank(b), n = dccl_bootstrap_nranks(b);
+  /* To every peer (self included): tag 1 twice, tag 2, then a larger tag-3 message. */
+  static char big[3000];
+  for (int peer = 0; peer < n; peer++) {
+    struct p2p_payload m = {rank, peer, 1, 0};
+    RANK_OK(dccl_bootstrap_send(b, peer, 1, &m, sizeof(m)));
+    m.tag = 2;
+    RANK_OK(dccl_bootstrap_send(b, peer, 2, &m, sizeof(m)));
+    m.tag = 1;
+    m.seq = 1;
+    RANK_OK(dccl_bootstrap_send(b, peer, 1, &m, sizeof(m)));
+    for (size_t i = 0; i < sizeof(big); i++) big[i] = (char)(rank * 31 + peer * 7 + (int)i);
+    RANK_OK(dccl_bootstrap_send(b, peer, 3, big, sizeof(big)));
+  }
+  /* Received in another order, and from peers in reverse order. */
+  for (int k = 0; k < n; k++) {
+    int peer = n - 1 - k;
+    char got_big[sizeof(big)];
+    RANK_OK(dccl_bootstrap_recv(b, peer, 3, got_big, sizeof(got_big)));
+    for (size_t i = 0; i < sizeof(got_big); i++) RANK_CHECK(got_big[i] == (char)(peer * 31 + rank * 7 + (int)i));
+    struct p2p_payload m;
+    RANK_OK(dccl_bootstrap_recv(b, peer, 2, &m, sizeof(m)));
+    check_payload(&m, peer, rank, 2, 0);
+    RANK_OK(dccl_bootstrap_recv(b, peer, 1, &m, sizeof(m)));
+    check_payload(&m, peer, rank, 1, 0);
+    RANK_OK(dccl_bootstrap_recv(b, peer, 1, &m, sizeof(m)));
+    check_payload(&m, peer, rank, 1, 1);
+  }
+}
+
+static void exercise_allgather(struct dccl_bootstrap *b, int salt, size_t block) {
+  int rank = dccl_bootstrap_rank(b), n = dccl_bootstrap_nranks(b);
+  unsigned char *data = calloc((size_t)n, block);
+  RANK_CHECK(data);
+  for (size_t i = 0; i < block; i++) data[(size_t)rank * block + i] = (unsigned char)(rank * 13 + salt + i * 3);
+  RANK_OK(dccl_bootstrap_allgather(b, data, block));
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < block; i++) RANK_CHECK(data[(size_t)r * block + i] == (unsigned char)(r * 13 + salt + i * 3));
+  free(data);
+}
+
+static int rank_full(const ncclUniqueId *id, int rank, int n, void *arg) {
+  struct dccl_bootstrap *b;
+  _Atomic int deaths = 0;
+  RANK_OK(dccl_bootstrap_init(id, rank, n, NULL, &b));
+  RANK_CHECK(dccl_bootstrap_rank(b) == rank && dccl_bootstrap_nranks(b) == n);
+  RANK_OK(dccl_bootstrap_monitor_start(b, count_death, &deaths));
+  exercise_allgather(b, 1, 8);
+  exercise_allgather(b, 2, 1 << 20); /* more than a socket buffer per step: sends must serve receives */
+  exercise_p2p(b);
+  RANK_OK(dccl_bootstrap_barrier(b));
+
+  /* Split into two halves (one group if n == 1); each half all-gathers and sends around its ring. */
+  int lo = n / 2, in_lo = rank < lo;
+  int first = in_lo ? 0 : lo, count = in_lo ? lo : n - lo;
+  int members[8];
+  for (int i = 0; i < count; i++) members[i] = first + i;
+  struct dccl_bootstrap *sub;
+  _Atomic int sub_deaths = 0;
+  RANK_OK(dccl_bootstrap_split(b, rank - first, count, members, &sub));
+  RANK_CHECK(dccl_bootstrap_rank(sub) == rank - first && dccl_bootstrap_nranks(sub) == count);
+  RANK_OK(dccl_bootstrap_monitor_start(sub, count_death, &sub_deaths));
+  int *parents = calloc((size_t)count, sizeof(int));
+  parents[rank - first] = rank;
+  RANK_OK(dccl_bootstrap_allgather(sub, parents, sizeof(int)));
+  for (int i = 0; i < count; i++) RANK_CHECK(parents[i] == first + i);
+  free(parents);
+  int me = rank - first, next = (me + 1) % count, prev = (me + count - 1) % count, got = -1;
+  RANK_OK(dccl_bootstrap_send(sub, next, 77, &rank, sizeof(rank)));
+  RANK_OK(dccl_bootstrap_recv(sub, prev, 77, &got, sizeof(got)));
+  RANK_CHECK(got == first + prev);
+  exercise_p2p(sub);
+  RANK_OK(dccl_bootstrap_barrier(sub));
+  dccl_bootstrap_say_goodbye(sub);
+  dccl_bootstrap_close(sub);
+
+  /* The parent still works after the split, and a message size mismatch is an error, not a crash. */
+  exercise_allgather(b, 3, 16);
+  if (n > 1) {
+    int peer = (rank + 1) % n, from = (rank + n - 1) % n;
+    char small[4] = {0};
+    long long wrong;
+    RANK_OK(dccl_bootstrap_send(b, peer, 9, small, sizeof(small)));
+    RANK_CHECK(dccl_bootstrap_recv(b, from, 9, &wrong, sizeof(wrong)) == ncclInvalidUsage);
+  }
+  RANK_OK(dccl_bootstrap_barrier(b));
+  dccl_bootstrap_say_goodbye(b);
+  dccl_bootstrap_close(b);
+  RANK_CHECK(atomic_load(&deaths) == 0 && atomic_load(&sub_deaths) == 0);
+  return 0;
+}
+
+static void test_full(int n) {
+  ncclUniqueId id;
+  char name[64];
+  snprintf(name, sizeof(name), "full sequence on %d ranks", n);
+  if (dccl_bootstrap_create_id(&id) != ncclSuccess || dccl_bootstrap_check_id(&id) != ncclSuccess) {
+    report(name, 0);
+    return;
+  }
+  pid_t pids[8];
+  int st[8];
+  spawn_ranks(pids, n, rank_full, &id, NULL);
+  int ok = wait_ranks(pids, n, 60, st) && all_exited_zero(st, n);
+  report(name, ok);
+}
+
+/* ---- Bad clients ---- */
+
+static int connect_to(const struct sockaddr_storage *addr) {
+  int fd = -1;
+  if (dccl_socket_connect(addr, 2000, &fd) != ncclSuccess) return -1;
+  return fd;
+}
+
+/* 1: EOF seen within timeout_s; 0 otherwise. */
+static int sees_eof(int fd, double timeout_s) {
+  double end = now_s() + timeout_s;
+  while (now_s() < end) {
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* Ranks that also face bogus connections on rank 0's own listener. */
+static int rank_with_intruders(const ncclUniqueId *id, int rank, int n, void *arg) {
+  struct dccl_bootstrap *b;
+  double start = now_s();
+  RANK_OK(dccl_bootstrap_init(id, rank, n, NULL, &b));
+  int silent = -1, wrong = -1;
+  if (rank == 1) {
+    silent = connect_to(&b->peer_addrs[0]);
+    wrong = connect_to(&b->peer_addrs[0]);
+    RANK_CHECK(silent >= 0 && wrong >= 0);
+    struct dccl_peer_hello hello = {.magic = DCCL_BOOTSTRAP_MAGIC, .rank = 1, .kind = DCCL_CONN_P2P};
+    memset(hello.secret, 0x5a, sizeof(hello.secret));
+    RANK_OK(dccl_socket_send_all(wrong, &hello, sizeof(hello)));
+  }
+  RANK_OK(dccl_bootstrap_barrier(b));
+  exercise_allgather(b, 5, 64);
+  exercise_p2p(b);
+  RANK_OK(dccl_bootstrap_barrier(b));
+  if (rank == 1) {
+    RANK_CHECK(sees_eof(wrong, 2.0)); /* rank 0 dropped the intruder */
+    close(silent);
+    close(wrong);
+  }
+  /* Nothing waited out a handshake deadline for the intruders. */
+  RANK_CHECK(now_s() - start < DCCL_HANDSHAKE_TIMEOUT_MS / 1000.0 - 1.0);
+  dccl_bootstrap_say_goodbye(b);
+  dccl_bootstrap_close(b);
+  return 0;
+}
+
+static void test_intruders(void) {
+  ncclUniqueId id;
+  if (dccl_bootstrap_create_id(&id) != ncclSuccess) {
+    report("bogus clients do not disturb the rendezvous", 0);
+    return;
+  }
+  struct dccl_id_layout layout;
+  memcpy(&layout, id.internal, sizeof(layout));
+  struct sockaddr_storage root;
+  int ok = dccl_wire_addr_to_sockaddr(&layout.root, &root) == ncclSuccess;
+  /* Before the ranks: one with the wrong secret, one silent, one with garbage, one that leaves half-way. */
+  int wrong = connect_to(&root), silent = connect_to(&root), garbage = connect_to(&root), partial = connect_to(&root);
+  ok = ok && wrong >= 0 && silent >= 0 && garbage >= 0 && partial >= 0;
+  if (ok) {
+    struct dccl_register_msg reg = {.magic = DCCL_BOOTSTRAP_MAGIC, .nranks = 3, .rank = 0};
+    memset(reg.secret, 0xa5, sizeof(reg.secret));
+    reg.listen_addr = layout.root;
+    char junk[sizeof(reg)];
+    memset(junk, 'x', sizeof(junk));
+    ok = dccl_socket_send_all(wrong, &reg, sizeof(reg)) == ncclSuccess &&
+         dccl_socket_send_all(garbage, junk, sizeof(junk)) == ncclSuccess &&
+         dccl_socket_send_all(partial, junk, 7) == ncclSuccess;
+    close(partial);
+  }
+  pid_t pids[3];
+  int st[3];
+  double start = now_s();
+  spawn_ranks(pids, 3, rank_with_intruders, &id, NULL);
+  int done = wait_ranks(pids, 3, 30, st);
+  double took = now_s() - start;
+  ok = ok && done && all_exited_zero(st, 3);
+  /* The ranks finished well before the silent client's deadline could have expired. */
+  ok = ok && took < DCCL_HANDSHAKE_TIMEOUT_MS / 1000.0 - 1.0;
+  /* The rendezvous closed the bad ones (their server ends were also held by the forked ranks until now). */
+  ok = ok && sees_eof(wrong, 2.0) && sees_eof(garbage, 2.0);
+  if (wrong >= 0) close(wrong);
+  if (silent >= 0) close(silent);
+  if (garbage >= 0) close(garbage);
+  printf("  ranks finished in %.2f s beside 4 bogus clients\n", took);
+  report("bogus clients do not disturb the rendezvous", ok);
+}
+
+/* ---- Abort ---- */
+
+struct delayed_flag {
+  volatile int *flag;
+  int delay_ms;
+};
+
+static void *set_flag_later(void *arg) {
+  struct delayed_flag *d = arg;
+  usleep((useconds_t)d->delay_ms * 1000);
+  *d->flag = 1;
+  return NULL;
+}
+
+static int abort_child(void) {
+  ncclUniqueId id;
+  struct dccl_bootstrap *b = NULL;
+  volatile int flag = 1;
+  /* Already set: returns at once. */
+  RANK_OK(dccl_bootstrap_create_id(&id));
+  double t0 = now_s();
+  RANK_CHECK(dccl_bootstrap_init(&id, 0, 2, &flag, &b) == ncclRemoteError && b == NULL);
+  RANK_CHECK(now_s() - t0 < 0.5);
+
+  /* Set while init waits for a rank that never comes. */
+  flag = 0;
+  RANK_OK(dccl_bootstrap_create_id(&id));
+  struct delayed_flag d = {&flag, 300};
+  pthread_t th;
+  pthread_create(&th, NULL, set_flag_later, &d);
+  t0 = now_s();
+  RANK_CHECK(dccl_bootstrap_init(&id, 0, 2, &flag, &b) == ncclRemoteError && b == NULL);
+  double took = now_s() - t0;
+  pthread_join(th, NULL);
+  RANK_CHECK(took >= 0.25 && took < 1.0);
+
+  /* Set while a recv waits for a message nobody sends. */
+  flag = 0;
+  RANK_OK(dccl_bootstrap_create_id(&id));
+  RANK_OK(dccl_bootstrap_init(&id, 0, 1, &flag, &b));
+  pthread_create(&th, NULL, set_flag_later, &d);
+  int x;
+  t0 = now_s();
+  RANK_CHECK(dccl_bootstrap_recv(b, 0, 5, &x, sizeof(x)) == ncclRemoteError);
+  took = now_s() - t0;
+  pthread_join(th, NULL);
+  RANK_CHECK(took >= 0.25 && took < 1.0);
+  dccl_bootstrap_close(b);
+
+  /* Garbage ids are refused. */
+  memset(&id, 0, sizeof(id));
+  RANK_CHECK(dccl_bootstrap_check_id(&id) == ncclInvalidArgument);
+  RANK_CHECK(dccl_bootstrap_init(&id, 0, 1, NULL, &b) == ncclInvalidArgument);
+  return 0;
+}
+
+static void test_abort(void) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) _exit(abort_child());
+  int st;
+  int ok = wait_ranks(&pid, 1, 20, &st) && all_exited_zero(&st, 1);
+  report("abort flag stops init and recv promptly; bad ids refused", ok);
+}
+
+/* ---- Death detection ---- */
+
+struct death_record {
+  _Atomic int dead_rank;
+  _Atomic int64_t seen_ns;
+};
+
+struct death_test {
+  int victim;
+  int ready_fd; /* write end: each rank writes a byte once its monitor runs */
+  struct death_record *records; /* shared memory, one per rank */
+};
+
+static void record_death(void *arg, int dead_rank) {
+  struct death_record *rec = arg;
+  atomic_store(&rec->seen_ns, dccl_now_ns());
+  atomic_store(&rec->dead_rank, dead_rank);
+}
+
+static int rank_death(const ncclUniqueId *id, int rank, int n, void *arg) {
+  struct death_test *t = arg;
+  struct dccl_bootstrap *b;
+  struct death_record *rec = &t->records[rank];
+  RANK_OK(dccl_bootstrap_init(id, rank, n, NULL, &b));
+  RANK_OK(dccl_bootstrap_monitor_start(b, record_death, rec));
+  RANK_OK(dccl_bootstrap_barrier(b));
+  char c = 1;
+  RANK_CHECK(write(t->ready_fd, &c, 1) == 1);
+  if (rank == t->victim) {
+    for (;;) pause(); /* until SIGKILL */
+  }
+  double end = now_s() + 5;
+  while (atomic_load(&rec->dead_rank) < 0 && now_s() < end) usleep(2000);
+  RANK_CHECK(atomic_load(&rec->dead_rank) == t->victim);
+  dccl_bootstrap_close(b);
+  return 0;
+}
+
+static void test_death(int victim) {
+  char name[80];
+  snprintf(name, sizeof(name), "SIGKILL of rank %d is reported to the others within 2 s", victim);
+  const int n = 3;
+  struct death_record *records =
+      mmap(NULL, sizeof(*records) * n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int pipefd[2];
+  ncclUniqueId id;
+  if (records == MAP_FAILED || pipe(pipefd) != 0 || dccl_bootstrap_create_id(&id) != ncclSuccess) {
+    report(name, 0);
+    return;
+  }
+  for (int r = 0; r < n; r++) {
+    atomic_store(&records[r].dead_rank, -1);
+    atomic_store(&records[r].seen_ns, 0);
+  }
+  struct death_test t = {.victim = victim, .ready_fd = pipefd[1], .records = records};
+  pid_t pids[3];
+  int st[3];
+  spawn_ranks(pids, n, rank_death, &id, &t);
+  close(pipefd[1]);
+  int ready = 0;
+  char c;
+  while (ready < n && read(pipefd[0], &c, 1) == 1) ready++;
+  close(pipefd[0]);
+  int64_t killed_ns = dccl_now_ns();
+  if (ready == n) kill(pids[victim], SIGKILL);
+  int ok = ready == n && wait_ranks(pids, n, 20, st);
+  for (int r = 0; r < n && ok; r++) {
+    if (r == victim) {
+      ok = WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL;
+      continue;
+    }
+    ok = WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0 && atomic_load(&records[r].dead_rank) == victim;
+    double delay = (double)(atomic_load(&records[r].seen_ns) - killed_ns) / 1e9;
+    printf("  rank %d learned of rank %d's death after %.3f s\n", r, victim, delay);
+    ok = ok && delay < 2.0;
+  }
+  munmap(records, sizeof(*records) * n);
+  report(name, ok);
+}
+
+int main(void) {
+  int sizes[] = {1, 2, 3, 5};
+  for (int i = 0; i < 4; i++) test_full(sizes[i]);
+  test_intruders();
+  test_abort();
+  test_death(2);
+  test_death(0);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,520 @@
+/* The shared-memory transport between two real processes: setup/connect through a blob exchange, 1000 slots of
+ * patterned data, nothing left in /dev/shm, a killed or aborting peer reported fast with its rank, a FIFO that does
+ * not fit reported as an error (not a SIGBUS), and stale segments of dead processes swept. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "transports/shm/shm_private.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                               \
+  do {                                                                 \
+    if (cond) {                                                        \
+      passed++;                                                        \
+    } else {                                                           \
+      failed++;                                                        \
+      fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fputc('\n', stderr);                                             \
+    }                                                                  \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* One rank of a fake two-rank communicator, holding one link. */
+struct side {
+  struct dccl_comm comm;
+  struct dccl_peer_info peers[2];
+  struct dccl_conn conn;
+};
+
+static uint64_t random_u64(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+  return v;
+}
+
+static void side_init(struct side *s, int rank, int is_send, uint64_t nonce) {
+  memset(s, 0, sizeof(*s));
+  s->comm.magic = DCCL_COMM_MAGIC;
+  s->comm.rank = rank;
+  s->comm.nranks = 2;
+  s->comm.peers = s->peers;
+  s->comm.creator_pid = getpid();
+  atomic_init(&s->comm.dead_rank, -1);
+  for (int r = 0; r < 2; r++) {
+    s->peers[r].rank = r;
+    s->peers[r].host_hash = s->peers[r].real_host_hash = 0x1234;
+    s->peers[r].comm_nonce = nonce;
+    snprintf(s->peers[r].hostname, sizeof(s->peers[r].hostname), "host%d", r);
+  }
+  s->peers[rank].pid = getpid();
+  s->conn.transport = &dccl_transport_shm;
+  s->conn.comm = &s->comm;
+  s->conn.peer = 1 - rank;
+  s->conn.is_send = is_send;
+  s->conn.lane = 0;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+/* Reads n bytes, waiting at most timeout_s in all. */
+static int read_all(int fd, void *p, size_t n, double timeout_s) {
+  char *c = p;
+  double end = now_s() + timeout_s;
+  while (n) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int left_ms = (int)((end - now_s()) * 1000);
+    if (left_ms <= 0 || poll(&pfd, 1, left_ms) <= 0) return -1;
+    ssize_t k = read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+struct blob_msg {
+  int pid;
+  char blob[DCCL_CONN_INFO_BYTES];
+};
+
+/* setup, swap blobs (and pids) with the peer over `sock`, connect. */
+static ncclResult_t link_up(struct side *s, int sock) {
+  struct blob_msg mine, theirs;
+  memset(&mine, 0, sizeof(mine));
+  mine.pid = getpid();
+  ncclResult_t res = s->conn.transport->setup(&s->conn, mine.blob);
+  if (res != ncclSuccess) return res;
+  if (write_all(sock, &mine, sizeof(mine)) || read_all(sock, &theirs, sizeof(theirs), 20)) return ncclSystemError;
+  s->peers[s->conn.peer].pid = theirs.pid;
+  return s->conn.transport->connect(&s->conn, theirs.blob);
+}
+
+static void notify(int sock) { (void)!write(sock, "x", 1); }
+static int await(int sock, double timeout_s) {
+  char c;
+  return read_all(sock, &c, 1, timeout_s);
+}
+
+/* How many /dev/shm names carry this nonce (the name holds it as 16 hex digits). */
+static int shm_names_with(uint64_t nonce) {
+  char key[32];
+  snprintf(key, sizeof(key), "-%016" PRIx64 "-", nonce);
+  DIR *d = opendir("/dev/shm");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, DCCL_SHM_PREFIX, strlen(DCCL_SHM_PREFIX)) == 0 && strstr(e->d_name, key)) n++;
+  closedir(d);
+  return n;
+}
+
+/* The child's result: its failed-check count (or 100 + signal if it died). */
+static int child_failures(pid_t pid) {
+  int status;
+  if (waitpid(pid, &status, 0) != pid) return 1000;
+  if (WIFSIGNALED(status)) {
+    fprintf(stderr, "child %d died of signal %d\n", (int)pid, WTERMSIG(status));
+    return 100 + WTERMSIG(status);
+  }
+  return WEXITSTATUS(status);
+}
+
+/* --- patterned slots --- */
+static uint64_t slot_len(uint64_t i, uint64_t slot_bytes) {
+  if (i % 10 == 0) return slot_bytes;
+  if (i % 10 == 1) return 0;
+  if (i % 10 == 2) return 1;
+  return (i * 2654435761u) % (slot_bytes + 1);
+}
+static unsigned char pattern(uint64_t seq, uint64_t j) { return (unsigned char)(seq * 131 + j * 7 + (j >> 9)); }
+
+/* Sends n slots; returns failures. */
+static int send_slots(struct dccl_conn *c, uint64_t n) {
+  uint64_t slot_bytes = c->fifo->slot_bytes;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t tail;
+    struct dccl_slot_header *h;
+    double end = now_s() + 20;
+    while ((h = dccl_conn_send_slot(c, &tail)) == NULL) {
+      if (now_s() > end) {
+        fprintf(stderr, "sender stuck at slot %" PRIu64 "\n", i);
+        return 1;
+      }
+      sched_yield();
+    }
+    uint64_t len = slot_len(i, slot_bytes);
+    unsigned char *payload = (unsigned char *)(h + 1);
+    for (uint64_t j = 0; j < len; j++) payload[j] = pattern(i, j);
+    dccl_conn_send_post(c, h, tail, len, i, (uint32_t)(i % 7));
+  }
+  return 0;
+}
+
+/* Receives and verifies n slots; returns failures. */
+static int recv_slots(struct dccl_conn *c, uint64_t n) {
+  uint64_t slot_bytes = c->fifo->slot_bytes;
+  int bad = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    struct dccl_slot_header *h;
+    double end = now_s() + 20;
+    while ((h = dccl_conn_recv_slot(c)) == NULL) {
+      if (now_s() > end) {
+        fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i);
+        return bad + 1;
+      }
+      sched_yield();
+    }
+    uint64_t len = slot_len(i, slot_bytes);
+    if (h->seq != i || h->bytes != len || h->kind != i % 7 || h->abort != 0) {
+      if (bad++ < 5)
+        fprintf(stderr, "slot %" PRIu64 ": seq %" PRIu64 " bytes %" PRIu64 " kind %u (want %" PRIu64 ")\n", i, h->seq,
+                h->bytes, h->kind, len);
+    } else {
+      const unsigned char *payload = (const unsigned char *)(h + 1);
+      for (uint64_t j = 0; j < len; j++)
+        if (payload[j] != pattern(i, j)) {
+          if (bad++ < 5) fprintf(stderr, "slot %" PRIu64 " byte %" PRIu64 " differs\n", i, j);
+          break;
+        }
+    }
+    dccl_conn_recv_done(c);
+  }
+  return bad;
+}
+
+/* --- tests --- */
+
+static void test_can_connect(void) {
+  struct dccl_peer_info a = {.real_host_hash = 1, .host_hash = 1}, b = {.real_host_hash = 1, .host_hash = 2},
+                        c = {.real_host_hash = 2, .host_hash = 1};
+  CHECK(dccl_transport_shm.can_connect(&a, &b) == 1, "same real host must allow shm");
+  CHECK(dccl_transport_shm.can_connect(&a, &c) == 0, "different real hosts must refuse shm");
+  CHECK(dccl_transport_shm.can_connect(&c, &a) == 0, "the answer must be symmetric");
+  CHECK(dccl_transport_shm.progress == NULL && dccl_transport_shm.send_flushed != NULL, "ops table shape");
+}
+
+static int make_segment(const char *name) {
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return -1;
+  close(fd);
+  return 0;
+}
+static int segment_exists(const char *name) {
+  int fd = shm_open(name, O_RDONLY, 0);
+  if (fd < 0) return 0;
+  close(fd);
+  return 1;
+}
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, NULL, 0);
+  return p;
+}
+
+/* First, in a fresh child: the first receive-side setup of a process sweeps segments of dead creators. */
+static void test_sweep_on_first_setup(void) {
+  uint64_t nonce = random_u64();
+  char stale[96];
+  snprintf(stale, sizeof(stale), "/" DCCL_SHM_PREFIX "%d-%016" PRIx64 "-stale", (int)dead_pid(), nonce);
+  CHECK(make_segment(stale) == 0, "cannot create %s: %s", stale, strerror(errno));
+  pid_t child = fork();
+  if (child == 0) {
+    struct side s;
+    side_init(&s, 0, 0, nonce);
+    char blob[DCCL_CONN_INFO_BYTES];
+    ncclResult_t res = s.conn.transport->setup(&s.conn, blob);
+    int bad = res != ncclSuccess;
+    s.conn.transport->close(&s.conn);
+    _exit(bad);
+  }
+  CHECK(child_failures(child) == 0, "receive setup in a fresh process failed");
+  CHECK(!segment_exists(stale), "stale segment %s of a dead pid was not swept by the first setup", stale);
+  shm_unlink(stale);
+}
+
+static void test_sweep_direct(void) {
+  uint64_t nonce = random_u64();
+  char stale[96], live[96];
+  snprintf(stale, sizeof(stale), "/" DCCL_SHM_PREFIX "%d-%016" PRIx64 "-stale", (int)dead_pid(), nonce);
+  snprintf(live, sizeof(live), "/" DCCL_SHM_PREFIX "%d-%016" PRIx64 "-live", (int)getpid(), nonce);
+  CHECK(make_segment(stale) == 0 && make_segment(live) == 0, "cannot create test segments");
+  CHECK(dccl_shm_sweep_stale() >= 1, "sweep reported nothing removed");
+  CHECK(!segment_exists(stale), "segment of a dead pid survived the sweep");
+  CHECK(segment_exists(live), "segment of a live pid was swept");
+  shm_unlink(live);
+  shm_unlink(stale);
+}
+
+/* Parent receives, child sends: 1000 slots, and /dev/shm is clean after connect and after close. */
+static void test_transfer(void) {
+  uint64_t nonce = random_u64();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1, nonce);
+    int bad = link_up(&s, sv[1]) != ncclSuccess;
+    if (!bad) {
+      bad += dccl_transport_shm.send_flushed(&s.conn) != 1;
+      notify(sv[1]); /* connected */
+      bad += send_slots(&s.conn, 1000);
+      bad += await(sv[1], 30) != 0; /* receiver done */
+    }
+    dccl_transport_shm.close(&s.conn);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0, nonce);
+  CHECK(shm_names_with(nonce) == 0, "a segment with a fresh nonce already exists");
+  ncclResult_t res = link_up(&s, sv[0]);
+  CHECK(res == ncclSuccess, "receive side link_up: %d %s", res, dccl_last_error());
+  if (res == ncclSuccess) {
+    CHECK(s.conn.fifo && s.conn.fifo->nslots == dccl_param_int(DCCL_PARAM_NSLOTS) &&
+              s.conn.fifo->slot_bytes == (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE),
+          "FIFO geometry is not the parameters'");
+    CHECK(await(sv[0], 20) == 0, "sender never connected");
+    CHECK(shm_names_with(nonce) == 0, "segment name still in /dev/shm after both sides connected");
+    CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "live peer reported dead: %s", dccl_last_error());
+    int bad = recv_slots(&s.conn, 1000);
+    CHECK(bad == 0, "%d of 1000 slots arrived wrong", bad);
+    notify(sv[0]);
+  }
+  s.conn.transport->close(&s.conn);
+  CHECK(child_failures(child) == 0, "sender side failed");
+  CHECK(shm_names_with(nonce) == 0, "segment left in /dev/shm after close");
+  close(sv[0]);
+}
+
+/* A receive side whose sender never comes: close still removes the name. */
+static void test_close_without_sender(void) {
+  uint64_t nonce = random_u64();
+  struct side s;
+  side_init(&s, 0, 0, nonce);
+  char blob[DCCL_CONN_INFO_BYTES];
+  CHECK(s.conn.transport->setup(&s.conn, blob) == ncclSuccess, "setup: %s", dccl_last_error());
+  CHECK(shm_names_with(nonce) == 1, "receive setup should have made exactly one named segment");
+  s.conn.transport->close(&s.conn);
+  CHECK(shm_names_with(nonce) == 0, "close left the segment of a never-connected link");
+  CHECK(s.conn.priv == NULL && s.conn.fifo == NULL, "close must clear the conn");
+}
+
+/* The peer is SIGKILLed after connecting: check_peer says so within 1 s, naming rank, host and pid. The victim is
+ * not reaped first, so a zombie must count as dead. */
+static void test_peer_killed(int victim_sends) {
+  uint64_t nonce = random_u64();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, victim_sends, nonce);
+    if (link_up(&s, sv[1]) != ncclSuccess) _exit(1);
+    notify(sv[1]);
+    for (;;) pause();
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, !victim_sends, nonce);
+  ncclResult_t res = link_up(&s, sv[0]);
+  CHECK(res == ncclSuccess, "link_up: %s", dccl_last_error());
+  CHECK(await(sv[0], 20) == 0, "victim never connected");
+  CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "peer reported dead while alive");
+  kill(child, SIGKILL);
+  double t0 = now_s();
+  while ((res = s.conn.transport->check_peer(&s.conn)) == ncclSuccess && now_s() - t0 < 2) usleep(1000);
+  double took = now_s() - t0;
+  CHECK(res == ncclRemoteError, "killed peer not reported (res %d)", res);
+  CHECK(took < 1.0, "death noticed after %.3f s", took);
+  char pidtxt[32];
+  snprintf(pidtxt, sizeof(pidtxt), "pid %d", (int)child);
+  const char *text = dccl_last_error();
+  CHECK(strstr(text, "rank 1") && strstr(text, "host1") && strstr(text, pidtxt),
+        "error text must name rank 1, host1 and %s: \"%s\"", pidtxt, text);
+  s.conn.transport->close(&s.conn);
+  waitpid(child, NULL, 0);
+  CHECK(shm_names_with(nonce) == 0, "segment left behind after the peer was killed");
+  close(sv[0]);
+}
+
+/* The /proc fallback on its own: alive, zombie, and a pid whose start time changed (reused). */
+static void test_proc_fallback(void) {
+  char state;
+  unsigned long long start;
+  CHECK(dccl_shm_proc_stat(getpid(), &state, &start) == ncclSuccess && start > 0, "cannot read own /proc stat");
+  CHECK(dccl_shm_proc_alive(getpid(), start) == 1, "own process reported dead");
+  CHECK(dccl_shm_proc_alive(getpid(), start + 1) == 0, "a different start time (reused pid) must count as dead");
+  pid_t z = fork();
+  if (z == 0) _exit(0);
+  unsigned long long zstart = 0;
+  /* Wait until it is a zombie (not reaped). */
+  double end = now_s() + 5;
+  while (now_s() < end && !(dccl_shm_proc_stat(z, &state, &zstart) == ncclSuccess && state == 'Z')) usleep(1000);
+  CHECK(state == 'Z', "child did not become a zombie");
+  CHECK(dccl_shm_proc_alive(z, zstart) == 0, "a zombie must count as dead");
+  struct dccl_shm_peer_watch w;
+  dccl_shm_watch_start(&w, z);
+  CHECK(dccl_shm_watch_alive(&w) == 0, "pidfd watch: a zombie must count as dead");
+  dccl_shm_watch_stop(&w);
+  waitpid(z, NULL, 0);
+  CHECK(dccl_shm_proc_alive(z, zstart) == 0, "a reaped pid must count as dead");
+}
+
+/* One side aborts: the other's check_peer names the aborting rank; the aborting side's own stays quiet. */
+static void test_abort(void) {
+  uint64_t nonce = random_u64();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1, nonce);
+    int bad = link_up(&s, sv[1]) != ncclSuccess;
+    if (!bad) {
+      dccl_clear_error();
+      dccl_transport_shm.abort(&s.conn);
+      bad += dccl_transport_shm.check_peer(&s.conn) != ncclRemoteError;
+      bad += dccl_last_error()[0] != '\0'; /* its own abort adds no new text */
+      notify(sv[1]);
+      bad += await(sv[1], 20) != 0;
+    }
+    dccl_transport_shm.close(&s.conn);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0, nonce);
+  CHECK(link_up(&s, sv[0]) == ncclSuccess, "link_up: %s", dccl_last_error());
+  CHECK(await(sv[0], 20) == 0, "peer never aborted");
+  ncclResult_t res = s.conn.transport->check_peer(&s.conn);
+  CHECK(res == ncclRemoteError, "abort by the peer not reported (%d)", res);
+  CHECK(strstr(dccl_last_error(), "rank 1 aborted") != NULL, "text must name rank 1: \"%s\"", dccl_last_error());
+  /* A second abort (ours) must not overwrite the first rank's mark. */
+  s.conn.transport->abort(&s.conn);
+  CHECK(atomic_load(&s.conn.fifo->aborted) == 2, "the first aborting rank must stay recorded");
+  notify(sv[0]);
+  s.conn.transport->close(&s.conn);
+  CHECK(child_failures(child) == 0, "aborting side failed");
+  close(sv[0]);
+}
+
+/* A FIFO larger than /dev/shm: posix_fallocate refuses it, and the error names the size and /dev/shm. */
+static void test_fallocate_too_big(void) {
+  struct statvfs vfs;
+  if (statvfs("/dev/shm", &vfs) != 0 || vfs.f_blocks == 0) {
+    fprintf(stderr, "note: /dev/shm has no size limit here; the too-big check is not run (not counted)\n");
+    return;
+  }
+  uint64_t too_big = (uint64_t)vfs.f_blocks * vfs.f_frsize + (64ull << 20);
+  uint64_t nonce = random_u64();
+  struct side s;
+  side_init(&s, 0, 0, nonce);
+  char blob[DCCL_CONN_INFO_BYTES];
+  double t0 = now_s();
+  ncclResult_t res = dccl_shm_setup_geometry(&s.conn, blob, 1, too_big);
+  CHECK(res == ncclSystemError, "oversized segment gave %d, want ncclSystemError", res);
+  CHECK(now_s() - t0 < 5, "failing took %.1f s", now_s() - t0);
+  char size_txt[32];
+  snprintf(size_txt, sizeof(size_txt), "%" PRIu64, too_big + dccl_fifo_bytes(1, 0));
+  CHECK(strstr(dccl_last_error(), "/dev/shm") && strstr(dccl_last_error(), size_txt),
+        "text must name /dev/shm and %s bytes: \"%s\"", size_txt, dccl_last_error());
+  CHECK(s.conn.priv == NULL && s.conn.fifo == NULL, "failed setup must leave the conn empty");
+  CHECK(shm_names_with(nonce) == 0, "failed setup left a segment");
+  s.conn.transport->close(&s.conn); /* safe on a failed setup */
+}
+
+/* RLIMIT_FSIZE below the FIFO size: an error in words, not SIGXFSZ (left at its fatal default) or SIGBUS. */
+static void test_rlimit_fsize(void) {
+  uint64_t nonce = random_u64();
+  pid_t child = fork();
+  if (child == 0) {
+    struct rlimit lim = {.rlim_cur = 1 << 20, .rlim_max = RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(50);
+    struct side s;
+    side_init(&s, 0, 0, nonce);
+    char blob[DCCL_CONN_INFO_BYTES];
+    ncclResult_t res = dccl_shm_setup_geometry(&s.conn, blob, 8, 4 << 20);
+    int bad = res != ncclSystemError;
+    bad += strstr(dccl_last_error(), "RLIMIT_FSIZE") == NULL;
+    _exit(bad);
+  }
+  CHECK(child_failures(child) == 0, "RLIMIT_FSIZE case did not fail cleanly");
+  CHECK(shm_names_with(nonce) == 0, "RLIMIT_FSIZE case left a segment");
+}
+
+static void test_bad_geometry(void) {
+  struct side s;
+  side_init(&s, 0, 0, random_u64());
+  char blob[DCCL_CONN_INFO_BYTES];
+  CHECK(dccl_shm_setup_geometry(&s.conn, blob, 0, 4096) == ncclInvalidArgument, "0 slots accepted");
+  CHECK(dccl_shm_setup_geometry(&s.conn, blob, 4, 1ull << 60) == ncclInvalidArgument, "absurd slot size accepted");
+}
+
+int main(void) {
+  setenv("DCCL_DEBUG", "NONE", 0); /* the failures provoked here would otherwise fill the log */
+  test_sweep_on_first_setup();
+  test_can_connect();
+  test_sweep_direct();
+  test_transfer();
+  test_close_without_sender();
+  test_peer_killed(1);
+  test_peer_killed(0);
+  test_proc_fallback();
+  test_abort();
+  test_fallocate_too_big();
+  test_rlimit_fsize();
+  test_bad_geometry();
+  printf("test_transport_shm: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

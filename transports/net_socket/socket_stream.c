@@ -1,0 +1,104 @@
+/* The socket transport's data path: filled send slots go out whole on stream (slot % S); arriving bytes land
+ * straight in the receive FIFO's slots. No copies besides the kernel's. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/comm.h"
+#include "core/debug.h"
+#include "transports/net_socket/socket_private.h"
+
+#define HEADER_BYTES ((uint64_t)sizeof(struct dccl_slot_header))
+
+ncclResult_t dccl_socket_stream_error(struct dccl_conn *conn, int err) {
+  const struct dccl_peer_info *peer = &conn->comm->peers[conn->peer];
+  if (err == 0 || err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ESHUTDOWN)
+    return dccl_error(ncclRemoteError, "connection to rank %d (host %s) closed: peer process ended or aborted",
+                      conn->peer, peer->hostname);
+  return dccl_error(ncclRemoteError, "connection to rank %d (host %s) failed: %s", conn->peer, peer->hostname,
+                    strerror(err));
+}
+
+/* Pushes stream s's slots out until the socket is full or no filled slot is left for it. */
+static ncclResult_t send_stream(struct dccl_conn *conn, struct dccl_socket_stream *s, uint64_t tail) {
+  struct dccl_socket_conn *sc = conn->priv;
+  while (s->slot < tail) {
+    struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
+    if (h->bytes > sc->slot_bytes)
+      return dccl_error(ncclInternalError, "socket link to rank %d: slot %llu claims %llu bytes, more than the slot's "
+                        "%llu", conn->peer, (unsigned long long)s->slot, (unsigned long long)h->bytes,
+                        (unsigned long long)sc->slot_bytes);
+    uint64_t total = HEADER_BYTES + h->bytes;
+    ssize_t n = send(s->fd, (char *)h + s->done, total - s->done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      return dccl_socket_stream_error(conn, errno);
+    }
+    s->done += (uint64_t)n;
+    if (s->done < total) return ncclSuccess; /* the socket took part: it is full */
+    s->done = 0;
+    s->slot += sc->nstreams;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_socket_progress_send(struct dccl_conn *conn) {
+  struct dccl_socket_conn *sc = conn->priv;
+  struct dccl_fifo *f = sc->fifo;
+  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
+  for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(send_stream(conn, &sc->streams[i], tail));
+  /* A slot is free again once its stream has moved past it. */
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed), h = head;
+  while (h < tail && sc->streams[h % sc->nstreams].slot > h) h++;
+  if (h != head) atomic_store_explicit(&f->head, h, memory_order_release);
+  return ncclSuccess;
+}
+
+/* Reads stream s's slots into free FIFO slots until the socket is empty or the FIFO is full. */
+static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_stream *s, uint64_t head) {
+  struct dccl_socket_conn *sc = conn->priv;
+  while (!s->said_goodbye && s->slot - head < sc->nslots) {
+    struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
+    /* The header first: it says how many payload bytes follow. */
+    uint64_t want = s->done < HEADER_BYTES ? HEADER_BYTES - s->done : HEADER_BYTES + h->bytes - s->done;
+    ssize_t n = recv(s->fd, (char *)h + s->done, want, MSG_DONTWAIT); /* want > 0: a complete slot moved on */
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+      return dccl_socket_stream_error(conn, n == 0 ? 0 : errno);
+    }
+    s->done += (uint64_t)n;
+    if (s->done == HEADER_BYTES) {
+      if (h->bytes == DCCL_SOCKET_GOODBYE) {
+        s->said_goodbye = 1;
+        s->done = 0;
+        return ncclSuccess;
+      }
+      if (h->bytes > sc->slot_bytes)
+        return dccl_error(ncclRemoteError, "socket link from rank %d (host %s): a slot of %llu bytes arrived, more "
+                          "than the %llu agreed (corrupt stream)", conn->peer,
+                          conn->comm->peers[conn->peer].hostname, (unsigned long long)h->bytes,
+                          (unsigned long long)sc->slot_bytes);
+    }
+    if (s->done < HEADER_BYTES || s->done < HEADER_BYTES + h->bytes) {
+      if ((uint64_t)n < want) return ncclSuccess; /* the socket is drained for now */
+      continue;
+    }
+    s->done = 0;
+    s->slot += sc->nstreams;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_socket_progress_recv(struct dccl_conn *conn) {
+  struct dccl_socket_conn *sc = conn->priv;
+  struct dccl_fifo *f = sc->fifo;
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
+  for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(recv_stream(conn, &sc->streams[i], head));
+  /* Publish every slot that is complete, in order. */
+  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed), t = tail;
+  while (sc->streams[t % sc->nstreams].slot > t) t++;
+  if (t != tail) atomic_store_explicit(&f->tail, t, memory_order_release);
+  return ncclSuccess;
+}
