@@ -63,6 +63,10 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     struct dccl_conn *c =
         step_conn(ch->send, st->flags, DCCL_PRIM_SEND0, DCCL_PRIM_SEND1, DCCL_PRIM_SEND_PARENT, i);
     if (!c) continue;
+    if (bytes > c->fifo->slot_bytes)
+      return dccl_error(ncclInternalError, "%s: a step of %llu bytes exceeds the %llu-byte slots of the link to rank %d",
+                        dccl_op_name(op->kind), (unsigned long long)bytes, (unsigned long long)c->fifo->slot_bytes,
+                        c->peer);
     struct dccl_slot_header *h = dccl_conn_send_slot(c, &stail[nsend]);
     if (!h) {
       op->waiting_on = c;

@@ -8,8 +8,9 @@
  * never touches element i again, which is what `GCC ivdep` asserts (no loop-carried dependence), so no runtime
  * overlap checks are needed. */
 /* -O2 in GCC 12 vectorises only loops whose trip count is a multiple of the vector width; these loops need the
- * full vectoriser. No fused multiply-add: results must not depend on the -march a user builds with. */
-#pragma GCC optimize("O3", "fp-contract=off")
+ * full vectoriser, and if-converting the float selects of the narrow conversions needs no-trapping-math
+ * (it changes no result, only allows evaluating both sides of a select). No fused multiply-add: results must not depend on the -march a user builds with. */
+#pragma GCC optimize("O3", "fp-contract=off", "no-trapping-math")
 
 #include <string.h>
 

@@ -74,7 +74,8 @@ DCCL_HD uint32_t dccl_narrow_round(uint32_t ax, int mbits, int bias) {
   float scaled = dccl_f32_from_bits(is_sub ? ax : 0u) * dccl_f32_from_bits((uint32_t)(126 + bias + mbits) << 23);
   int32_t units = (int32_t)scaled;
   float rem = scaled - (float)units;
-  uint32_t sub = (uint32_t)units + ((uint32_t)(rem > 0.5f) | ((uint32_t)(rem == 0.5f) & (uint32_t)units & 1u));
+  uint32_t odd = (uint32_t)units & 1u;
+  uint32_t sub = (uint32_t)units + (rem > 0.5f ? 1u : rem == 0.5f ? odd : 0u);
   return is_sub ? sub : normal;
 }
 
@@ -159,15 +160,30 @@ DCCL_HD uint8_t dccl_f32_to_e5m2(float f) {
 
 /* ---- binary ops ------------------------------------------------------------------------------------------- */
 
-/* max/min that skip a NaN operand; written as compare-and-select so loops over them vectorise. */
+DCCL_HD uint64_t dccl_f64_bits(double d) {
+#ifdef __CUDA_ARCH__
+  return (uint64_t)__double_as_longlong(d);
+#else
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+#endif
+}
+
+/* max/min skip a NaN operand, as compare-and-select so loops over them vectorise. NaN is tested on the bits:
+ * GCC reasons about `a != a` across nested selects and then fails to vectorise them. */
 DCCL_HD float dccl_f32_sum(float a, float b) { return a + b; }
 DCCL_HD float dccl_f32_prod(float a, float b) { return a * b; }
-DCCL_HD float dccl_f32_max(float a, float b) { return (b > a || a != a) ? b : a; }
-DCCL_HD float dccl_f32_min(float a, float b) { return (b < a || a != a) ? b : a; }
+DCCL_HD int dccl_f32_isnan(float a) { return (dccl_f32_bits(a) & 0x7fffffffu) > DCCL_F32_INF_BITS; }
+DCCL_HD float dccl_f32_max(float a, float b) { return (b > a || dccl_f32_isnan(a)) ? b : a; }
+DCCL_HD float dccl_f32_min(float a, float b) { return (b < a || dccl_f32_isnan(a)) ? b : a; }
 DCCL_HD double dccl_f64_sum(double a, double b) { return a + b; }
 DCCL_HD double dccl_f64_prod(double a, double b) { return a * b; }
-DCCL_HD double dccl_f64_max(double a, double b) { return (b > a || a != a) ? b : a; }
-DCCL_HD double dccl_f64_min(double a, double b) { return (b < a || a != a) ? b : a; }
+DCCL_HD int dccl_f64_isnan(double a) {
+  return (dccl_f64_bits(a) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+DCCL_HD double dccl_f64_max(double a, double b) { return (b > a || dccl_f64_isnan(a)) ? b : a; }
+DCCL_HD double dccl_f64_min(double a, double b) { return (b < a || dccl_f64_isnan(a)) ? b : a; }
 
 /* Integers: sum and prod in the unsigned type of the same width (wrapping, no undefined overflow). */
 #define DCCL_INT_OPS(tag, T, U)                                                          \

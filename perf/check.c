@@ -1,7 +1,7 @@
 /* Inputs and expected outputs for -c. Every input is a small integer (or, for prod, one of 1, 2, -1), chosen
  * so that every partial result any algorithm could form is exactly representable in the type: the expected
  * value is then one number, whatever the reduction order, and checks compare exactly. Only the float average
- * is inexact by nature (x * (1/n) rounds), so it is compared within a tolerance. */
+ * is inexact when n is not a power of two (x * (1/n) rounds), so it is then compared within a tolerance. */
 #include <math.h>
 #include <string.h>
 
@@ -105,9 +105,10 @@ size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_va
                         const struct perf_call *call, const void *recv) {
   const unsigned char *p = recv;
   const size_t ts = v->type->size;
-  /* Float average: each of up to n roundings (premultiply, partial sums) is worth one unit in the last place. */
-  double tolerance = v->type->is_float && v->op == PERF_OP_AVG ? v->nranks * ldexp(1.0, -v->type->mantissa_bits)
-                                                                 : 0.0;
+  /* Float average over a rank count that is not a power of two: 1/n is inexact, and each of up to n roundings
+   * (premultiply, partial sums) is worth one unit in the last place. With n a power of two, every step is exact. */
+  int inexact_average = v->type->is_float && v->op == PERF_OP_AVG && (v->nranks & (v->nranks - 1)) != 0;
+  double tolerance = inexact_average ? v->nranks * ldexp(1.0, -v->type->mantissa_bits) : 0.0;
   size_t wrong = 0;
   for (size_t i = 0; i < call->counts.recv_count; i++) {
     double got = perf_type_load(v->type, p + i * ts);

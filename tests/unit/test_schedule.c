@@ -1,0 +1,203 @@
+/* Runs every schedule for 1..9 ranks inside one process: N fake communicators joined by in-memory FIFOs, all
+ * driven by one call to the real executor, checked against a directly computed result. This tests the schedule
+ * math, the planner and the executor without processes or transports. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/op.h"
+#include "core/comm.h"
+#include "core/params.h"
+#include "topo/ring_order.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                   \
+  do {                                     \
+    if (cond) {                            \
+      passed++;                            \
+    } else {                               \
+      failed++;                            \
+      printf("FAIL: " __VA_ARGS__);        \
+      printf("\n");                        \
+    }                                      \
+  } while (0)
+
+static const struct dccl_transport mem_transport = {.name = "mem"};
+
+/* A FIFO shared by the two ends of each directed link, made on first request. */
+struct link {
+  int from, to, lane;
+  struct dccl_fifo *fifo;
+};
+static struct link links[4096];
+static int nlinks;
+
+static struct dccl_fifo *link_fifo(int from, int to, int lane) {
+  for (int i = 0; i < nlinks; i++)
+    if (links[i].from == from && links[i].to == to && links[i].lane == lane) return links[i].fifo;
+  uint32_t nslots = (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
+  uint64_t slot = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  struct dccl_fifo *f = aligned_alloc(128, dccl_fifo_bytes(nslots, slot));
+  dccl_fifo_init(f, nslots, slot);
+  links[nlinks++] = (struct link){from, to, lane, f};
+  return f;
+}
+
+static void connect_all(struct dccl_comm *comms, struct dccl_op **ops, int n) {
+  for (int r = 0; r < n; r++) {
+    struct dccl_conn_req *reqs = NULL;
+    int nreq = 0, cap = 0;
+    dccl_op_conn_reqs(ops[r], &reqs, &nreq, &cap);
+    for (int i = 0; i < nreq; i++) {
+      if (dccl_comm_find_conn(&comms[r], reqs[i].peer, reqs[i].is_send, reqs[i].lane)) continue;
+      struct dccl_conn_entry *e = calloc(1, sizeof(*e));
+      e->peer = reqs[i].peer;
+      e->is_send = reqs[i].is_send;
+      e->lane = reqs[i].lane;
+      e->conn = (struct dccl_conn){.transport = &mem_transport, .comm = &comms[r], .peer = e->peer,
+                                   .is_send = e->is_send, .lane = e->lane};
+      e->conn.fifo = e->is_send ? link_fifo(r, e->peer, e->lane) : link_fifo(e->peer, r, e->lane);
+      e->next = comms[r].conns;
+      comms[r].conns = e;
+    }
+    free(reqs);
+  }
+}
+
+static void make_comms(struct dccl_comm *comms, int n, const uint64_t *hosts) {
+  int *order = malloc((size_t)n * sizeof(int));
+  dccl_ring_order(hosts, n, order);
+  for (int r = 0; r < n; r++) {
+    struct dccl_comm *c = &comms[r];
+    memset(c, 0, sizeof(*c));
+    c->rank = r;
+    c->nranks = n;
+    c->nchannels = 2;
+    c->alpha_ns = 1000;
+    c->bw_bytes_per_ns = 10;
+    pthread_mutex_init(&c->conn_lock, NULL);
+    pthread_mutex_init(&c->error_lock, NULL);
+    atomic_store(&c->dead_rank, -1);
+    for (int ch = 0; ch < c->nchannels; ch++) {
+      c->rings[ch].order = malloc((size_t)n * sizeof(int));
+      memcpy(c->rings[ch].order, order, (size_t)n * sizeof(int));
+      for (int i = 0; i < n; i++)
+        if (order[i] == r) c->rings[ch].pos = i;
+      c->rings[ch].next = order[(c->rings[ch].pos + 1) % n];
+      c->rings[ch].prev = order[(c->rings[ch].pos + n - 1) % n];
+    }
+  }
+  free(order);
+}
+
+static void free_comms(struct dccl_comm *comms, int n) {
+  for (int r = 0; r < n; r++) {
+    for (struct dccl_conn_entry *e = comms[r].conns, *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+    for (int ch = 0; ch < comms[r].nchannels; ch++) free(comms[r].rings[ch].order);
+  }
+  for (int i = 0; i < nlinks; i++) free(links[i].fifo);
+  nlinks = 0;
+}
+
+/* Inputs are small integers stored as int32, so every reduction order gives the same exact answer. */
+static int32_t input_value(int rank, uint64_t i) { return (int32_t)((rank * 7 + (int)(i % 13)) % 11) - 5; }
+
+static void run_case(int kind, int algo, int n, uint64_t count, int root, const uint64_t *hosts) {
+  struct dccl_comm *comms = calloc((size_t)n, sizeof(*comms));
+  struct dccl_op **ops = calloc((size_t)n, sizeof(*ops));
+  int32_t **in = calloc((size_t)n, sizeof(*in)), **out = calloc((size_t)n, sizeof(*out));
+  uint64_t in_count = kind == DCCL_OP_REDUCESCATTER ? count * (uint64_t)n : count;
+  uint64_t out_count = kind == DCCL_OP_ALLGATHER ? count * (uint64_t)n : count;
+  make_comms(comms, n, hosts);
+  for (int r = 0; r < n; r++) {
+    in[r] = malloc((in_count + 1) * sizeof(int32_t));
+    out[r] = malloc((out_count + 1) * sizeof(int32_t));
+    for (uint64_t i = 0; i < in_count; i++) in[r][i] = input_value(r, i);
+    for (uint64_t i = 0; i < out_count; i++) out[r][i] = 0x7eadbeef;
+    struct dccl_op *op = calloc(1, sizeof(*op));
+    op->comm = &comms[r];
+    op->kind = kind;
+    op->sendbuff = in[r];
+    op->recvbuff = out[r];
+    op->count = count;
+    op->type = ncclInt32;
+    op->esize = 4;
+    op->root = root;
+    op->algo = algo;
+    dccl_redop_builtin(&op->redop, ncclSum, ncclInt32, n);
+    dccl_op_plan(op);
+    ops[r] = op;
+  }
+  connect_all(comms, ops, n);
+  for (int r = 0; r < n; r++) dccl_op_bind(ops[r]);
+  ncclResult_t res = dccl_exec_ops(ops, n);
+  CHECK(res == ncclSuccess, "%s %s n=%d count=%llu: exec returned %d", dccl_op_name(kind), dccl_algo_name(algo), n,
+        (unsigned long long)count, (int)res);
+  int wrong = 0;
+  for (int r = 0; r < n && res == ncclSuccess; r++) {
+    if (kind == DCCL_OP_REDUCE && r != root) continue;
+    for (uint64_t i = 0; i < out_count; i++) {
+      int32_t expect = 0;
+      if (kind == DCCL_OP_ALLREDUCE || kind == DCCL_OP_REDUCE) {
+        for (int q = 0; q < n; q++) expect += input_value(q, i);
+      } else if (kind == DCCL_OP_REDUCESCATTER) {
+        for (int q = 0; q < n; q++) expect += input_value(q, (uint64_t)r * count + i);
+      } else if (kind == DCCL_OP_ALLGATHER) {
+        expect = input_value((int)(i / count), i % count);
+      } else {
+        expect = input_value(root, i);
+      }
+      if (out[r][i] != expect && wrong++ < 3)
+        printf("  rank %d element %llu: %d, expected %d\n", r, (unsigned long long)i, out[r][i], expect);
+    }
+  }
+  CHECK(wrong == 0, "%s %s n=%d count=%llu root=%d: %d wrong elements", dccl_op_name(kind), dccl_algo_name(algo), n,
+        (unsigned long long)count, root, wrong);
+  for (int r = 0; r < n; r++) {
+    free(in[r]);
+    free(out[r]);
+    free(ops[r]);
+  }
+  free_comms(comms, n);
+  free(in);
+  free(out);
+  free(ops);
+  free(comms);
+}
+
+static void test_ring_order(void) {
+  uint64_t hosts[4] = {1, 2, 1, 2}; /* ranks 0,2 on one host, 1,3 on another */
+  int order[4];
+  CHECK(dccl_ring_order(hosts, 4, order) == 2, "two hosts expected");
+  CHECK(dccl_ring_host_crossings(hosts, order, 4) == 2, "ring crosses hosts %d times, expected 2",
+        dccl_ring_host_crossings(hosts, order, 4));
+  int identity[4] = {0, 1, 2, 3};
+  CHECK(dccl_ring_host_crossings(hosts, identity, 4) == 4, "the naive order crosses 4 times");
+  uint64_t one[3] = {5, 5, 5};
+  CHECK(dccl_ring_order(one, 3, order) == 1 && dccl_ring_host_crossings(one, order, 3) == 0, "one host");
+}
+
+int main(void) {
+  /* Small slots and a short FIFO, so even these sizes pipeline over many steps and fill the FIFOs. */
+  setenv("DCCL_CHUNK_SIZE", "4096", 1);
+  setenv("DCCL_NSLOTS", "2", 1);
+  uint64_t hosts[9] = {0};
+  uint64_t counts[] = {0, 1, 7, 64, 1000, 5000, 12345};
+  int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
+  test_ring_order();
+  for (int n = 1; n <= 9; n++)
+    for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+      for (int algo = DCCL_ALGO_RING; algo <= DCCL_ALGO_TREE; algo++)
+        for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+          int rooted = kinds[k] == DCCL_OP_BROADCAST || kinds[k] == DCCL_OP_REDUCE;
+          for (int root = 0; root < (rooted ? n : 1); root++) {
+            for (int h = 0; h < n; h++) hosts[h] = (uint64_t)(h % 2); /* two interleaved hosts */
+            run_case(kinds[k], algo, n, counts[c], root, hosts);
+          }
+        }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

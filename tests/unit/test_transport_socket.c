@@ -1,0 +1,565 @@
+/* The TCP socket transport between two real processes: blob exchange and connect, 1000 slots of patterned data
+ * over 1, 2 and 3 streams, loopback throughput for 64 MiB, a killed peer reported by progress within 1 s with its
+ * rank and host, abort and clean close told apart, several links sorted by token whatever the accept order, and
+ * foreign connections on the listener dropped without disturbing the real ones. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "transports/net_socket/socket_private.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                                            \
+  do {                                                                              \
+    if (cond) {                                                                     \
+      passed++;                                                                     \
+    } else {                                                                        \
+      failed++;                                                                     \
+      fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+    }                                                                               \
+  } while (0)
+
+static const struct dccl_transport *T = &dccl_transport_socket;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define MAX_LANES 2
+/* One rank of a fake two-rank communicator, with up to MAX_LANES links to the other rank. */
+struct side {
+  struct dccl_comm comm;
+  struct dccl_peer_info peers[2];
+  struct dccl_conn conn[MAX_LANES];
+};
+
+static void side_init(struct side *s, int rank, int is_send) {
+  memset(s, 0, sizeof(*s));
+  s->comm.magic = DCCL_COMM_MAGIC;
+  s->comm.rank = rank;
+  s->comm.nranks = 2;
+  s->comm.peers = s->peers;
+  s->comm.creator_pid = getpid();
+  atomic_init(&s->comm.dead_rank, -1);
+  for (int r = 0; r < 2; r++) {
+    s->peers[r].rank = r;
+    s->peers[r].host_hash = s->peers[r].real_host_hash = 100 + (uint64_t)r; /* "different hosts" */
+    snprintf(s->peers[r].hostname, sizeof(s->peers[r].hostname), "host%d", r);
+  }
+  s->peers[rank].pid = getpid();
+  for (int l = 0; l < MAX_LANES; l++) {
+    s->conn[l].transport = T;
+    s->conn[l].comm = &s->comm;
+    s->conn[l].peer = 1 - rank;
+    s->conn[l].is_send = is_send;
+    s->conn[l].lane = l;
+  }
+}
+
+static void side_free(struct side *s) {
+  for (int l = 0; l < MAX_LANES; l++) T->close(&s->conn[l]);
+  T->comm_free(&s->comm);
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+static int read_all(int fd, void *p, size_t n, double timeout_s) {
+  char *c = p;
+  double end = now_s() + timeout_s;
+  while (n) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int left_ms = (int)((end - now_s()) * 1000);
+    if (left_ms <= 0 || poll(&pfd, 1, left_ms) <= 0) return -1;
+    ssize_t k = read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+static void notify(int sock) { (void)!write(sock, "x", 1); }
+static int await(int sock, double timeout_s) {
+  char c;
+  return read_all(sock, &c, 1, timeout_s);
+}
+
+/* Geometry of a test link: 0 slots means "from the parameters, through the ops' setup". */
+struct geometry {
+  uint32_t nslots, nstreams;
+  uint64_t slot_bytes;
+};
+
+static ncclResult_t setup_one(struct dccl_conn *c, const struct geometry *g, void *blob) {
+  if (g->nslots == 0) return T->setup(c, blob);
+  return dccl_socket_setup_geometry(c, blob, g->nslots, g->slot_bytes, g->nstreams);
+}
+
+/* Sets up lanes 0..nlanes-1, swaps blobs with the peer over `sock`, then connects them in `order`. */
+static ncclResult_t link_up(struct side *s, int sock, const struct geometry *g, int nlanes, const int *order) {
+  char mine[MAX_LANES][DCCL_CONN_INFO_BYTES], theirs[MAX_LANES][DCCL_CONN_INFO_BYTES];
+  int pid = getpid(), peer_pid;
+  for (int l = 0; l < nlanes; l++) {
+    ncclResult_t res = setup_one(&s->conn[l], g, mine[l]);
+    if (res != ncclSuccess) return res;
+  }
+  if (write_all(sock, &pid, sizeof(pid)) || write_all(sock, mine, sizeof(mine[0]) * (size_t)nlanes) ||
+      read_all(sock, &peer_pid, sizeof(peer_pid), 20) ||
+      read_all(sock, theirs, sizeof(theirs[0]) * (size_t)nlanes, 20))
+    return ncclSystemError;
+  s->peers[1 - s->comm.rank].pid = peer_pid;
+  for (int k = 0; k < nlanes; k++) {
+    int l = order ? order[k] : k;
+    ncclResult_t res = T->connect(&s->conn[l], theirs[l]);
+    if (res != ncclSuccess) return res;
+  }
+  return ncclSuccess;
+}
+
+static int child_failures(pid_t pid) {
+  int status;
+  if (waitpid(pid, &status, 0) != pid) return 1000;
+  if (WIFSIGNALED(status)) {
+    fprintf(stderr, "child %d died of signal %d\n", (int)pid, WTERMSIG(status));
+    return 100 + WTERMSIG(status);
+  }
+  return WEXITSTATUS(status);
+}
+
+/* --- patterned slots --- */
+static uint64_t slot_len(uint64_t i, uint64_t slot_bytes) {
+  if (i % 10 == 0) return slot_bytes;
+  if (i % 10 == 1) return 0;
+  if (i % 10 == 2) return 1;
+  return (i * 2654435761u) % (slot_bytes + 1);
+}
+static unsigned char pattern(uint64_t seq, uint64_t j, int lane) {
+  return (unsigned char)(seq * 131 + j * 7 + (j >> 9) + (uint64_t)lane * 29);
+}
+
+/* Runs progress; a failure is reported and counted. */
+static int pump(struct dccl_conn *c) {
+  ncclResult_t res = T->progress(c);
+  if (res != ncclSuccess) fprintf(stderr, "progress failed (%d): %s\n", res, dccl_last_error());
+  return res != ncclSuccess;
+}
+
+/* Sends n slots and waits until they have all left; `full` fills every byte, else only the first 8 (seq). */
+static int send_slots(struct dccl_conn *c, uint64_t n, int full) {
+  uint64_t slot_bytes = c->fifo->slot_bytes;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t tail;
+    struct dccl_slot_header *h;
+    double end = now_s() + 30;
+    while ((h = dccl_conn_send_slot(c, &tail)) == NULL) {
+      if (pump(c)) return 1;
+      if (now_s() > end) return fprintf(stderr, "sender stuck at slot %" PRIu64 "\n", i), 1;
+    }
+    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
+    unsigned char *payload = (unsigned char *)(h + 1);
+    if (full)
+      for (uint64_t j = 0; j < len; j++) payload[j] = pattern(i, j, c->lane);
+    else
+      memcpy(payload, &i, sizeof(i));
+    dccl_conn_send_post(c, h, tail, len, i, (uint32_t)(i % 7));
+    if (pump(c)) return 1;
+  }
+  double end = now_s() + 30;
+  while (!T->send_flushed(c)) {
+    if (pump(c)) return 1;
+    if (now_s() > end) return fprintf(stderr, "sender never flushed\n"), 1;
+  }
+  return 0;
+}
+
+static int recv_slots(struct dccl_conn *c, uint64_t n, int full) {
+  uint64_t slot_bytes = c->fifo->slot_bytes;
+  int bad = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    struct dccl_slot_header *h;
+    double end = now_s() + 30;
+    while ((h = dccl_conn_recv_slot(c)) == NULL) {
+      if (pump(c)) return bad + 1;
+      if (now_s() > end) return fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i), bad + 1;
+    }
+    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
+    const unsigned char *payload = (const unsigned char *)(h + 1);
+    if (h->seq != i || h->bytes != len || h->kind != i % 7 || h->abort != 0) {
+      if (bad++ < 5)
+        fprintf(stderr, "lane %d slot %" PRIu64 ": seq %" PRIu64 " bytes %" PRIu64 " kind %u (want bytes %" PRIu64
+                ")\n", c->lane, i, h->seq, h->bytes, h->kind, len);
+    } else if (full) {
+      for (uint64_t j = 0; j < len; j++)
+        if (payload[j] != pattern(i, j, c->lane)) {
+          if (bad++ < 5) fprintf(stderr, "lane %d slot %" PRIu64 " byte %" PRIu64 " differs\n", c->lane, i, j);
+          break;
+        }
+    } else {
+      uint64_t seq;
+      memcpy(&seq, payload, sizeof(seq));
+      if (seq != i && bad++ < 5) fprintf(stderr, "slot %" PRIu64 " carries payload of slot %" PRIu64 "\n", i, seq);
+    }
+    dccl_conn_recv_done(c);
+  }
+  return bad;
+}
+
+/* --- tests --- */
+
+static void test_can_connect(void) {
+  struct dccl_peer_info a = {.real_host_hash = 1}, b = {.real_host_hash = 2};
+  CHECK(T->can_connect(&a, &b) == 1 && T->can_connect(&a, &a) == 1, "sockets reach every peer");
+}
+
+/* Parent receives, child sends, `n` slots on each of `nlanes` links; the receiver connects in `order`. */
+static void run_transfer(const char *what, const struct geometry *g, int nlanes, const int *recv_order, uint64_t n) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1);
+    int bad = link_up(&s, sv[1], g, nlanes, NULL) != ncclSuccess;
+    if (bad) fprintf(stderr, "%s: send side connect: %s\n", what, dccl_last_error());
+    for (int l = 0; l < nlanes && !bad; l++) bad += send_slots(&s.conn[l], n, 1);
+    bad += await(sv[1], 60) != 0;
+    side_free(&s);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0);
+  ncclResult_t res = link_up(&s, sv[0], g, nlanes, recv_order);
+  CHECK(res == ncclSuccess, "%s: receive side connect: %s", what, dccl_last_error());
+  if (res == ncclSuccess) {
+    uint32_t want_slots = g->nslots ? g->nslots : (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
+    CHECK(s.conn[0].fifo->nslots == want_slots, "%s: FIFO has %u slots, want %u", what, s.conn[0].fifo->nslots,
+          want_slots);
+    struct dccl_socket_comm_state *st = s.comm.transport_state[1];
+    CHECK(st && st->nstash == 0 && st->ntokens == 0, "%s: stash or tokens left after every link connected", what);
+    /* Lanes are sent one after the other, so the lane sent last is read last. */
+    for (int l = 0; l < nlanes; l++) {
+      int bad = recv_slots(&s.conn[l], n, 1);
+      CHECK(bad == 0, "%s: lane %d: %d of %" PRIu64 " slots arrived wrong", what, l, bad, n);
+    }
+    CHECK(T->check_peer(&s.conn[0]) == ncclSuccess, "%s: live peer reported gone: %s", what, dccl_last_error());
+  }
+  notify(sv[0]);
+  CHECK(child_failures(child) == 0, "%s: send side failed", what);
+  side_free(&s);
+  CHECK(s.comm.transport_state[1] == NULL, "comm_free must clear the state");
+  close(sv[0]);
+}
+
+/* 64 MiB through one link of 256 KiB slots over loopback; prints GB/s. */
+static void run_throughput(uint32_t nstreams) {
+  const uint64_t slot_bytes = 256 << 10, total = 64ull << 20, n = total / slot_bytes;
+  struct geometry g = {.nslots = 8, .slot_bytes = slot_bytes, .nstreams = nstreams};
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1);
+    int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
+    bad += await(sv[1], 20) != 0; /* go */
+    if (!bad) bad += send_slots(&s.conn[0], n, 0);
+    bad += await(sv[1], 60) != 0;
+    side_free(&s);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0);
+  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  CHECK(res == ncclSuccess, "throughput: connect: %s", dccl_last_error());
+  if (res == ncclSuccess) {
+    /* Warm up (first-touch page faults, TCP window growth), then time the 64 MiB. */
+    notify(sv[0]);
+    double t0 = now_s();
+    int bad = recv_slots(&s.conn[0], n, 0);
+    double dt = now_s() - t0;
+    CHECK(bad == 0, "throughput: %d slots wrong", bad);
+    printf("socket throughput: 64 MiB in 256 KiB slots over %u stream(s): %.3f s, %.2f GB/s\n", nstreams, dt,
+           (double)total / dt / 1e9);
+  }
+  notify(sv[0]);
+  CHECK(child_failures(child) == 0, "throughput: send side failed");
+  side_free(&s);
+  close(sv[0]);
+}
+
+/* The child is SIGKILLed mid-stream: the parent's progress reports it within 1 s, naming rank 1 and host1. */
+static void test_peer_killed(int victim_sends) {
+  struct geometry g = {.nslots = 4, .slot_bytes = 64 << 10, .nstreams = 2};
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, victim_sends);
+    if (link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess) _exit(1);
+    if (victim_sends) { /* some data, then silence: the receiver sees a healthy but idle link until the kill */
+      if (send_slots(&s.conn[0], 3, 1)) _exit(2);
+    }
+    notify(sv[1]);
+    for (;;) pause();
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, !victim_sends);
+  struct dccl_conn *c = &s.conn[0];
+  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
+  CHECK(await(sv[0], 20) == 0, "victim never got ready");
+  if (res == ncclSuccess && victim_sends) {
+    CHECK(recv_slots(c, 3, 1) == 0, "slots before the kill arrived wrong");
+  } else if (res == ncclSuccess) {
+    /* Fill the FIFO and the socket buffers: the victim reads nothing. */
+    for (int i = 0; i < 2000; i++) {
+      uint64_t tail;
+      struct dccl_slot_header *h = dccl_conn_send_slot(c, &tail);
+      if (h) dccl_conn_send_post(c, h, tail, c->fifo->slot_bytes, (uint64_t)i, 0);
+      if (T->progress(c) != ncclSuccess) break;
+    }
+  }
+  CHECK(T->progress(c) == ncclSuccess && T->check_peer(c) == ncclSuccess, "link broken before the kill: %s",
+        dccl_last_error());
+  kill(child, SIGKILL);
+  double t0 = now_s();
+  while ((res = T->progress(c)) == ncclSuccess && now_s() - t0 < 2) {
+    uint64_t tail;
+    struct dccl_slot_header *h = dccl_conn_send_slot(c, &tail);
+    if (h && victim_sends == 0) dccl_conn_send_post(c, h, tail, 100, 0, 0);
+    usleep(100);
+  }
+  double took = now_s() - t0;
+  CHECK(res == ncclRemoteError, "killed %s not reported by progress (res %d)", victim_sends ? "sender" : "receiver",
+        res);
+  CHECK(took < 1.0, "death noticed after %.3f s", took);
+  const char *text = dccl_last_error();
+  CHECK(strstr(text, "rank 1") && strstr(text, "host1") && strstr(text, "closed"),
+        "error text must name rank 1 and host1: \"%s\"", text);
+  CHECK(T->check_peer(c) == ncclRemoteError, "check_peer must also see the dead peer");
+  waitpid(child, NULL, 0);
+  side_free(&s);
+  close(sv[0]);
+}
+
+/* The sender aborts (the receiver's progress fails, naming it) or closes cleanly (progress stays quiet, since
+ * nothing was pending; check_peer says the peer left). */
+static void test_abort_or_close(int abort_it) {
+  struct geometry g = {.nslots = 4, .slot_bytes = 4096, .nstreams = 2};
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1);
+    int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
+    if (!bad) bad += send_slots(&s.conn[0], 5, 1);
+    if (!bad && abort_it) {
+      dccl_clear_error();
+      T->abort(&s.conn[0]);
+      bad += T->progress(&s.conn[0]) != ncclRemoteError;
+      bad += dccl_last_error()[0] != '\0'; /* its own abort adds no new text */
+    }
+    side_free(&s); /* clean close: says goodbye */
+    notify(sv[1]);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0);
+  struct dccl_conn *c = &s.conn[0];
+  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
+  CHECK(recv_slots(c, 5, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
+  CHECK(await(sv[0], 20) == 0, "peer never finished");
+  CHECK(child_failures(child) == 0, "sending side failed");
+  double t0 = now_s();
+  while ((res = T->progress(c)) == ncclSuccess && now_s() - t0 < 0.3) usleep(1000);
+  if (abort_it) {
+    CHECK(res == ncclRemoteError && strstr(dccl_last_error(), "rank 1"), "abort not reported by progress: %d \"%s\"",
+          res, dccl_last_error());
+  } else {
+    CHECK(res == ncclSuccess, "a clean close must not fail progress: \"%s\"", dccl_last_error());
+    res = T->check_peer(c);
+    CHECK(res == ncclRemoteError && strstr(dccl_last_error(), "closed its socket link"),
+          "check_peer must say the peer left: %d \"%s\"", res, dccl_last_error());
+  }
+  side_free(&s);
+  close(sv[0]);
+}
+
+/* Two links whose receive sides connect in the other order, while foreign connections hit the listener first: one
+ * with a wrong token (dropped at once) and one that never finishes its handshake (stashed, closed by comm_free). */
+static void test_stash_and_strangers(void) {
+  struct geometry g = {.nslots = 4, .slot_bytes = 8192, .nstreams = 2};
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1);
+    int bad = link_up(&s, sv[1], &g, 2, NULL) != ncclSuccess;
+    for (int l = 0; l < 2 && !bad; l++) bad += send_slots(&s.conn[l], 50, 1);
+    bad += await(sv[1], 30) != 0;
+    side_free(&s);
+    _exit(bad);
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0);
+  char blob[2][DCCL_CONN_INFO_BYTES];
+  int strangers[2] = {-1, -1};
+  /* Set up first (this makes the listener), let strangers in, then do the normal exchange with the peer. */
+  ncclResult_t res = dccl_socket_setup_geometry(&s.conn[0], blob[0], g.nslots, g.slot_bytes, g.nstreams);
+  res = res ? res : dccl_socket_setup_geometry(&s.conn[1], blob[1], g.nslots, g.slot_bytes, g.nstreams);
+  CHECK(res == ncclSuccess, "setup: %s", dccl_last_error());
+  struct dccl_socket_comm_state *st = s.comm.transport_state[1];
+  if (res == ncclSuccess) {
+    for (int k = 0; k < 2; k++) {
+      strangers[k] = socket(st->addr.ss_family, SOCK_STREAM, 0);
+      socklen_t len = st->addr.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+      CHECK(connect(strangers[k], (struct sockaddr *)&st->addr, len) == 0, "stranger cannot connect: %s",
+            strerror(errno));
+    }
+    struct dccl_socket_handshake fake = {.magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = 12345, .stream = 0,
+                                         .sender_rank = 1};
+    CHECK(write(strangers[0], &fake, sizeof(fake)) == sizeof(fake), "stranger write");
+    CHECK(write(strangers[1], &fake, 5) == 5, "stranger write");
+  }
+  /* The exchange link_up does, by hand, since setup is done. */
+  int pid = getpid(), peer_pid = 0;
+  char theirs[2][DCCL_CONN_INFO_BYTES];
+  CHECK(write_all(sv[0], &pid, sizeof(pid)) == 0 && write_all(sv[0], blob, sizeof(blob)) == 0 &&
+            read_all(sv[0], &peer_pid, sizeof(peer_pid), 20) == 0 && read_all(sv[0], theirs, sizeof(theirs), 20) == 0,
+        "blob exchange");
+  s.peers[1].pid = peer_pid;
+  /* Lane 1 first: lane 0's streams arrive first and must wait in the stash. */
+  res = T->connect(&s.conn[1], theirs[1]);
+  CHECK(res == ncclSuccess, "lane 1 connect: %s", dccl_last_error());
+  res = res ? res : T->connect(&s.conn[0], theirs[0]);
+  CHECK(res == ncclSuccess, "lane 0 connect: %s", dccl_last_error());
+  if (res == ncclSuccess) {
+    for (int l = 0; l < 2; l++) CHECK(recv_slots(&s.conn[l], 50, 1) == 0, "lane %d data wrong", l);
+    CHECK(st->nstash == 1, "the silent stranger should still wait in the stash (%d stashed)", st->nstash);
+  }
+  char c;
+  struct pollfd p = {.fd = strangers[0], .events = POLLIN};
+  CHECK(poll(&p, 1, 1000) == 1 && recv(strangers[0], &c, 1, 0) == 0, "stranger with a wrong token was not closed");
+  notify(sv[0]);
+  CHECK(child_failures(child) == 0, "sending side failed");
+  side_free(&s);
+  p.fd = strangers[1];
+  CHECK(poll(&p, 1, 1000) == 1 && recv(strangers[1], &c, 1, 0) == 0, "comm_free did not close the stashed stranger");
+  for (int k = 0; k < 2; k++) close(strangers[k]);
+  close(sv[0]);
+}
+
+/* Mismatched settings fail on both sides at once instead of hanging; an aborted communicator stops the accept wait. */
+static void test_mismatch_and_abort_wait(void) {
+  struct side snd, rcv;
+  side_init(&snd, 1, 1);
+  side_init(&rcv, 0, 0);
+  char sblob[DCCL_CONN_INFO_BYTES], rblob[DCCL_CONN_INFO_BYTES];
+  CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 2) == ncclSuccess, "send setup");
+  CHECK(dccl_socket_setup_geometry(&rcv.conn[0], rblob, 4, 4096, 3) == ncclSuccess, "recv setup");
+  CHECK(T->connect(&snd.conn[0], rblob) == ncclInvalidUsage, "sender accepted a different stream count");
+  CHECK(strstr(dccl_last_error(), "DCCL_SOCKET_NSTREAMS") != NULL, "text must say which setting: \"%s\"",
+        dccl_last_error());
+  CHECK(T->connect(&rcv.conn[0], sblob) == ncclInvalidUsage, "receiver accepted a different stream count");
+  CHECK(T->connect(&rcv.conn[0], rblob) == ncclInternalError, "a receive side's blob accepted by a receive side");
+  side_free(&snd);
+  side_free(&rcv);
+
+  side_init(&snd, 1, 1);
+  side_init(&rcv, 0, 0);
+  CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 2) == ncclSuccess, "send setup");
+  CHECK(dccl_socket_setup_geometry(&rcv.conn[0], rblob, 4, 4096, 2) == ncclSuccess, "recv setup");
+  rcv.comm.abort_flag = 1; /* the sender never connects; only the abort can end the wait */
+  double t0 = now_s();
+  ncclResult_t res = T->connect(&rcv.conn[0], sblob);
+  CHECK(res == ncclRemoteError && now_s() - t0 < 2, "aborted accept wait: res %d after %.2f s", res, now_s() - t0);
+  CHECK(T->progress(&rcv.conn[0]) == ncclSuccess && T->check_peer(&rcv.conn[0]) == ncclSuccess,
+        "an unconnected link has nothing to report");
+  side_free(&snd);
+  side_free(&rcv);
+  CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 0) == ncclInvalidArgument, "0 streams accepted");
+  CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, DCCL_SOCKET_MAX_STREAMS + 1) == ncclInvalidArgument,
+        "too many streams accepted");
+}
+
+int main(void) {
+  setenv("DCCL_DEBUG", "NONE", 0); /* the failures provoked here would otherwise fill the log */
+  signal(SIGPIPE, SIG_DFL);        /* a write to a dead peer must not raise it (MSG_NOSIGNAL) */
+  test_can_connect();
+  struct geometry from_params = {0, 0, 0};
+  run_transfer("parameters (8 x 256 KiB, 2 streams)", &from_params, 1, NULL, 1000);
+  struct geometry one = {.nslots = 8, .slot_bytes = 64 << 10, .nstreams = 1};
+  run_transfer("1 stream", &one, 1, NULL, 1000);
+  struct geometry three = {.nslots = 4, .slot_bytes = 4096, .nstreams = 3};
+  run_transfer("3 streams, 4 x 4 KiB", &three, 1, NULL, 1000);
+  struct geometry odd = {.nslots = 3, .slot_bytes = 1000, .nstreams = 2};
+  run_transfer("2 streams, 3 x 1000 B", &odd, 1, NULL, 1000);
+  test_stash_and_strangers();
+  test_peer_killed(1);
+  test_peer_killed(0);
+  test_abort_or_close(1);
+  test_abort_or_close(0);
+  test_mismatch_and_abort_wait();
+  run_throughput(1);
+  run_throughput(2);
+  run_throughput(4);
+  printf("test_transport_socket: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
