@@ -285,6 +285,12 @@ static void check_outputs(struct case_ctx *x, struct case_buffers *b, const unsi
   }
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int run_one(struct case_ctx *x, struct suite_record *rec) {
   const struct suite_case *c = x->c;
   const int n = x->me->nranks;
@@ -313,7 +319,9 @@ static int run_one(struct case_ctx *x, struct suite_record *rec) {
     }
     created_op = 1;
   }
+  const double call_start = now_s();
   int rc = issue(x, &b, op);
+  const double call_s = now_s() - call_start;
   if (created_op) {
     ncclResult_t drc = ncclRedOpDestroy(op, x->me->comm);
     if (rc == 0 && drc != ncclSuccess) rc = call_failed(x, "ncclRedOpDestroy", drc);
@@ -331,15 +339,12 @@ static int run_one(struct case_ctx *x, struct suite_record *rec) {
   if (b.have_send && !tc_buffer_guards_ok(&b.send)) case_fail(x, "write outside the send buffer (guard zone changed)");
   if (!tc_buffer_guards_ok(&b.recv)) case_fail(x, "write outside the receive buffer (guard zone changed)");
   rec->output_hash = tc_hash(out, out_bytes);
+  if (x->me->verbose)
+    printf("rank %d: case #%zu (%s): call %.3f s, check %.3f s\n", x->me->rank, x->index, x->name, call_s,
+           now_s() - call_start - call_s);
   rec->status = x->bad ? SUITE_BAD : SUITE_OK;
   free_buffers(&b);
   return 0;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int suite_run_cases(const struct suite_rank *me, const struct suite_case *cases, size_t n,
@@ -363,7 +368,6 @@ int suite_run_cases(const struct suite_rank *me, const struct suite_case *cases,
     tc_premul_scalar(x.ti, cases[i].seed, &x.red.scalar);
     x.inputs = inputs;
     suite_case_name(&cases[i], x.name, sizeof(x.name));
-    if (me->verbose && me->rank == 0) printf("case #%zu: %s\n", i, x.name);
     char step[224];
     snprintf(step, sizeof(step), "case #%zu (%s)", i, x.name);
     suite_watchdog_enter(step);
