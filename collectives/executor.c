@@ -3,6 +3,7 @@
  * no operation can wait on another that has not been started. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "collectives/op.h"
 #include "collectives/wait.h"
@@ -106,10 +107,36 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   return ncclSuccess;
 }
 
-static ncclResult_t progress_conns(struct dccl_op_channel *ch) {
+/* A link failure names the neighbour that broke it; if that neighbour only gave up because another rank died,
+ * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause. */
+#define DCCL_DEATH_REPORT_GRACE_NS 500000000ull
+static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer) {
+  char cause[512];
+  snprintf(cause, sizeof(cause), "%s", dccl_last_error()); /* dccl_error below overwrites the buffer */
+  struct dccl_comm *comm = op->comm;
+  uint64_t deadline = dccl_clock_ns() + DCCL_DEATH_REPORT_GRACE_NS;
+  while (atomic_load(&comm->dead_rank) < 0 && dccl_clock_ns() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int dead = atomic_load(&comm->dead_rank);
+  if (dead >= 0)
+    return dccl_error(r, "%s #%llu failed: rank %d (host %s, pid %d) died (seen here as: %s)", dccl_op_name(op->kind),
+                      (unsigned long long)op->seq, dead, comm->peers[dead].hostname, comm->peers[dead].pid, cause);
+  return dccl_error(r, "%s #%llu failed while waiting for rank %d: %s", dccl_op_name(op->kind),
+                    (unsigned long long)op->seq, peer, cause);
+}
+
+static ncclResult_t progress_conn(struct dccl_op *op, struct dccl_conn *c) {
+  if (!c || !c->transport->progress) return ncclSuccess;
+  ncclResult_t r = c->transport->progress(c);
+  return r == ncclSuccess ? r : explain_failure(op, r, c->peer);
+}
+
+static ncclResult_t progress_conns(struct dccl_op *op, struct dccl_op_channel *ch) {
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-    if (ch->recv[i] && ch->recv[i]->transport->progress) DCCLCHECK(ch->recv[i]->transport->progress(ch->recv[i]));
-    if (ch->send[i] && ch->send[i]->transport->progress) DCCLCHECK(ch->send[i]->transport->progress(ch->send[i]));
+    DCCLCHECK(progress_conn(op, ch->recv[i]));
+    DCCLCHECK(progress_conn(op, ch->send[i]));
   }
   return ncclSuccess;
 }
@@ -126,7 +153,7 @@ static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
   int all_done = 1;
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
-    DCCLCHECK(progress_conns(ch));
+    DCCLCHECK(progress_conns(op, ch));
     for (int s = 0; s < 2; s++) {
       while (ch->done[s] < ch->nsteps[s]) {
         struct dccl_prim_step st;
@@ -141,7 +168,7 @@ static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
       if (ch->done[s] < ch->nsteps[s]) all_done = 0;
     }
     /* Bytes a transport still holds for the peer must leave before the call returns. */
-    if (all_done) DCCLCHECK(progress_conns(ch));
+    if (all_done) DCCLCHECK(progress_conns(op, ch));
     if (all_done && !channel_flushed(ch)) all_done = 0;
   }
   if (all_done) {
@@ -165,9 +192,7 @@ static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
   const struct dccl_conn *w = op->waiting_on;
   if (w && w->transport->check_peer) {
     ncclResult_t r = w->transport->check_peer((struct dccl_conn *)w);
-    if (r != ncclSuccess)
-      return dccl_error(r, "%s #%llu failed while waiting for rank %d: %s", dccl_op_name(op->kind),
-                        (unsigned long long)op->seq, w->peer, dccl_last_error());
+    if (r != ncclSuccess) return explain_failure(op, r, w->peer);
   }
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
   if (timeout_s > 0 && idle_ns > (uint64_t)timeout_s * 1000000000ull)
@@ -177,8 +202,10 @@ static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
 }
 
 static void fail_ops(struct dccl_op **ops, int nops, ncclResult_t res) {
+  char text[512];
+  snprintf(text, sizeof(text), "%s", dccl_last_error());
   for (int i = 0; i < nops; i++)
-    if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, dccl_last_error());
+    if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, text);
 }
 
 ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {

@@ -5,12 +5,19 @@
  * no per-element branching; anything else (more sources, the integer-average division) goes through a blocked
  * accumulator. Narrow floats (fp16, bf16, fp8) are widened to float, combined in float and rounded once when
  * stored. dst may alias input or a source exactly: every loop reads element i before writing element i and
- * never touches element i again, which is what `GCC ivdep` asserts (no loop-carried dependence), so no runtime
+ * never touches element i again, which is what IVDEP (`GCC ivdep`) asserts (no loop-carried dependence), so no runtime
  * overlap checks are needed. */
 /* -O2 in GCC 12 vectorises only loops whose trip count is a multiple of the vector width; these loops need the
- * full vectoriser, and if-converting the float selects of the narrow conversions needs no-trapping-math
- * (it changes no result, only allows evaluating both sides of a select). No fused multiply-add: results must not depend on the -march a user builds with. */
-#pragma GCC optimize("O3", "fp-contract=off", "no-trapping-math")
+ * full vectoriser. No fused multiply-add: results must not depend on the -march a user builds with. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#pragma GCC optimize("O3", "fp-contract=off")
+#define IVDEP _Pragma("GCC ivdep")
+#else
+#define IVDEP
+#endif
 
 #include <string.h>
 
@@ -23,34 +30,52 @@ size_t dccl_type_size(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
+    case ncclFloat8e5m2:
+      return 1;
     case ncclFloat16:
-    case ncclBfloat16: return 2;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
+    case ncclFloat32:
+      return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char *dccl_type_name(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: return "int8";
-    case ncclUint8: return "uint8";
-    case ncclInt32: return "int32";
-    case ncclUint32: return "uint32";
-    case ncclInt64: return "int64";
-    case ncclUint64: return "uint64";
-    case ncclFloat16: return "float16";
-    case ncclFloat32: return "float32";
-    case ncclFloat64: return "float64";
-    case ncclBfloat16: return "bfloat16";
-    case ncclFloat8e4m3: return "float8e4m3";
-    case ncclFloat8e5m2: return "float8e5m2";
-    default: return "unknown";
+    case ncclInt8:
+      return "int8";
+    case ncclUint8:
+      return "uint8";
+    case ncclInt32:
+      return "int32";
+    case ncclUint32:
+      return "uint32";
+    case ncclInt64:
+      return "int64";
+    case ncclUint64:
+      return "uint64";
+    case ncclFloat16:
+      return "float16";
+    case ncclFloat32:
+      return "float32";
+    case ncclFloat64:
+      return "float64";
+    case ncclBfloat16:
+      return "bfloat16";
+    case ncclFloat8e4m3:
+      return "float8e4m3";
+    case ncclFloat8e5m2:
+      return "float8e5m2";
+    default:
+      return "unknown";
   }
 }
 
@@ -63,26 +88,27 @@ static int type_is_float(ncclDataType_t type) {
 static void store_reciprocal(unsigned char *pre, ncclDataType_t type, int nranks) {
   float inv = 1.0f / (float)nranks;
   double inv64 = 1.0 / (double)nranks;
-  uint16_t h;
-  uint8_t q;
-  switch (type) {
-    case ncclFloat32: memcpy(pre, &inv, sizeof inv); break;
-    case ncclFloat64: memcpy(pre, &inv64, sizeof inv64); break;
-    case ncclFloat16: h = dccl_f32_to_fp16(inv), memcpy(pre, &h, sizeof h); break;
-    case ncclBfloat16: h = dccl_f32_to_bf16(inv), memcpy(pre, &h, sizeof h); break;
-    case ncclFloat8e4m3: q = dccl_f32_to_e4m3(inv), memcpy(pre, &q, sizeof q); break;
-    case ncclFloat8e5m2: q = dccl_f32_to_e5m2(inv), memcpy(pre, &q, sizeof q); break;
-    default: break;
-  }
+  uint16_t half = type == ncclBfloat16 ? dccl_f32_to_bf16(inv) : dccl_f32_to_fp16(inv);
+  uint8_t quarter = type == ncclFloat8e4m3 ? dccl_f32_to_e4m3(inv) : dccl_f32_to_e5m2(inv);
+  if (type == ncclFloat32) memcpy(pre, &inv, sizeof inv);
+  if (type == ncclFloat64) memcpy(pre, &inv64, sizeof inv64);
+  if (type == ncclFloat16 || type == ncclBfloat16) memcpy(pre, &half, sizeof half);
+  if (type == ncclFloat8e4m3 || type == ncclFloat8e5m2) memcpy(pre, &quarter, sizeof quarter);
 }
 
 void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t type, int nranks) {
   memset(out, 0, sizeof *out);
   out->type = type;
   switch (op) {
-    case ncclProd: out->kind = DCCL_RED_PROD; break;
-    case ncclMax: out->kind = DCCL_RED_MAX; break;
-    case ncclMin: out->kind = DCCL_RED_MIN; break;
+    case ncclProd:
+      out->kind = DCCL_RED_PROD;
+      break;
+    case ncclMax:
+      out->kind = DCCL_RED_MAX;
+      break;
+    case ncclMin:
+      out->kind = DCCL_RED_MIN;
+      break;
     case ncclAvg:
       out->kind = DCCL_RED_SUM;
       if (nranks < 1) nranks = 1;
@@ -93,7 +119,9 @@ void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t t
         out->post_div = nranks;
       }
       break;
-    default: out->kind = DCCL_RED_SUM; break; /* ncclSum; premulsum handles are resolved by the caller */
+    default:
+      out->kind = DCCL_RED_SUM;
+      break; /* ncclSum; premulsum handles are resolved by the caller */
   }
 }
 
@@ -105,124 +133,132 @@ void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t t
 #define DIV_UNSIGNED(a, d) ((uint64_t)(a) / (uint64_t)(d))
 #define DIV_FLOAT(a, d) ((a) / (d))
 
+/* The narrow-float conversions are long chains of integer and float operations: with x86-64's baseline SSE2
+ * they run at a fraction of memory speed, so those loops also get an AVX2 version, picked at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DCCL_NO_TARGET_CLONES)
+#define WIDE_ISA __attribute__((target_clones("avx2", "default")))
+#else
+#define WIDE_ISA
+#endif
+
 /* Elements per block of the general path: its accumulator lives on the stack (4 KiB for 8-byte types). */
 #define ACC_BLOCK 512
 
 /* Loops for one (type, kind). T: storage type; A: the type arithmetic runs in; LD/ST: T <-> A; OP: the
  * combining function on A; MUL: the premultiply on A; DIV: the final division. */
-#define DEFINE_REDUCE(name, T, A, LD, ST, OP, MUL, DIV)                                                         \
-  static void name##_2(T *d, const T *a, const T *b, size_t n) {                                                \
-    _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = ST(OP(LD(a[i]), LD(b[i])));                      \
-  }                                                                                                             \
-  static void name##_3(T *d, const T *a, const T *b, const T *c, size_t n) {                                    \
-    _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = ST(OP(OP(LD(a[i]), LD(b[i])), LD(c[i])));        \
-  }                                                                                                             \
-  static void name##_pre1(T *d, const T *a, A s, size_t n) {                                                    \
-    _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = ST(MUL(LD(a[i]), s));                            \
-  }                                                                                                             \
-  static void name##_pre2(T *d, const T *a, A s, const T *b, size_t n) {                                        \
-    _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = ST(OP(MUL(LD(a[i]), s), LD(b[i])));              \
-  }                                                                                                             \
-  static void name##_pre3(T *d, const T *a, A s, const T *b, const T *c, size_t n) {                            \
-    _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = ST(OP(OP(MUL(LD(a[i]), s), LD(b[i])), LD(c[i]))); \
-  }                                                                                                             \
-  /* Any shape: accumulate a block in A over every operand, then divide and store. Writing dst only after     \
-   * all operands of the block were read keeps exact aliasing correct. */                                     \
-  static void name##_any(T *d, const T *in, int has_pre, A s, const void *const *srcs, int nsrcs, int div,      \
-                         size_t n) {                                                                            \
-    A acc[ACC_BLOCK];                                                                                           \
-    for (size_t base = 0; base < n; base += ACC_BLOCK) {                                                        \
-      size_t m = n - base < ACC_BLOCK ? n - base : ACC_BLOCK;                                                   \
-      int k = 0;                                                                                                \
-      if (in && has_pre) {                                                                                      \
-        for (size_t j = 0; j < m; j++) acc[j] = MUL(LD(in[base + j]), s);                                       \
-      } else {                                                                                                  \
-        const T *first = in ? in + base : (const T *)srcs[k++] + base;                                          \
-        for (size_t j = 0; j < m; j++) acc[j] = LD(first[j]);                                                   \
-      }                                                                                                         \
-      for (; k < nsrcs; k++) {                                                                                  \
-        const T *src = (const T *)srcs[k] + base;                                                               \
-        for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], LD(src[j]));                                         \
-      }                                                                                                         \
-      if (div)                                                                                                  \
-        for (size_t j = 0; j < m; j++) acc[j] = (A)DIV(acc[j], div);                                            \
-      _Pragma("GCC ivdep") for (size_t j = 0; j < m; j++) d[base + j] = ST(acc[j]);                             \
-    }                                                                                                           \
-  }                                                                                                             \
-  static void name(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs,          \
-                   int nsrcs, size_t n, int div) {                                                              \
-    T *d = (T *)dst;                                                                                            \
-    const T *in = (const T *)input;                                                                             \
-    const T *const *s = (const T *const *)srcs;                                                                 \
-    int has_pre = in && op->has_pre;                                                                            \
-    A scale = 0;                                                                                                \
-    if (has_pre) {                                                                                              \
-      T raw;                                                                                                    \
-      memcpy(&raw, op->pre, sizeof raw);                                                                        \
-      scale = LD(raw);                                                                                          \
-    }                                                                                                           \
-    if (!div) {                                                                                                 \
-      if (in && !has_pre && nsrcs == 1) {                                                                       \
-        name##_2(d, in, s[0], n);                                                                               \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (in && !has_pre && nsrcs == 2) {                                                                       \
-        name##_3(d, in, s[0], s[1], n);                                                                         \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (!in && nsrcs == 2) {                                                                                  \
-        name##_2(d, s[0], s[1], n);                                                                             \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (!in && nsrcs == 3) {                                                                                  \
-        name##_3(d, s[0], s[1], s[2], n);                                                                       \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (has_pre && nsrcs == 0) {                                                                              \
-        name##_pre1(d, in, scale, n);                                                                           \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (has_pre && nsrcs == 1) {                                                                              \
-        name##_pre2(d, in, scale, s[0], n);                                                                     \
-        return;                                                                                                 \
-      }                                                                                                         \
-      if (has_pre && nsrcs == 2) {                                                                              \
-        name##_pre3(d, in, scale, s[0], s[1], n);                                                               \
-        return;                                                                                                 \
-      }                                                                                                         \
-    }                                                                                                           \
-    name##_any(d, in, has_pre, scale, srcs, nsrcs, div, n);                                                     \
+#define DEFINE_REDUCE(name, T, A, LD, ST, OP, MUL, DIV, ISA)                                                      \
+  ISA static void name##_2(T *d, const T *a, const T *b, size_t n) {                                              \
+    IVDEP for (size_t i = 0; i < n; i++) d[i] = ST(OP(LD(a[i]), LD(b[i])));                                       \
+  }                                                                                                               \
+  ISA static void name##_3(T *d, const T *a, const T *b, const T *c, size_t n) {                                  \
+    IVDEP for (size_t i = 0; i < n; i++) d[i] = ST(OP(OP(LD(a[i]), LD(b[i])), LD(c[i])));                         \
+  }                                                                                                               \
+  ISA static void name##_pre1(T *d, const T *a, A s, size_t n) {                                                  \
+    IVDEP for (size_t i = 0; i < n; i++) d[i] = ST(MUL(LD(a[i]), s));                                             \
+  }                                                                                                               \
+  ISA static void name##_pre2(T *d, const T *a, A s, const T *b, size_t n) {                                      \
+    IVDEP for (size_t i = 0; i < n; i++) d[i] = ST(OP(MUL(LD(a[i]), s), LD(b[i])));                               \
+  }                                                                                                               \
+  ISA static void name##_pre3(T *d, const T *a, A s, const T *b, const T *c, size_t n) {                          \
+    IVDEP for (size_t i = 0; i < n; i++) d[i] = ST(OP(OP(MUL(LD(a[i]), s), LD(b[i])), LD(c[i])));                 \
+  }                                                                                                               \
+  /* Any shape: accumulate a block in A over every operand, then divide and store. Writing dst only after         \
+   * all operands of the block were read keeps exact aliasing correct. */                                         \
+  ISA static void name##_any(T *d, const T *in, int has_pre, A s, const void *const *srcs, int nsrcs, int div,    \
+                             size_t n) {                                                                          \
+    A acc[ACC_BLOCK];                                                                                             \
+    for (size_t base = 0; base < n; base += ACC_BLOCK) {                                                          \
+      size_t m = n - base < ACC_BLOCK ? n - base : ACC_BLOCK;                                                     \
+      int k = 0;                                                                                                  \
+      if (in && has_pre) {                                                                                        \
+        for (size_t j = 0; j < m; j++) acc[j] = MUL(LD(in[base + j]), s);                                         \
+      } else {                                                                                                    \
+        const T *first = in ? in + base : (const T *)srcs[k++] + base;                                            \
+        for (size_t j = 0; j < m; j++) acc[j] = LD(first[j]);                                                     \
+      }                                                                                                           \
+      for (; k < nsrcs; k++) {                                                                                    \
+        const T *src = (const T *)srcs[k] + base;                                                                 \
+        for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], LD(src[j]));                                           \
+      }                                                                                                           \
+      if (div)                                                                                                    \
+        for (size_t j = 0; j < m; j++) acc[j] = (A)DIV(acc[j], div);                                              \
+      IVDEP for (size_t j = 0; j < m; j++) d[base + j] = ST(acc[j]);                                              \
+    }                                                                                                             \
+  }                                                                                                               \
+  static void name(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs, \
+                   size_t n, int div) {                                                                           \
+    T *d = (T *)dst;                                                                                              \
+    const T *in = (const T *)input;                                                                               \
+    int has_pre = in && op->has_pre;                                                                              \
+    A scale = 0;                                                                                                  \
+    if (has_pre) {                                                                                                \
+      T raw;                                                                                                      \
+      memcpy(&raw, op->pre, sizeof raw);                                                                          \
+      scale = LD(raw);                                                                                            \
+    }                                                                                                             \
+    if (!div) {                                                                                                   \
+      if (in && !has_pre && nsrcs == 1) {                                                                         \
+        name##_2(d, in, (const T *)srcs[0], n);                                                                   \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (in && !has_pre && nsrcs == 2) {                                                                         \
+        name##_3(d, in, (const T *)srcs[0], (const T *)srcs[1], n);                                               \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (!in && nsrcs == 2) {                                                                                    \
+        name##_2(d, (const T *)srcs[0], (const T *)srcs[1], n);                                                   \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (!in && nsrcs == 3) {                                                                                    \
+        name##_3(d, (const T *)srcs[0], (const T *)srcs[1], (const T *)srcs[2], n);                               \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (has_pre && nsrcs == 0) {                                                                                \
+        name##_pre1(d, in, scale, n);                                                                             \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (has_pre && nsrcs == 1) {                                                                                \
+        name##_pre2(d, in, scale, (const T *)srcs[0], n);                                                         \
+        return;                                                                                                   \
+      }                                                                                                           \
+      if (has_pre && nsrcs == 2) {                                                                                \
+        name##_pre3(d, in, scale, (const T *)srcs[0], (const T *)srcs[1], n);                                     \
+        return;                                                                                                   \
+      }                                                                                                           \
+    }                                                                                                             \
+    name##_any(d, in, has_pre, scale, srcs, nsrcs, div, n);                                                       \
   }
 
 /* The four kinds of one type; ATAG names the reduce_math.h functions of the arithmetic type. */
-#define DEFINE_TYPE(tag, T, A, LD, ST, ATAG, DIV)                                                     \
-  DEFINE_REDUCE(reduce_##tag##_sum, T, A, LD, ST, dccl_##ATAG##_sum, dccl_##ATAG##_prod, DIV)         \
-  DEFINE_REDUCE(reduce_##tag##_prod, T, A, LD, ST, dccl_##ATAG##_prod, dccl_##ATAG##_prod, DIV)       \
-  DEFINE_REDUCE(reduce_##tag##_max, T, A, LD, ST, dccl_##ATAG##_max, dccl_##ATAG##_prod, DIV)         \
-  DEFINE_REDUCE(reduce_##tag##_min, T, A, LD, ST, dccl_##ATAG##_min, dccl_##ATAG##_prod, DIV)
+#define DEFINE_TYPE(tag, T, A, LD, ST, ATAG, DIV, ISA)                                               \
+  DEFINE_REDUCE(reduce_##tag##_sum, T, A, LD, ST, dccl_##ATAG##_sum, dccl_##ATAG##_prod, DIV, ISA)   \
+  DEFINE_REDUCE(reduce_##tag##_prod, T, A, LD, ST, dccl_##ATAG##_prod, dccl_##ATAG##_prod, DIV, ISA) \
+  DEFINE_REDUCE(reduce_##tag##_max, T, A, LD, ST, dccl_##ATAG##_max, dccl_##ATAG##_prod, DIV, ISA)   \
+  DEFINE_REDUCE(reduce_##tag##_min, T, A, LD, ST, dccl_##ATAG##_min, dccl_##ATAG##_prod, DIV, ISA)
 
-DEFINE_TYPE(i8, int8_t, int8_t, IDENT, IDENT, i8, DIV_SIGNED)
-DEFINE_TYPE(u8, uint8_t, uint8_t, IDENT, IDENT, u8, DIV_UNSIGNED)
-DEFINE_TYPE(i32, int32_t, int32_t, IDENT, IDENT, i32, DIV_SIGNED)
-DEFINE_TYPE(u32, uint32_t, uint32_t, IDENT, IDENT, u32, DIV_UNSIGNED)
-DEFINE_TYPE(i64, int64_t, int64_t, IDENT, IDENT, i64, DIV_SIGNED)
-DEFINE_TYPE(u64, uint64_t, uint64_t, IDENT, IDENT, u64, DIV_UNSIGNED)
-DEFINE_TYPE(f32, float, float, IDENT, IDENT, f32, DIV_FLOAT)
-DEFINE_TYPE(f64, double, double, IDENT, IDENT, f64, DIV_FLOAT)
-DEFINE_TYPE(fp16, uint16_t, float, dccl_fp16_to_f32, dccl_f32_to_fp16, f32, DIV_FLOAT)
-DEFINE_TYPE(bf16, uint16_t, float, dccl_bf16_to_f32, dccl_f32_to_bf16, f32, DIV_FLOAT)
-DEFINE_TYPE(e4m3, uint8_t, float, dccl_e4m3_to_f32, dccl_f32_to_e4m3, f32, DIV_FLOAT)
-DEFINE_TYPE(e5m2, uint8_t, float, dccl_e5m2_to_f32, dccl_f32_to_e5m2, f32, DIV_FLOAT)
+DEFINE_TYPE(i8, int8_t, int8_t, IDENT, IDENT, i8, DIV_SIGNED, )
+DEFINE_TYPE(u8, uint8_t, uint8_t, IDENT, IDENT, u8, DIV_UNSIGNED, )
+DEFINE_TYPE(i32, int32_t, int32_t, IDENT, IDENT, i32, DIV_SIGNED, )
+DEFINE_TYPE(u32, uint32_t, uint32_t, IDENT, IDENT, u32, DIV_UNSIGNED, )
+DEFINE_TYPE(i64, int64_t, int64_t, IDENT, IDENT, i64, DIV_SIGNED, )
+DEFINE_TYPE(u64, uint64_t, uint64_t, IDENT, IDENT, u64, DIV_UNSIGNED, )
+DEFINE_TYPE(f32, float, float, IDENT, IDENT, f32, DIV_FLOAT, )
+DEFINE_TYPE(f64, double, double, IDENT, IDENT, f64, DIV_FLOAT, )
+DEFINE_TYPE(fp16, uint16_t, float, dccl_fp16_to_f32, dccl_f32_to_fp16, f32, DIV_FLOAT, WIDE_ISA)
+DEFINE_TYPE(bf16, uint16_t, float, dccl_bf16_to_f32, dccl_f32_to_bf16, f32, DIV_FLOAT, WIDE_ISA)
+DEFINE_TYPE(e4m3, uint8_t, float, dccl_e4m3_to_f32, dccl_f32_to_e4m3, f32, DIV_FLOAT, WIDE_ISA)
+DEFINE_TYPE(e5m2, uint8_t, float, dccl_e5m2_to_f32, dccl_f32_to_e5m2, f32, DIV_FLOAT, WIDE_ISA)
 
-typedef void (*reduce_fn)(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs,
-                          int nsrcs, size_t n, int div);
+typedef void (*reduce_fn)(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs,
+                          size_t n, int div);
 
-#define KINDS(tag) {reduce_##tag##_sum, reduce_##tag##_prod, reduce_##tag##_max, reduce_##tag##_min}
+#define KINDS(tag) \
+  { reduce_##tag##_sum, reduce_##tag##_prod, reduce_##tag##_max, reduce_##tag##_min }
 static const reduce_fn reduce_table[ncclNumTypes][4] = {
-    [ncclInt8] = KINDS(i8),         [ncclUint8] = KINDS(u8),        [ncclInt32] = KINDS(i32),
-    [ncclUint32] = KINDS(u32),      [ncclInt64] = KINDS(i64),       [ncclUint64] = KINDS(u64),
-    [ncclFloat16] = KINDS(fp16),    [ncclFloat32] = KINDS(f32),     [ncclFloat64] = KINDS(f64),
-    [ncclBfloat16] = KINDS(bf16),   [ncclFloat8e4m3] = KINDS(e4m3), [ncclFloat8e5m2] = KINDS(e5m2),
+    [ncclInt8] = KINDS(i8),       [ncclUint8] = KINDS(u8),        [ncclInt32] = KINDS(i32),
+    [ncclUint32] = KINDS(u32),    [ncclInt64] = KINDS(i64),       [ncclUint64] = KINDS(u64),
+    [ncclFloat16] = KINDS(fp16),  [ncclFloat32] = KINDS(f32),     [ncclFloat64] = KINDS(f64),
+    [ncclBfloat16] = KINDS(bf16), [ncclFloat8e4m3] = KINDS(e4m3), [ncclFloat8e5m2] = KINDS(e5m2),
 };
 
 void dccl_reduce_host(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs,

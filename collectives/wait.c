@@ -15,12 +15,6 @@ uint64_t dccl_clock_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void dccl_waiter_reset(struct dccl_waiter *w) {
-  w->idle_since_ns = dccl_clock_ns();
-  w->sleep_ns = DCCL_SLEEP_MIN_NS;
-  w->last_check_ns = w->idle_since_ns;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -29,12 +23,20 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+void dccl_waiter_reset(struct dccl_waiter *w) {
+  w->idle_since_ns = dccl_clock_ns();
+  w->sleep_ns = DCCL_SLEEP_MIN_NS;
+  w->last_check_ns = w->idle_since_ns;
+  w->spin_ns = (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
+  w->yield_ns = (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS);
+}
+
 int dccl_waiter_idle(struct dccl_waiter *w) {
   uint64_t now = dccl_clock_ns();
   uint64_t idle = now - w->idle_since_ns;
-  if (idle < (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS)) {
+  if (idle < w->spin_ns) {
     for (int i = 0; i < 32; i++) cpu_relax();
-  } else if (idle < (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS)) {
+  } else if (idle < w->yield_ns) {
     sched_yield();
   } else {
     struct timespec ts = {0, (long)w->sleep_ns};

@@ -9,7 +9,9 @@ static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, str
   *c = (struct perf_counts){block, block, total, (size_t)rank * block, 0, total * type_size};
 }
 
-static double busbw_factor(int nranks) { return (double)(nranks - 1) / nranks; }
+static double busbw_factor(int nranks) {
+  return (double)(nranks - 1) / nranks;
+}
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
   return ncclAllGather(send, recv, call->counts.call_count, call->type->nccl, comm, NULL);
@@ -35,4 +37,6 @@ static const struct perf_collective all_gather = {
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &all_gather); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &all_gather);
+}

@@ -9,7 +9,9 @@ static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, str
   *c = (struct perf_counts){count, count, count, 0, 0, count * type_size};
 }
 
-static double busbw_factor(int nranks) { return 2.0 * (nranks - 1) / nranks; }
+static double busbw_factor(int nranks) {
+  return 2.0 * (nranks - 1) / nranks;
+}
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
   return ncclAllReduce(send, recv, call->counts.call_count, call->type->nccl, call->nccl_op, comm, NULL);
@@ -34,4 +36,6 @@ static const struct perf_collective all_reduce = {
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &all_reduce); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &all_reduce);
+}

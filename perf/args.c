@@ -10,26 +10,27 @@
 #include "common.h"
 
 static void usage(const char *prog) {
-  printf("Usage: mpirun -np N %s [options]\n"
-         "  -b, --minbytes <size>        smallest size (K/M/G suffixes, powers of 1024; default 32M)\n"
-         "  -e, --maxbytes <size>        largest size (default 32M)\n"
-         "  -i, --stepbytes <size>       additive step between sizes (default 1M)\n"
-         "  -f, --stepfactor <factor>    multiplicative step; overrides -i when > 1\n"
-         "  -n, --iters <n>              timed iterations per size (default 20)\n"
-         "  -w, --warmup_iters <n>       untimed iterations before timing (default 1)\n"
-         "  -c, --check <n>              verify every element of n iterations after timing (0: no check; default 1)\n"
-         "  -o, --op <op>                sum, prod, min, max, avg, mulsum or all (default sum)\n"
-         "  -d, --datatype <type>        int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
-         "                               f8e4m3 f8e5m2, or all (default float)\n"
-         "  -r, --root <rank>            root of broadcast/reduce, or all (default 0)\n"
-         "  -a, --average <0|1|2|3>      per-rank times reported as: rank 0, mean, min, max (default 1)\n"
-         "  -t, --nthreads 1  -g, --ngpus 1  -z, --blocking 0   accepted for compatibility (one rank per process)\n"
-         "  -J, --json <file>            also write the rows as a JSON array\n"
-         "  -M, --mpi_baseline <0|1>     also time the same operation through MPI (out-of-place)\n"
-         "  -T, --timeout <seconds>      abort the run after this long (default: never)\n"
-         "  -B, --bootstrap <mpi|uid>    communicator from dcclCommInitMPI, or ncclGetUniqueId + MPI_Bcast\n"
-         "  -h, --help\n",
-         prog);
+  printf(
+      "Usage: mpirun -np N %s [options]\n"
+      "  -b, --minbytes <size>        smallest size (K/M/G suffixes, powers of 1024; default 32M)\n"
+      "  -e, --maxbytes <size>        largest size (default 32M)\n"
+      "  -i, --stepbytes <size>       additive step between sizes (default 1M)\n"
+      "  -f, --stepfactor <factor>    multiplicative step; overrides -i when > 1\n"
+      "  -n, --iters <n>              timed iterations per size (default 20)\n"
+      "  -w, --warmup_iters <n>       untimed iterations before timing (default 1)\n"
+      "  -c, --check <n>              verify every element of n iterations after timing (0: no check; default 1)\n"
+      "  -o, --op <op>                sum, prod, min, max, avg, mulsum or all (default sum)\n"
+      "  -d, --datatype <type>        int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+      "                               f8e4m3 f8e5m2, or all (default float)\n"
+      "  -r, --root <rank>            root of broadcast/reduce, or all (default 0)\n"
+      "  -a, --average <0|1|2|3>      per-rank times reported as: rank 0, mean, min, max (default 1)\n"
+      "  -t, --nthreads 1  -g, --ngpus 1  -z, --blocking 0   accepted for compatibility (one rank per process)\n"
+      "  -J, --json <file>            also write the rows as a JSON array\n"
+      "  -M, --mpi_baseline <0|1>     also time the same operation through MPI (out-of-place)\n"
+      "  -T, --timeout <seconds>      abort the run after this long (default: never)\n"
+      "  -B, --bootstrap <mpi|uid>    communicator from dcclCommInitMPI, or ncclGetUniqueId + MPI_Bcast\n"
+      "  -h, --help\n",
+      prog);
 }
 
 /* "64M" -> 64 << 20; an optional trailing B is accepted ("64MB"). */
@@ -40,10 +41,23 @@ static int parse_size(const char *text, size_t *out) {
   if (end == text || errno != 0 || text[0] == '-') return -1;
   unsigned shift = 0;
   switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      end++;
+      break;
+    default:
+      break;
   }
   if (*end == 'b' || *end == 'B') end++;
   if (*end != '\0' || (shift && v > (~0ull >> shift))) return -1;
@@ -61,17 +75,26 @@ static int parse_int(const char *text, int lo, int hi, int *out) {
 }
 
 int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
-  static const struct option longopts[] = {
-      {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
-      {"stepbytes", required_argument, 0, 'i'},  {"stepfactor", required_argument, 0, 'f'},
-      {"iters", required_argument, 0, 'n'},      {"warmup_iters", required_argument, 0, 'w'},
-      {"check", required_argument, 0, 'c'},      {"op", required_argument, 0, 'o'},
-      {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
-      {"average", required_argument, 0, 'a'},    {"nthreads", required_argument, 0, 't'},
-      {"ngpus", required_argument, 0, 'g'},      {"blocking", required_argument, 0, 'z'},
-      {"json", required_argument, 0, 'J'},       {"mpi_baseline", required_argument, 0, 'M'},
-      {"timeout", required_argument, 0, 'T'},    {"bootstrap", required_argument, 0, 'B'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  static const struct option longopts[] = {{"minbytes", required_argument, 0, 'b'},
+                                           {"maxbytes", required_argument, 0, 'e'},
+                                           {"stepbytes", required_argument, 0, 'i'},
+                                           {"stepfactor", required_argument, 0, 'f'},
+                                           {"iters", required_argument, 0, 'n'},
+                                           {"warmup_iters", required_argument, 0, 'w'},
+                                           {"check", required_argument, 0, 'c'},
+                                           {"op", required_argument, 0, 'o'},
+                                           {"datatype", required_argument, 0, 'd'},
+                                           {"root", required_argument, 0, 'r'},
+                                           {"average", required_argument, 0, 'a'},
+                                           {"nthreads", required_argument, 0, 't'},
+                                           {"ngpus", required_argument, 0, 'g'},
+                                           {"blocking", required_argument, 0, 'z'},
+                                           {"json", required_argument, 0, 'J'},
+                                           {"mpi_baseline", required_argument, 0, 'M'},
+                                           {"timeout", required_argument, 0, 'T'},
+                                           {"bootstrap", required_argument, 0, 'B'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->min_bytes = o->max_bytes = 32u << 20;
   o->step_bytes = 1u << 20;
@@ -88,41 +111,74 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
   while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:t:g:z:J:M:T:B:h", longopts, NULL)) != -1) {
     const char *bad = NULL;
     switch (c) {
-      case 'b': if (parse_size(optarg, &o->min_bytes)) bad = "-b wants a size such as 8, 1K, 64M"; break;
-      case 'e': if (parse_size(optarg, &o->max_bytes)) bad = "-e wants a size such as 8, 1K, 64M"; break;
-      case 'i': if (parse_size(optarg, &o->step_bytes)) bad = "-i wants a size"; break;
+      case 'b':
+        if (parse_size(optarg, &o->min_bytes)) bad = "-b wants a size such as 8, 1K, 64M";
+        break;
+      case 'e':
+        if (parse_size(optarg, &o->max_bytes)) bad = "-e wants a size such as 8, 1K, 64M";
+        break;
+      case 'i':
+        if (parse_size(optarg, &o->step_bytes)) bad = "-i wants a size";
+        break;
       case 'f': {
         char *end;
         o->step_factor = strtod(optarg, &end);
         if (end == optarg || *end != '\0' || !(o->step_factor >= 1.0)) bad = "-f wants a factor >= 1";
         break;
       }
-      case 'n': if (parse_int(optarg, 1, 1 << 30, &o->iters)) bad = "-n wants a positive count"; break;
-      case 'w': if (parse_int(optarg, 0, 1 << 30, &o->warmup_iters)) bad = "-w wants a count >= 0"; break;
-      case 'c': if (parse_int(optarg, 0, 1 << 20, &o->check)) bad = "-c wants 0 or a count of checked iterations"; break;
+      case 'n':
+        if (parse_int(optarg, 1, 1 << 30, &o->iters)) bad = "-n wants a positive count";
+        break;
+      case 'w':
+        if (parse_int(optarg, 0, 1 << 30, &o->warmup_iters)) bad = "-w wants a count >= 0";
+        break;
+      case 'c':
+        if (parse_int(optarg, 0, 1 << 20, &o->check)) bad = "-c wants 0 or a count of checked iterations";
+        break;
       case 'o':
-        if (strcmp(optarg, "all") == 0) o->op_all = 1;
-        else if (perf_op_by_name(optarg, &o->op)) bad = "-o wants sum, prod, min, max, avg, mulsum or all";
+        if (strcmp(optarg, "all") == 0)
+          o->op_all = 1;
+        else if (perf_op_by_name(optarg, &o->op))
+          bad = "-o wants sum, prod, min, max, avg, mulsum or all";
         break;
       case 'd':
-        if (strcmp(optarg, "all") == 0) o->type_all = 1;
-        else if (!(o->type = perf_type_by_name(optarg))) bad = "-d wants a type name (see -h) or all";
+        if (strcmp(optarg, "all") == 0)
+          o->type_all = 1;
+        else if (!(o->type = perf_type_by_name(optarg)))
+          bad = "-d wants a type name (see -h) or all";
         break;
       case 'r':
-        if (strcmp(optarg, "all") == 0) o->root_all = 1;
-        else if (parse_int(optarg, 0, 1 << 30, &o->root)) bad = "-r wants a rank or all";
+        if (strcmp(optarg, "all") == 0)
+          o->root_all = 1;
+        else if (parse_int(optarg, 0, 1 << 30, &o->root))
+          bad = "-r wants a rank or all";
         break;
-      case 'a': if (parse_int(optarg, 0, 3, &o->average)) bad = "-a wants 0, 1, 2 or 3"; break;
+      case 'a':
+        if (parse_int(optarg, 0, 3, &o->average)) bad = "-a wants 0, 1, 2 or 3";
+        break;
       case 't':
-      case 'g': if (parse_int(optarg, 1, 1, &one)) bad = "-t and -g accept only 1 (one rank per process)"; break;
-      case 'z': if (parse_int(optarg, 0, 0, &one)) bad = "-z accepts only 0"; break;
-      case 'J': o->json_path = optarg; break;
-      case 'M': if (parse_int(optarg, 0, 1, &o->mpi_baseline)) bad = "-M wants 0 or 1"; break;
-      case 'T': if (parse_int(optarg, 0, 1 << 30, &o->timeout_s)) bad = "-T wants seconds >= 0"; break;
+      case 'g':
+        if (parse_int(optarg, 1, 1, &one)) bad = "-t and -g accept only 1 (one rank per process)";
+        break;
+      case 'z':
+        if (parse_int(optarg, 0, 0, &one)) bad = "-z accepts only 0";
+        break;
+      case 'J':
+        o->json_path = optarg;
+        break;
+      case 'M':
+        if (parse_int(optarg, 0, 1, &o->mpi_baseline)) bad = "-M wants 0 or 1";
+        break;
+      case 'T':
+        if (parse_int(optarg, 0, 1 << 30, &o->timeout_s)) bad = "-T wants seconds >= 0";
+        break;
       case 'B':
-        if (strcmp(optarg, "uid") == 0) o->use_unique_id = 1;
-        else if (strcmp(optarg, "mpi") == 0) o->use_unique_id = 0;
-        else bad = "-B wants mpi or uid";
+        if (strcmp(optarg, "uid") == 0)
+          o->use_unique_id = 1;
+        else if (strcmp(optarg, "mpi") == 0)
+          o->use_unique_id = 0;
+        else
+          bad = "-B wants mpi or uid";
         break;
       case 'h':
         if (rank == 0) usage(argv[0]);

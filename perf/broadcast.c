@@ -39,4 +39,6 @@ static const struct perf_collective broadcast = {
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &broadcast); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &broadcast);
+}

@@ -15,10 +15,14 @@ double perf_value_range(const struct perf_type *type, enum perf_op op, int nrank
   double budget = fmin(type->exact_limit, PERF_SUM_BUDGET);
   switch (op) {
     case PERF_OP_SUM:
-    case PERF_OP_AVG: return floor(budget / nranks);
-    case PERF_OP_MULSUM: return floor(budget / (2.0 * nranks)); /* premultipliers are 1 and 2 */
-    case PERF_OP_PROD: return 2.0;                               /* inputs 1, 2 and -1, see below */
-    default: return budget;                                      /* min, max, data movement */
+    case PERF_OP_AVG:
+      return floor(budget / nranks);
+    case PERF_OP_MULSUM:
+      return floor(budget / (2.0 * nranks)); /* premultipliers are 1 and 2 */
+    case PERF_OP_PROD:
+      return 2.0; /* inputs 1, 2 and -1, see below */
+    default:
+      return budget; /* min, max, data movement */
   }
 }
 
@@ -34,7 +38,9 @@ static uint64_t mix(size_t index, int rank, unsigned seed) {
 }
 
 /* Each rank's premultiplier for mulsum. */
-static double mulsum_scalar(int rank) { return 1.0 + rank % 2; }
+static double mulsum_scalar(int rank) {
+  return 1.0 + rank % 2;
+}
 
 double perf_input_value(const struct perf_values *v, int rank, size_t index) {
   uint64_t h = mix(index, rank, v->seed);
@@ -59,7 +65,8 @@ double perf_input_value(const struct perf_values *v, int rank, size_t index) {
       /* Non-negative: the integer average truncates, and then floor and truncation agree. */
       if (v->range < 1.0) return (index + rank + v->seed) % (size_t)v->nranks == 0 ? 1.0 : 0.0;
       return (double)(h % span);
-    default: return (double)(h % span);
+    default:
+      return (double)(h % span);
   }
 }
 
@@ -75,18 +82,30 @@ double perf_reduced_value(const struct perf_values *v, size_t index) {
   for (int r = 1; r < v->nranks; r++) {
     double x = perf_input_value(v, r, index);
     switch (v->op) {
-      case PERF_OP_PROD: acc *= x; break;
-      case PERF_OP_MAX: acc = fmax(acc, x); break;
-      case PERF_OP_MIN: acc = fmin(acc, x); break;
-      case PERF_OP_MULSUM: acc += x * mulsum_scalar(r); break;
-      default: acc += x; break;
+      case PERF_OP_PROD:
+        acc *= x;
+        break;
+      case PERF_OP_MAX:
+        acc = fmax(acc, x);
+        break;
+      case PERF_OP_MIN:
+        acc = fmin(acc, x);
+        break;
+      case PERF_OP_MULSUM:
+        acc += x * mulsum_scalar(r);
+        break;
+      default:
+        acc += x;
+        break;
     }
   }
   if (v->op == PERF_OP_AVG) acc = v->type->is_float ? acc / v->nranks : floor(acc / v->nranks);
   return round_to_type(v->type, acc);
 }
 
-double perf_mulsum_scalar(int rank) { return mulsum_scalar(rank); }
+double perf_mulsum_scalar(int rank) {
+  return mulsum_scalar(rank);
+}
 
 void perf_fill_input(const struct perf_values *v, int rank, size_t first, void *dst, size_t n) {
   unsigned char *p = dst;
@@ -101,8 +120,8 @@ size_t perf_count_input_changed(const struct perf_values *v, int rank, size_t fi
   return changed;
 }
 
-size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_values *v,
-                        const struct perf_call *call, const void *recv) {
+size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_values *v, const struct perf_call *call,
+                        const void *recv) {
   const unsigned char *p = recv;
   const size_t ts = v->type->size;
   /* Float average over a rank count that is not a power of two: 1/n is inexact, and each of up to n roundings

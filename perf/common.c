@@ -1,18 +1,16 @@
 /* The driver every perf tool shares: MPI and communicator setup, buffers, the loops over types, ops, roots and
  * sizes, the timed runs, the checked runs and the optional MPI baseline. */
+#include "common.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-
-#if defined(__has_include)
-#if __has_include("dccl_mpi.h")
+/* Set by perf/CMakeLists.txt when the dccl_mpi library is part of the build. */
+#ifdef PERF_HAVE_DCCL_MPI
 #include "dccl_mpi.h"
-#define PERF_HAVE_DCCL_MPI 1
-#endif
 #endif
 
 /* The communicator whose last error a failure prints (NULL before it exists). */
@@ -29,9 +27,9 @@ static void fail_nccl(const char *what, ncclResult_t res, const char *file, int 
   MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-#define PERF_NCCL_CHECK(call)                                          \
-  do {                                                                 \
-    ncclResult_t perf_res_ = (call);                                   \
+#define PERF_NCCL_CHECK(call)                                                      \
+  do {                                                                             \
+    ncclResult_t perf_res_ = (call);                                               \
     if (perf_res_ != ncclSuccess) fail_nccl(#call, perf_res_, __FILE__, __LINE__); \
   } while (0)
 
@@ -55,20 +53,29 @@ static void on_timeout(int sig) {
 
 MPI_Op perf_mpi_op(enum perf_op op) {
   switch (op) {
-    case PERF_OP_PROD: return MPI_PROD;
-    case PERF_OP_MAX: return MPI_MAX;
-    case PERF_OP_MIN: return MPI_MIN;
-    default: return MPI_SUM; /* avg: MPI has none; a sum moves the same bytes and does the same work */
+    case PERF_OP_PROD:
+      return MPI_PROD;
+    case PERF_OP_MAX:
+      return MPI_MAX;
+    case PERF_OP_MIN:
+      return MPI_MIN;
+    default:
+      return MPI_SUM; /* avg: MPI has none; a sum moves the same bytes and does the same work */
   }
 }
 
 static ncclRedOp_t builtin_nccl_op(enum perf_op op) {
   switch (op) {
-    case PERF_OP_PROD: return ncclProd;
-    case PERF_OP_MAX: return ncclMax;
-    case PERF_OP_MIN: return ncclMin;
-    case PERF_OP_AVG: return ncclAvg;
-    default: return ncclSum;
+    case PERF_OP_PROD:
+      return ncclProd;
+    case PERF_OP_MAX:
+      return ncclMax;
+    case PERF_OP_MIN:
+      return ncclMin;
+    case PERF_OP_AVG:
+      return ncclAvg;
+    default:
+      return ncclSum;
   }
 }
 
@@ -88,9 +95,15 @@ struct perf_run {
 static double combine_time(const struct perf_run *run, double seconds) {
   double out = seconds;
   switch (run->opts->average) {
-    case 0: MPI_Bcast(&out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
-    case 2: MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); break;
-    case 3: MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); break;
+    case 0:
+      MPI_Bcast(&out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      break;
+    case 2:
+      MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+      break;
+    case 3:
+      MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      break;
     default:
       MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       out /= run->nranks;
@@ -133,8 +146,7 @@ static int has_result(const struct perf_collective *coll, const struct perf_call
 /* The checked iterations: fresh inputs each time (a stale result from the previous one would show), poisoned
  * outputs (an element never written shows), guards (a write out of bounds shows) and, out of place, an
  * untouched send buffer. Returns this rank's count of wrong elements; guard bytes count one each. */
-static long long check_out_of_place(const struct perf_run *run, const struct perf_call *call,
-                                    struct perf_values *v) {
+static long long check_out_of_place(const struct perf_run *run, const struct perf_call *call, struct perf_values *v) {
   const size_t ts = call->type->size;
   const size_t send_bytes = call->counts.send_count * ts, recv_bytes = call->counts.recv_count * ts;
   long long wrong = 0;
@@ -163,7 +175,9 @@ static long long check_in_place(const struct perf_run *run, const struct perf_ca
   return wrong;
 }
 
-static double bandwidth_gbs(size_t bytes, double time_us) { return time_us > 0 ? (double)bytes / time_us / 1e3 : 0; }
+static double bandwidth_gbs(size_t bytes, double time_us) {
+  return time_us > 0 ? (double)bytes / time_us / 1e3 : 0;
+}
 
 /* One line of the table: one size, type, op and root. */
 static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) {
@@ -171,8 +185,7 @@ static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) 
   const size_t ts = call->type->size;
   coll->get_counts(bytes, ts, run->nranks, run->rank, &call->counts);
   const struct perf_counts *c = &call->counts;
-  struct perf_values v = {call->type, call->op, run->nranks, 0,
-                          perf_value_range(call->type, call->op, run->nranks)};
+  struct perf_values v = {call->type, call->op, run->nranks, 0, perf_value_range(call->type, call->op, run->nranks)};
 
   struct perf_row row;
   memset(&row, 0, sizeof row);
@@ -197,11 +210,11 @@ static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) 
     for (int iter = 0; iter < run->opts->check; iter++) {
       v.seed = (unsigned)iter + 1;
       local[0] += check_out_of_place(run, call, &v);
-      local[1] += check_in_place(run, call, &v);
+      if (!coll->in_place_unchecked) local[1] += check_in_place(run, call, &v);
     }
     MPI_Allreduce(local, total, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     row.out_of_place.wrong = total[0];
-    row.in_place.wrong = total[1];
+    row.in_place.wrong = coll->in_place_unchecked ? -1 : total[1];
     run->total_wrong += total[0] + total[1];
   }
 
@@ -268,8 +281,8 @@ static void run_all(struct perf_run *run) {
       if (premulsum) {
         unsigned char scalar[8] = {0};
         perf_type_store(type, scalar, perf_mulsum_scalar(run->rank));
-        PERF_NCCL_CHECK(ncclRedOpCreatePreMulSum(&call.nccl_op, scalar, type->nccl, ncclScalarHostImmediate,
-                                                 run->comm));
+        PERF_NCCL_CHECK(
+            ncclRedOpCreatePreMulSum(&call.nccl_op, scalar, type->nccl, ncclScalarHostImmediate, run->comm));
       } else {
         call.nccl_op = builtin_nccl_op(call.op);
       }

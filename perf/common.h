@@ -12,19 +12,27 @@
 
 /* Reductions the tools can ask for: NCCL's built-in ops plus "mulsum", a premultiply-then-sum op made with
  * ncclRedOpCreatePreMulSum. PERF_OP_NONE labels the collectives that reduce nothing. */
-enum perf_op { PERF_OP_SUM, PERF_OP_PROD, PERF_OP_MAX, PERF_OP_MIN, PERF_OP_AVG, PERF_OP_MULSUM, PERF_OP_COUNT,
-               PERF_OP_NONE = -1 };
+enum perf_op {
+  PERF_OP_SUM,
+  PERF_OP_PROD,
+  PERF_OP_MAX,
+  PERF_OP_MIN,
+  PERF_OP_AVG,
+  PERF_OP_MULSUM,
+  PERF_OP_COUNT,
+  PERF_OP_NONE = -1
+};
 
 /* ---- data types (datatypes.c) ---- */
 struct perf_type {
-  const char *name;      /* as typed after -d */
+  const char *name; /* as typed after -d */
   ncclDataType_t nccl;
-  size_t size;           /* bytes per element */
+  size_t size; /* bytes per element */
   int is_float;
   int is_signed;
-  int mantissa_bits;     /* float types: stored fraction bits */
-  double exact_limit;    /* every integer in [-limit, limit] is exact, and so are sums staying inside it */
-  MPI_Datatype mpi;      /* MPI_DATATYPE_NULL: MPI cannot reduce this type */
+  int mantissa_bits;  /* float types: stored fraction bits */
+  double exact_limit; /* every integer in [-limit, limit] is exact, and so are sums staying inside it */
+  MPI_Datatype mpi;   /* MPI_DATATYPE_NULL: MPI cannot reduce this type */
 };
 extern const struct perf_type perf_types[];
 extern const int perf_type_count;
@@ -39,21 +47,21 @@ int perf_op_by_name(const char *name, enum perf_op *out);
 /* ---- options (args.c) ---- */
 struct perf_options {
   size_t min_bytes, max_bytes;
-  size_t step_bytes;   /* additive step, used when step_factor <= 1 */
-  double step_factor;  /* multiplicative step when > 1 */
+  size_t step_bytes;  /* additive step, used when step_factor <= 1 */
+  double step_factor; /* multiplicative step when > 1 */
   int iters, warmup_iters;
-  int check;           /* number of verified iterations after timing; 0: no check */
-  int op_all;          /* -o all */
+  int check;  /* number of verified iterations after timing; 0: no check */
+  int op_all; /* -o all */
   enum perf_op op;
-  int type_all;        /* -d all */
+  int type_all; /* -d all */
   const struct perf_type *type;
-  int root_all;        /* -r all */
+  int root_all; /* -r all */
   int root;
-  int average;         /* 0 rank 0, 1 mean, 2 min, 3 max of the per-rank times */
+  int average; /* 0 rank 0, 1 mean, 2 min, 3 max of the per-rank times */
   const char *json_path;
-  int mpi_baseline;    /* -M 1 */
-  int timeout_s;       /* -T: the whole run is aborted after this many seconds; 0: never */
-  int use_unique_id;   /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
+  int mpi_baseline;  /* -M 1 */
+  int timeout_s;     /* -T: the whole run is aborted after this many seconds; 0: never */
+  int use_unique_id; /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
@@ -62,7 +70,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
 /* Buffer geometry for one row. Counts are in elements; the in-place offsets locate the send and receive
  * pointers inside the one in-place buffer, which holds max(send_count, recv_count) elements. */
 struct perf_counts {
-  size_t call_count;   /* the count argument of the NCCL call */
+  size_t call_count; /* the count argument of the NCCL call */
   size_t send_count, recv_count;
   size_t inplace_send_offset, inplace_recv_offset;
   size_t report_bytes; /* the size(B) column: the larger of the two buffers */
@@ -83,8 +91,8 @@ struct perf_values {
   const struct perf_type *type;
   enum perf_op op;
   int nranks;
-  unsigned seed;  /* differs per checked iteration, so a stale result from the last one shows */
-  double range;   /* inputs stay within [0, range] (or [-range, range]) so every partial result is exact */
+  unsigned seed; /* differs per checked iteration, so a stale result from the last one shows */
+  double range;  /* inputs stay within [0, range] (or [-range, range]) so every partial result is exact */
 };
 /* Rank `rank`'s input element `index`. */
 double perf_input_value(const struct perf_values *v, int rank, size_t index);
@@ -94,15 +102,18 @@ double perf_reduced_value(const struct perf_values *v, size_t index);
 double perf_mulsum_scalar(int rank);
 
 struct perf_collective {
-  const char *name;    /* e.g. "all_reduce": JSON and messages */
-  int uses_op;         /* runs every -o op; else the redop column says "none" */
-  int uses_root;       /* runs every -r root; else the root column says -1 */
+  const char *name; /* e.g. "all_reduce": JSON and messages */
+  int uses_op;      /* runs every -o op; else the redop column says "none" */
+  int uses_root;    /* runs every -r root; else the root column says -1 */
   void (*get_counts)(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *out);
   double (*busbw_factor)(int nranks);
   ncclResult_t (*run)(const void *sendbuff, void *recvbuff, const struct perf_call *call, ncclComm_t comm);
   /* The same operation through MPI (baseline); returns an MPI error code. */
   int (*run_mpi)(const void *sendbuff, void *recvbuff, const struct perf_call *call, MPI_Comm comm);
   int mpi_moves_bytes; /* the MPI baseline moves raw bytes, so it works for every type and no op */
+  /* In place, the result is undefined (sendrecv: the buffer being sent is also the one being received into, a
+   * race NCCL does not order either): timed, never checked, #wrong says N/A as in nccl-tests. */
+  int in_place_unchecked;
   /* Whether this rank's receive buffer holds a defined result (reduce: root only). */
   int (*rank_has_result)(const struct perf_call *call);
   /* Expected element `index` of this rank's receive buffer. */
@@ -126,8 +137,8 @@ void perf_fill_input(const struct perf_values *v, int rank, size_t first, void *
 /* Elements of `buf` (n of them, input indices from `first`) that no longer hold rank's input. */
 size_t perf_count_input_changed(const struct perf_values *v, int rank, size_t first, const void *buf, size_t n);
 /* Elements of `recv` (call->counts.recv_count) that differ from coll->expected. */
-size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_values *v,
-                        const struct perf_call *call, const void *recv);
+size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_values *v, const struct perf_call *call,
+                        const void *recv);
 /* Poisons [base, base + bytes) and fills the guards around it; counts guard bytes that changed. */
 void perf_guard_set(unsigned char *base, size_t bytes);
 size_t perf_guard_count_changed(const unsigned char *base, size_t bytes);
@@ -147,8 +158,8 @@ struct perf_row {
   const char *redop;
   int root;
   struct perf_result out_of_place, in_place;
-  int has_mpi;       /* -M 1 was asked for */
-  int mpi_ok;        /* the baseline ran (else "n/a") */
+  int has_mpi; /* -M 1 was asked for */
+  int mpi_ok;  /* the baseline ran (else "n/a") */
   double mpi_time_us, mpi_algbw;
 };
 /* `bootstrap` says how the communicator was made. */

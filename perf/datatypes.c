@@ -31,7 +31,9 @@ const struct perf_type *perf_type_by_name(const char *name) {
 
 static const char *const op_names[PERF_OP_COUNT] = {"sum", "prod", "max", "min", "avg", "mulsum"};
 
-const char *perf_op_name(enum perf_op op) { return op >= 0 && op < PERF_OP_COUNT ? op_names[op] : "none"; }
+const char *perf_op_name(enum perf_op op) {
+  return op >= 0 && op < PERF_OP_COUNT ? op_names[op] : "none";
+}
 
 int perf_op_by_name(const char *name, enum perf_op *out) {
   for (int i = 0; i < PERF_OP_COUNT; i++)
@@ -46,11 +48,16 @@ int perf_op_by_name(const char *name, enum perf_op *out) {
  * infinities: its only special value is the all-ones pattern (NaN). */
 static int exponent_bits(ncclDataType_t t) {
   switch (t) {
-    case ncclFloat16: return 5;
-    case ncclBfloat16: return 8;
-    case ncclFloat8e4m3: return 4;
-    case ncclFloat8e5m2: return 5;
-    default: return 0;
+    case ncclFloat16:
+      return 5;
+    case ncclBfloat16:
+      return 8;
+    case ncclFloat8e4m3:
+      return 4;
+    case ncclFloat8e5m2:
+      return 5;
+    default:
+      return 0;
   }
 }
 
@@ -63,7 +70,7 @@ static uint32_t small_float_encode(double x, int ebits, int mbits) {
   if (mag != 0.0) {
     int e2;
     (void)frexp(mag, &e2);
-    int exp = e2 - 1; /* mag = 1.f * 2^exp */
+    int exp = e2 - 1;                   /* mag = 1.f * 2^exp */
     if (exp < 1 - bias) exp = 1 - bias; /* subnormal: the smallest exponent, no hidden bit */
     uint64_t m = (uint64_t)nearbyint(ldexp(mag, mbits - exp));
     if (m >> (mbits + 1)) { /* rounding carried into the next binade */
@@ -96,14 +103,30 @@ static double small_float_decode(uint32_t bits, int ebits, int mbits, int has_in
 
 void perf_type_store(const struct perf_type *type, void *dst, double x) {
   switch (type->nccl) {
-    case ncclInt8: *(int8_t *)dst = (int8_t)(int64_t)x; break;
-    case ncclUint8: *(uint8_t *)dst = (uint8_t)(int64_t)x; break;
-    case ncclInt32: *(int32_t *)dst = (int32_t)(int64_t)x; break;
-    case ncclUint32: *(uint32_t *)dst = (uint32_t)(int64_t)x; break;
-    case ncclInt64: *(int64_t *)dst = (int64_t)x; break;
-    case ncclUint64: *(uint64_t *)dst = (uint64_t)(int64_t)x; break;
-    case ncclFloat32: *(float *)dst = (float)x; break;
-    case ncclFloat64: *(double *)dst = x; break;
+    case ncclInt8:
+      *(int8_t *)dst = (int8_t)(int64_t)x;
+      break;
+    case ncclUint8:
+      *(uint8_t *)dst = (uint8_t)(int64_t)x;
+      break;
+    case ncclInt32:
+      *(int32_t *)dst = (int32_t)(int64_t)x;
+      break;
+    case ncclUint32:
+      *(uint32_t *)dst = (uint32_t)(int64_t)x;
+      break;
+    case ncclInt64:
+      *(int64_t *)dst = (int64_t)x;
+      break;
+    case ncclUint64:
+      *(uint64_t *)dst = (uint64_t)(int64_t)x;
+      break;
+    case ncclFloat32:
+      *(float *)dst = (float)x;
+      break;
+    case ncclFloat64:
+      *(double *)dst = x;
+      break;
     case ncclFloat16:
     case ncclBfloat16: {
       uint16_t b = (uint16_t)small_float_encode(x, exponent_bits(type->nccl), type->mantissa_bits);
@@ -114,28 +137,40 @@ void perf_type_store(const struct perf_type *type, void *dst, double x) {
     case ncclFloat8e5m2:
       *(uint8_t *)dst = (uint8_t)small_float_encode(x, exponent_bits(type->nccl), type->mantissa_bits);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
 double perf_type_load(const struct perf_type *type, const void *src) {
   switch (type->nccl) {
-    case ncclInt8: return *(const int8_t *)src;
-    case ncclUint8: return *(const uint8_t *)src;
-    case ncclInt32: return *(const int32_t *)src;
-    case ncclUint32: return *(const uint32_t *)src;
-    case ncclInt64: return (double)*(const int64_t *)src;
-    case ncclUint64: return (double)*(const uint64_t *)src;
-    case ncclFloat32: return *(const float *)src;
-    case ncclFloat64: return *(const double *)src;
+    case ncclInt8:
+      return *(const int8_t *)src;
+    case ncclUint8:
+      return *(const uint8_t *)src;
+    case ncclInt32:
+      return *(const int32_t *)src;
+    case ncclUint32:
+      return *(const uint32_t *)src;
+    case ncclInt64:
+      return (double)*(const int64_t *)src;
+    case ncclUint64:
+      return (double)*(const uint64_t *)src;
+    case ncclFloat32:
+      return *(const float *)src;
+    case ncclFloat64:
+      return *(const double *)src;
     case ncclFloat16:
     case ncclBfloat16: {
       uint16_t b;
       memcpy(&b, src, sizeof b);
       return small_float_decode(b, exponent_bits(type->nccl), type->mantissa_bits, 1);
     }
-    case ncclFloat8e4m3: return small_float_decode(*(const uint8_t *)src, 4, 3, 0);
-    case ncclFloat8e5m2: return small_float_decode(*(const uint8_t *)src, 5, 2, 1);
-    default: return NAN;
+    case ncclFloat8e4m3:
+      return small_float_decode(*(const uint8_t *)src, 4, 3, 0);
+    case ncclFloat8e5m2:
+      return small_float_decode(*(const uint8_t *)src, 5, 2, 1);
+    default:
+      return NAN;
   }
 }

@@ -19,11 +19,12 @@ static ncclResult_t run(const void *send, void *recv, const struct perf_call *ca
 }
 
 static int run_mpi(const void *send, void *recv, const struct perf_call *call, MPI_Comm comm) {
-  return MPI_Reduce(send, recv, (int)call->counts.call_count, call->type->mpi, perf_mpi_op(call->op), call->root,
-                    comm);
+  return MPI_Reduce(send, recv, (int)call->counts.call_count, call->type->mpi, perf_mpi_op(call->op), call->root, comm);
 }
 
-static int rank_has_result(const struct perf_call *call) { return call->rank == call->root; }
+static int rank_has_result(const struct perf_call *call) {
+  return call->rank == call->root;
+}
 
 static double expected(const struct perf_values *v, const struct perf_call *call, size_t index) {
   (void)call;
@@ -42,4 +43,6 @@ static const struct perf_collective reduce = {
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &reduce); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &reduce);
+}

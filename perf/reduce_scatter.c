@@ -9,7 +9,9 @@ static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, str
   *c = (struct perf_counts){block, total, block, 0, (size_t)rank * block, total * type_size};
 }
 
-static double busbw_factor(int nranks) { return (double)(nranks - 1) / nranks; }
+static double busbw_factor(int nranks) {
+  return (double)(nranks - 1) / nranks;
+}
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
   return ncclReduceScatter(send, recv, call->counts.call_count, call->type->nccl, call->nccl_op, comm, NULL);
@@ -34,4 +36,6 @@ static const struct perf_collective reduce_scatter = {
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &reduce_scatter); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &reduce_scatter);
+}

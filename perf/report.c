@@ -46,9 +46,10 @@ void perf_print_header(const struct perf_options *o, const struct perf_collectiv
     snprintf(step, sizeof step, "%zu(bytes)", o->step_bytes);
   printf("# %s_perf: DCCL %d.%d.%d, NCCL API %d, host buffers\n", coll->name, DCCL_MAJOR, DCCL_MINOR, DCCL_PATCH,
          version);
-  printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: 1 "
-         "validation: %d graph: 0\n",
-         o->min_bytes, o->max_bytes, step, o->warmup_iters, o->iters, o->check);
+  printf(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: 1 "
+      "validation: %d graph: 0\n",
+      o->min_bytes, o->max_bytes, step, o->warmup_iters, o->iters, o->check);
   static const char *const average_names[] = {"rank 0", "mean over ranks", "min over ranks", "max over ranks"};
   printf("# times: %s%s\n", average_names[o->average],
          o->mpi_baseline ? "; MPI baseline: the same operation through MPI, out-of-place" : "");
@@ -63,12 +64,12 @@ void perf_print_header(const struct perf_options *o, const struct perf_collectiv
   print_centered("in-place", BLOCK_WIDTH);
   if (o->mpi_baseline) print_centered("MPI baseline", MPI_WIDTH);
   printf("\n");
-  printf(HEAD_LEAD_FMT BLOCK_FMT BLOCK_FMT, "size", "count", "type", "redop", "root", "time", "algbw",
-         "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  printf(HEAD_LEAD_FMT BLOCK_FMT BLOCK_FMT, "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+         "#wrong", "time", "algbw", "busbw", "#wrong");
   if (o->mpi_baseline) printf(MPI_FMT, "mpi time", "dccl/mpi", "bw ratio");
   printf("\n");
-  printf(HEAD_LEAD_FMT BLOCK_FMT BLOCK_FMT, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-         "(us)", "(GB/s)", "(GB/s)", "");
+  printf(HEAD_LEAD_FMT BLOCK_FMT BLOCK_FMT, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+         "(GB/s)", "(GB/s)", "");
   if (o->mpi_baseline) printf(MPI_FMT, "(us)", "(time)", "(algbw)");
   printf("\n");
   fflush(stdout);
@@ -147,11 +148,10 @@ void perf_json_row(const struct perf_row *row) {
   json_result("in_place", &row->in_place);
   if (row->has_mpi) {
     if (row->mpi_ok)
-      fprintf(json_file,
-              ", \"mpi\": {\"time_us\": %.4f, \"algbw_gbs\": %.6f, \"time_ratio\": %.6f, \"algbw_ratio\": %.6f}",
-              row->mpi_time_us, row->mpi_algbw,
-              row->mpi_time_us > 0 ? row->out_of_place.time_us / row->mpi_time_us : 0.0,
-              row->mpi_algbw > 0 ? row->out_of_place.algbw / row->mpi_algbw : 0.0);
+      fprintf(
+          json_file, ", \"mpi\": {\"time_us\": %.4f, \"algbw_gbs\": %.6f, \"time_ratio\": %.6f, \"algbw_ratio\": %.6f}",
+          row->mpi_time_us, row->mpi_algbw, row->mpi_time_us > 0 ? row->out_of_place.time_us / row->mpi_time_us : 0.0,
+          row->mpi_algbw > 0 ? row->out_of_place.algbw / row->mpi_algbw : 0.0);
     else
       fputs(", \"mpi\": null", json_file);
   }

@@ -1,5 +1,5 @@
 /* sendrecv_perf: a ring shift. Each rank sends its buffer to rank+1 and receives rank-1's, both in one group.
- * Bus bandwidth equals algorithm bandwidth. */
+ * Bus bandwidth equals algorithm bandwidth. In place, one buffer is both sent and received into: timed only. */
 #include "common.h"
 
 static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
@@ -14,8 +14,12 @@ static double busbw_factor(int nranks) {
   return 1.0;
 }
 
-static int next_rank(const struct perf_call *call) { return (call->rank + 1) % call->nranks; }
-static int prev_rank(const struct perf_call *call) { return (call->rank - 1 + call->nranks) % call->nranks; }
+static int next_rank(const struct perf_call *call) {
+  return (call->rank + 1) % call->nranks;
+}
+static int prev_rank(const struct perf_call *call) {
+  return (call->rank - 1 + call->nranks) % call->nranks;
+}
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
   ncclResult_t res = ncclGroupStart();
@@ -45,7 +49,10 @@ static const struct perf_collective sendrecv = {
     .run = run,
     .run_mpi = run_mpi,
     .mpi_moves_bytes = 1,
+    .in_place_unchecked = 1,
     .expected = expected,
 };
 
-int main(int argc, char **argv) { return perf_main(argc, argv, &sendrecv); }
+int main(int argc, char **argv) {
+  return perf_main(argc, argv, &sendrecv);
+}

@@ -3,6 +3,7 @@
 #ifndef DCCL_BOOTSTRAP_INTERNAL_H_
 #define DCCL_BOOTSTRAP_INTERNAL_H_
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -91,7 +92,20 @@ struct dccl_pending_conn {
   int fd;
   int64_t accepted_ns;
   struct sockaddr_storage addr;
+  size_t have; /* bytes of hello received so far */
+  struct dccl_peer_hello hello;
 };
+
+/* A frame being received from one peer, piece by piece. */
+struct dccl_incoming {
+  struct dccl_frame_header header;
+  size_t header_have;
+  struct dccl_stashed_msg *msg; /* allocated once the header is complete */
+  size_t have;                  /* payload bytes received */
+};
+
+/* send_fds value of a connection that failed mid-message. */
+#define DCCL_FD_BROKEN (-2)
 
 struct dccl_bootstrap {
   int rank, nranks;
@@ -103,10 +117,14 @@ struct dccl_bootstrap {
   struct sockaddr_storage *peer_addrs; /* every rank's listener */
   int *send_fds;                       /* connections this rank opened to send; -1 until first send */
   int *recv_fds;                       /* connections peers opened to send to us; -1 until accepted */
+  struct dccl_incoming *incoming;      /* per peer: the frame arriving on recv_fds */
   char *peer_closed;                   /* the peer's sending connection reached EOF or broke */
   struct dccl_pending_conn *pending;
   int npending, pending_cap;
   struct dccl_stashed_msg *stash_head, *stash_tail;
+  struct pollfd *scratch_pfds; /* reused by every wait, so waiting allocates nothing */
+  int *scratch_peers;
+  int scratch_cap;
   int64_t op_timeout_ns; /* DCCL_TIMEOUT for send/recv/collectives; 0: none */
 
   /* Liveness: on rank 0, monitor_fds[r] is rank r's monitor connection; elsewhere monitor_fds[0] is ours to 0. */
@@ -148,6 +166,21 @@ ncclResult_t dccl_wire_addr_to_sockaddr(const struct dccl_wire_addr *wire, struc
 ncclResult_t dccl_random_bytes(void *buf, size_t len);
 /* Constant-time compare of two secrets: nonzero if equal. */
 int dccl_secret_equal(const uint8_t *a, const uint8_t *b);
+
+/* Point to point (bootstrap_p2p.c). */
+ncclResult_t dccl_bootstrap_send_msg(struct dccl_bootstrap *b, int peer, uint32_t channel, uint32_t tag,
+                                     const void *data, size_t size, int64_t deadline_ns);
+ncclResult_t dccl_bootstrap_recv_msg(struct dccl_bootstrap *b, int peer, uint32_t channel, uint32_t tag, void *data,
+                                     size_t size, int64_t deadline_ns);
+/* Opens a connection to peer's listener and says hello as `kind`. */
+ncclResult_t dccl_bootstrap_connect_peer(struct dccl_bootstrap *b, int peer, int kind, int64_t deadline_ns, int *fd);
+/* One round of waiting: serves the listener, pending connections and incoming frames for up to one poll slice.
+ * If out_fd >= 0 it is watched for writability too and *out_ready says whether it became writable. */
+ncclResult_t dccl_bootstrap_progress(struct dccl_bootstrap *b, int out_fd, int *out_ready, int64_t deadline_ns);
+/* Deadline for communicator creation (DCCL_BOOTSTRAP_TIMEOUT). */
+int64_t dccl_bootstrap_creation_deadline(void);
+/* Deadline for one send/recv/collective (DCCL_TIMEOUT; 0: none). */
+int64_t dccl_bootstrap_op_deadline(const struct dccl_bootstrap *b);
 
 /* Rank 0 waits for every other rank's monitor connection; the others open theirs (bootstrap_tcp.c). */
 ncclResult_t dccl_bootstrap_connect_monitor(struct dccl_bootstrap *b, int64_t deadline_ns);

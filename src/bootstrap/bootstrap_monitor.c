@@ -67,8 +67,8 @@ static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, i
     } else if (x->msg.type == DCCL_MON_DEATH && b->rank != 0 && x->msg.rank >= 0 && x->msg.rank < b->nranks) {
       report_death(b, x->msg.rank);
     } else {
-      DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: unexpected monitor message %u from rank %d", b->rank,
-                x->msg.type, x->rank);
+      DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: unexpected monitor message %u from rank %d", b->rank, x->msg.type,
+                x->rank);
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -31,6 +32,7 @@ struct rv_client {
 };
 
 struct rv_state {
+  sem_t started; /* posted once the thread runs: create_id returns only then */
   int listen_fd;
   uint8_t secret[DCCL_SECRET_BYTES];
   int64_t deadline_ns;
@@ -102,8 +104,8 @@ static int rv_register(struct rv_state *rv, int i) {
     return 0;
   }
   if (m->nranks <= 0 || m->rank < 0 || m->rank >= m->nranks || (rv->nranks && m->nranks != rv->nranks)) {
-    DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rendezvous: dropping %s: rank %d of %d does not fit a job of %d ranks",
-              who, m->rank, m->nranks, rv->nranks);
+    DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rendezvous: dropping %s: rank %d of %d does not fit a job of %d ranks", who,
+              m->rank, m->nranks, rv->nranks);
     return 0;
   }
   if (dccl_wire_addr_to_sockaddr(&m->listen_addr, &ignored) != ncclSuccess) {
@@ -175,9 +177,13 @@ static void rv_send_tables(struct rv_state *rv) {
 
 static void *rv_thread_main(void *arg) {
   struct rv_state *rv = arg;
-  struct pollfd *pfds = NULL;
-  int pfd_cap = 0;
-  for (;;) {
+  /* Allocate before announcing the start: the caller may fork as soon as we post. Later allocations happen only
+   * while serving connections. */
+  int pfd_cap = 32;
+  struct pollfd *pfds = malloc((size_t)pfd_cap * sizeof(*pfds));
+  sem_post(&rv->started);
+  if (!pfds) DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rendezvous: out of memory");
+  while (pfds) {
     int64_t now = dccl_now_ns();
     if (now >= rv->deadline_ns) {
       DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rendezvous: timed out with %d of %d ranks registered", rv->nregistered,
@@ -227,6 +233,7 @@ static void *rv_thread_main(void *arg) {
   free(pfds);
   free(rv->clients);
   free(rv->client_of_rank);
+  sem_destroy(&rv->started);
   free(rv);
   return NULL;
 }
@@ -252,6 +259,9 @@ ncclResult_t dccl_bootstrap_create_id(ncclUniqueId *id) {
   memset(id, 0, sizeof(*id));
   memcpy(id->internal, &layout, sizeof(layout));
 
+  /* A caller may fork the ranks right after this returns; let the thread finish starting first, so the children
+   * never inherit a lock that thread start-up holds (sanitizer allocators, for one, do not reset theirs). */
+  sem_init(&rv->started, 0, 0);
   pthread_attr_t attr;
   pthread_t thread;
   pthread_attr_init(&attr);
@@ -259,8 +269,11 @@ ncclResult_t dccl_bootstrap_create_id(ncclUniqueId *id) {
   int err = pthread_create(&thread, &attr, rv_thread_main, rv);
   pthread_attr_destroy(&attr);
   if (err != 0) {
+    sem_destroy(&rv->started);
     res = dccl_error(ncclSystemError, "could not start the bootstrap rendezvous thread: %s", strerror(err));
     goto fail;
+  }
+  while (sem_wait(&rv->started) != 0 && errno == EINTR) {
   }
   char buf[80];
   DCCL_INFO(DCCL_BOOTSTRAP, "bootstrap rendezvous listening on %s", dccl_socket_addr_str(&addr, buf, sizeof(buf)));

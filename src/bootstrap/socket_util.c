@@ -32,16 +32,20 @@ int64_t dccl_deadline_after_s(int64_t seconds) {
 }
 
 int dccl_wait_state(volatile int *abort_flag, int64_t deadline_ns) {
-  if (abort_flag && *abort_flag) return DCCL_WAIT_ABORTED;
+  /* Another thread sets the flag: read it atomically (volatile alone is no memory model). */
+  if (abort_flag && __atomic_load_n(abort_flag, __ATOMIC_RELAXED)) return DCCL_WAIT_ABORTED;
   if (deadline_ns && dccl_now_ns() >= deadline_ns) return DCCL_WAIT_TIMED_OUT;
   return DCCL_WAIT_OK;
 }
 
 ncclResult_t dccl_wait_check(volatile int *abort_flag, int64_t deadline_ns, const char *what) {
   switch (dccl_wait_state(abort_flag, deadline_ns)) {
-  case DCCL_WAIT_ABORTED: return dccl_error(ncclRemoteError, "socket: aborted while %s", what);
-  case DCCL_WAIT_TIMED_OUT: return dccl_error(ncclRemoteError, "socket: timed out while %s", what);
-  default: return ncclSuccess;
+    case DCCL_WAIT_ABORTED:
+      return dccl_error(ncclRemoteError, "socket: aborted while %s", what);
+    case DCCL_WAIT_TIMED_OUT:
+      return dccl_error(ncclRemoteError, "socket: timed out while %s", what);
+    default:
+      return ncclSuccess;
   }
 }
 
@@ -145,7 +149,9 @@ static int ifname_in_list(const char *name, const char *list, int exact) {
   return 0;
 }
 
-static int is_loopback_if(const struct ifaddrs *ifa) { return (ifa->ifa_flags & IFF_LOOPBACK) != 0; }
+static int is_loopback_if(const struct ifaddrs *ifa) {
+  return (ifa->ifa_flags & IFF_LOOPBACK) != 0;
+}
 
 static int is_link_local_v6(const struct sockaddr *sa) {
   if (sa->sa_family != AF_INET6) return 0;
@@ -155,17 +161,21 @@ static int is_link_local_v6(const struct sockaddr *sa) {
 /* Whether this interface may be used under the user's settings; loopback and bridges are handled by the caller. */
 static int ifname_allowed(const char *name, enum ifname_mode mode, const char *list) {
   switch (mode) {
-  case IFNAME_PREFIX: return ifname_in_list(name, list, 0);
-  case IFNAME_EXACT: return ifname_in_list(name, list, 1);
-  case IFNAME_EXCLUDE: return !ifname_in_list(name, list, 0);
-  default: return strncmp(name, "docker", 6) != 0 && strncmp(name, "virbr", 5) != 0;
+    case IFNAME_PREFIX:
+      return ifname_in_list(name, list, 0);
+    case IFNAME_EXACT:
+      return ifname_in_list(name, list, 1);
+    case IFNAME_EXCLUDE:
+      return !ifname_in_list(name, list, 0);
+    default:
+      return strncmp(name, "docker", 6) != 0 && strncmp(name, "virbr", 5) != 0;
   }
 }
 
 /* One pass over the interfaces: the first usable address of `family` (AF_UNSPEC: any). Loopback is taken only if
  * `want_loopback`; IPv6 link-local only if `allow_link_local`. */
-static int pick_address(struct ifaddrs *list, enum ifname_mode mode, const char *names, int family,
-                        int want_loopback, int allow_link_local, struct sockaddr_storage *out, const char **ifname) {
+static int pick_address(struct ifaddrs *list, enum ifname_mode mode, const char *names, int family, int want_loopback,
+                        int allow_link_local, struct sockaddr_storage *out, const char **ifname) {
   for (struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
     if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
     int fam = ifa->ifa_addr->sa_family;
@@ -184,7 +194,10 @@ static int pick_address(struct ifaddrs *list, enum ifname_mode mode, const char 
 
 static ncclResult_t parse_family(int *family) {
   const char *s = dccl_param_str(DCCL_PARAM_SOCKET_FAMILY);
-  if (!s || !*s) { *family = AF_UNSPEC; return ncclSuccess; }
+  if (!s || !*s) {
+    *family = AF_UNSPEC;
+    return ncclSuccess;
+  }
   if (strcasecmp(s, "AF_INET") == 0 || strcasecmp(s, "inet") == 0 || strcmp(s, "4") == 0) {
     *family = AF_INET;
   } else if (strcasecmp(s, "AF_INET6") == 0 || strcasecmp(s, "inet6") == 0 || strcmp(s, "6") == 0) {
@@ -202,9 +215,14 @@ ncclResult_t dccl_socket_local_addr(struct sockaddr_storage *addr) {
   if (!setting) setting = "";
   enum ifname_mode mode = IFNAME_AUTO;
   const char *names = setting;
-  if (setting[0] == '^') { mode = IFNAME_EXCLUDE; names = setting + 1; }
-  else if (setting[0] == '=') { mode = IFNAME_EXACT; names = setting + 1; }
-  else if (setting[0]) mode = IFNAME_PREFIX;
+  if (setting[0] == '^') {
+    mode = IFNAME_EXCLUDE;
+    names = setting + 1;
+  } else if (setting[0] == '=') {
+    mode = IFNAME_EXACT;
+    names = setting + 1;
+  } else if (setting[0])
+    mode = IFNAME_PREFIX;
 
   struct ifaddrs *list = NULL;
   if (getifaddrs(&list) != 0) return dccl_error(ncclSystemError, "getifaddrs failed: %s", strerror(errno));
@@ -225,14 +243,19 @@ ncclResult_t dccl_socket_local_addr(struct sockaddr_storage *addr) {
   }
   ncclResult_t res = ncclSuccess;
   if (!found) {
-    res = dccl_error(ncclSystemError, "no usable network interface (DCCL_SOCKET_IFNAME=\"%s\", DCCL_SOCKET_FAMILY=\"%s\")",
-                     setting, family == AF_INET ? "AF_INET" : family == AF_INET6 ? "AF_INET6" : "");
+    res = dccl_error(ncclSystemError,
+                     "no usable network interface (DCCL_SOCKET_IFNAME=\"%s\", DCCL_SOCKET_FAMILY=\"%s\")", setting,
+                     family == AF_INET    ? "AF_INET"
+                     : family == AF_INET6 ? "AF_INET6"
+                                          : "");
   } else {
     char buf[80];
     DCCL_INFO(DCCL_NET | DCCL_BOOTSTRAP, "using interface %s address %s", ifname,
               dccl_socket_addr_str(addr, buf, sizeof(buf)));
-    if (addr->ss_family == AF_INET) ((struct sockaddr_in *)addr)->sin_port = 0;
-    else ((struct sockaddr_in6 *)addr)->sin6_port = 0;
+    if (addr->ss_family == AF_INET)
+      ((struct sockaddr_in *)addr)->sin_port = 0;
+    else
+      ((struct sockaddr_in6 *)addr)->sin6_port = 0;
   }
   freeifaddrs(list);
   return res;

@@ -1,4 +1,6 @@
 /* The small API calls that need no communicator state: version, result-code texts, the last error. */
+#include "core/comm.h"
+#include "core/comm_registry.h"
 #include "core/debug.h"
 
 ncclResult_t ncclGetVersion(int *version) {
@@ -32,7 +34,9 @@ const char *ncclGetErrorString(ncclResult_t result) {
 }
 
 /* Per-communicator asynchronous error text comes later; for now every communicator shares the thread's text. */
+/* A failed communicator's own reason first (it may have been recorded by another thread, e.g. the monitor);
+ * otherwise the last error of this thread, else of the process. */
 const char *ncclGetLastError(ncclComm_t comm) {
-  (void)comm;
+  if (comm && dccl_comm_is_live(comm) && comm->abort_flag && comm->error_text[0]) return comm->error_text;
   return dccl_last_error();
 }

@@ -209,7 +209,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
   DCCLCHECK(dccl_comm_check(comm, "ncclCommDestroy"));
   dccl_registry_remove(comm);
-  dccl_comm_free(comm, !comm->abort_flag);
+  /* Even a failed communicator leaves on purpose: the monitor must not report this rank as the one that died. */
+  dccl_comm_free(comm, 1);
   return ncclSuccess;
 }
 
@@ -218,7 +219,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommAbort"));
   dccl_registry_remove(comm);
   dccl_comm_set_failed(comm, ncclRemoteError, "the communicator was aborted (ncclCommAbort)");
-  dccl_comm_free(comm, 0);
+  dccl_comm_free(comm, 1);
   return ncclSuccess;
 }
 

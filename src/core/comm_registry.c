@@ -38,7 +38,7 @@ void dccl_registry_remove(struct dccl_comm *comm) {
   pthread_mutex_unlock(&registry_lock);
 }
 
-static int registered(const struct dccl_comm *comm) {
+int dccl_comm_is_live(const struct dccl_comm *comm) {
   pthread_mutex_lock(&registry_lock);
   int found = 0;
   for (int i = 0; i < nlive && !found; i++) found = live[i] == comm;
@@ -48,7 +48,7 @@ static int registered(const struct dccl_comm *comm) {
 
 ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call) {
   if (!comm) return dccl_error(ncclInvalidArgument, "%s: communicator is NULL", call);
-  if (!registered(comm) || comm->magic != DCCL_COMM_MAGIC)
+  if (!dccl_comm_is_live(comm) || comm->magic != DCCL_COMM_MAGIC)
     return dccl_error(ncclInvalidArgument, "%s: %p is not a live communicator (destroyed, or never created)", call,
                       (void *)comm);
   if (comm->creator_pid != getpid())

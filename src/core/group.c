@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,13 @@ static ncclResult_t run_ops(struct dccl_op *head) {
   if (res == ncclSuccess) {
     chain_ops(ops, n);
     res = connect_ops(ops, n);
+    /* A link that failed half-way leaves peers waiting on it: the communicator cannot be used again. */
+    if (res != ncclSuccess) {
+      char text[512];
+      snprintf(text, sizeof(text), "%s", dccl_last_error());
+      for (int i = 0; i < n; i++)
+        if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, text);
+    }
   }
   if (res == ncclSuccess) res = dccl_exec_ops(ops, n);
   free(ops);

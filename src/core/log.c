@@ -1,6 +1,7 @@
 /* Logging (level and subsystem filters, one prefixed line per message) and the last-error text.
  *
- * The filters are read once (pthread_once) into atomics, so a disabled DCCL_INFO costs one load and a compare.
+ * The filters are read once (pthread_once) into atomics, so a disabled DCCL_INFO costs three loads, no call
+ * into the environment and no lock.
  * ncclResetDebugInit reads them again from the environment. */
 #include <ctype.h>
 #include <errno.h>

@@ -38,7 +38,8 @@ struct param_value {
 };
 
 static struct param_value param_values[DCCL_PARAM_COUNT];
-static pthread_once_t params_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t params_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int params_loaded;
 static atomic_int params_reported;
 
 /* Decimal with an optional K, M or G suffix (powers of 1024). Returns 0 for anything else or on overflow. */
@@ -68,7 +69,7 @@ static const char *param_env_lookup(const char *name, char *source, size_t sourc
   return NULL;
 }
 
-/* Runs inside pthread_once, so it must not log: logging reads DCCL_DEBUG through this file. */
+/* Runs under params_lock, so it must not log: logging reads DCCL_DEBUG through this file. */
 static void params_load(void) {
   for (int id = 0; id < DCCL_PARAM_COUNT; id++) {
     const struct dccl_param_desc *desc = &param_table[id];
@@ -103,9 +104,27 @@ static void params_report(void) {
   }
 }
 
+/* A forked child is a new process: it reads its own environment (a launcher may set DCCL_HOSTID per child). */
+static void params_after_fork_in_child(void) {
+  pthread_mutex_init(&params_lock, NULL);
+  atomic_store(&params_loaded, 0);
+}
+
+static void params_ensure_loaded(void) {
+  if (atomic_load_explicit(&params_loaded, memory_order_acquire)) return;
+  static int atfork_registered;
+  pthread_mutex_lock(&params_lock);
+  if (!atomic_load_explicit(&params_loaded, memory_order_relaxed)) {
+    params_load();
+    if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, params_after_fork_in_child) == 0;
+    atomic_store_explicit(&params_loaded, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&params_lock);
+}
+
 static const struct param_value *param_get(enum dccl_param_id id) {
   if ((int)id < 0 || id >= DCCL_PARAM_COUNT) return NULL;
-  pthread_once(&params_once, params_load);
+  params_ensure_loaded();
   params_report();
   return &param_values[id];
 }

@@ -1,5 +1,6 @@
 /* Every environment parameter, in one table. DCCL_<NAME> is read first, then NCCL_<NAME>; each is read once.
- * docs/env.md is generated from this table (tools/gen_env_doc), and a test checks the two agree. */
+ * A forked child reads its environment again. docs/env.md is generated from this table (tools/gen_env_doc), and a
+ * test checks the two agree. */
 #ifndef DCCL_PARAMS_H_
 #define DCCL_PARAMS_H_
 

@@ -46,7 +46,8 @@ ncclResult_t dccl_host_identity(char hostname[64], char host_id[64], uint64_t *h
   if (!hostname || !host_id || !host_hash || !real_host_hash)
     return dccl_error(ncclInvalidArgument, "dccl_host_identity: NULL argument");
   char name[256];
-  if (gethostname(name, sizeof(name)) != 0) return dccl_error(ncclSystemError, "gethostname failed: %s", strerror(errno));
+  if (gethostname(name, sizeof(name)) != 0)
+    return dccl_error(ncclSystemError, "gethostname failed: %s", strerror(errno));
   name[sizeof(name) - 1] = '\0';
   copy_truncated(hostname, name);
 

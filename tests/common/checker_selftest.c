@@ -166,9 +166,11 @@ static void test_reductions(void) {
     const struct tc_type_info *ti = tc_type((ncclDataType_t)t);
     for (int op = 0; op < TC_NUM_OPS; op++) {
       for (size_t nc = 0; nc < sizeof(rank_counts) / sizeof(rank_counts[0]); nc++) {
-        struct tc_reduction red = {ti, (enum tc_op)op, rank_counts[nc], {0, 0}};
         uint64_t seed = tc_seed_combine(tc_seed_combine(12345, (uint64_t)t), (uint64_t)(op * 16 + rank_counts[nc]));
-        tc_premul_scalar(ti, seed, &red.scalar);
+        struct tc_value scalar;
+        tc_premul_scalar(ti, seed, &scalar);
+        struct tc_reduction red;
+        tc_reduction_init(&red, ti, (enum tc_op)op, rank_counts[nc], &scalar);
         int accepted = 0, rejected_bad = 0;
         for (size_t i = 0; i < elements; i++) {
           struct tc_value in[16];
@@ -208,7 +210,8 @@ static void test_reductions(void) {
 /* The acceptance of a whole buffer, as the suite applies it: one corrupted element among many is found. */
 static void test_one_corrupted_element_in_buffer(void) {
   const struct tc_type_info *ti = tc_type(ncclFloat32);
-  struct tc_reduction red = {ti, TC_OP_SUM, 4, {0, 0}};
+  struct tc_reduction red;
+  tc_reduction_init(&red, ti, TC_OP_SUM, 4, NULL);
   enum { N = 4096 };
   static float out[N];
   struct tc_expected exp[N];

@@ -24,6 +24,24 @@ enum tc_input_class tc_op_input_class(enum tc_op op) { return op == TC_OP_PROD ?
 /* (1+u)^k - 1: the worst relative growth of k roundings, exact enough in double for the u we use. */
 static double tc_growth(double u, int k) { return k <= 0 ? 0.0 : expm1((double)k * log1p(u)); }
 
+void tc_reduction_init(struct tc_reduction *red, const struct tc_type_info *type, enum tc_op op, int nranks,
+                       const struct tc_value *scalar) {
+  red->type = type;
+  red->op = op;
+  red->nranks = nranks;
+  red->scalar.bits = scalar ? scalar->bits : 0;
+  red->scalar.f = scalar ? scalar->f : 0.0;
+  int roundings = 0;
+  switch (op) {
+    case TC_OP_SUM: roundings = nranks - 1; break;
+    case TC_OP_PROD:
+    case TC_OP_PREMULSUM: roundings = nranks; break;
+    case TC_OP_AVG: roundings = nranks + 1; break;
+    default: roundings = 0; break;
+  }
+  red->growth = tc_growth(type->unit_roundoff, roundings);
+}
+
 static void tc_reference_int(const struct tc_reduction *red, const struct tc_value *in, struct tc_expected *out) {
   const struct tc_type_info *ti = red->type;
   const uint64_t mask = tc_type_mask(ti);
@@ -64,7 +82,7 @@ static void tc_reference_int(const struct tc_reduction *red, const struct tc_val
 }
 
 static void tc_reference_float(const struct tc_reduction *red, const struct tc_value *in, struct tc_expected *out) {
-  const double u = red->type->unit_roundoff;
+  const double g = red->growth;
   const int n = red->nranks;
   double exact = in[0].f, magnitude = 0.0;
   switch (red->op) {
@@ -76,12 +94,12 @@ static void tc_reference_float(const struct tc_reduction *red, const struct tc_v
         magnitude += fabs(in[r].f);
       }
       if (red->op == TC_OP_SUM) {
-        out->tolerance = tc_growth(u, n - 1) * magnitude;
+        out->tolerance = g * magnitude;
       } else {
         exact /= n;
         magnitude /= n;
         /* plus the double reference's own rounding of exact/n */
-        out->tolerance = tc_growth(u, n + 1) * magnitude + 0x1p-50 * magnitude;
+        out->tolerance = g * magnitude + 0x1p-50 * magnitude;
       }
       break;
     case TC_OP_PREMULSUM:
@@ -90,11 +108,11 @@ static void tc_reference_float(const struct tc_reduction *red, const struct tc_v
         exact += red->scalar.f * in[r].f;
         magnitude += fabs(red->scalar.f * in[r].f);
       }
-      out->tolerance = tc_growth(u, n) * magnitude;
+      out->tolerance = g * magnitude;
       break;
     case TC_OP_PROD:
       for (int r = 1; r < n; r++) exact *= in[r].f;
-      out->tolerance = tc_growth(u, n) * fabs(exact);
+      out->tolerance = g * fabs(exact);
       break;
     case TC_OP_MAX:
       for (int r = 1; r < n; r++) exact = in[r].f > exact ? in[r].f : exact;

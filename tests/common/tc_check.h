@@ -31,7 +31,12 @@ struct tc_reduction {
   enum tc_op op;
   int nranks;
   struct tc_value scalar; /* premulsum only */
+  double growth;          /* the g(k) of the rule above for this type, op and nranks: set by tc_reduction_init */
 };
+
+/* Fills red (scalar: the premulsum scalar, ignored for other ops; may be NULL). */
+void tc_reduction_init(struct tc_reduction *red, const struct tc_type_info *type, enum tc_op op, int nranks,
+                       const struct tc_value *scalar);
 
 /* The expected result of reducing inputs[0..nranks-1]: for integers its exact bits; for floats the exact value
  * and the allowed distance. */

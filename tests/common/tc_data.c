@@ -45,8 +45,9 @@ static void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls,
     mant = (h & ((1ull << random_bits) - 1)) << (m - random_bits);
   }
   out->bits = (uint64_t)negative << (m + ti->exp_bits) | (uint64_t)(exponent + ti->bias) << m | mant;
-  double v = ldexp((double)(mant | 1ull << m), exponent - m);
-  out->f = negative ? -v : v;
+  /* the same number as a double, built from its fields: exact, and much cheaper than ldexp */
+  uint64_t dbits = (uint64_t)negative << 63 | (uint64_t)(exponent + 1023) << 52 | mant << (52 - m);
+  memcpy(&out->f, &dbits, 8);
 }
 
 void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx,

@@ -269,10 +269,40 @@ static int rank_main(void *arg, int rank) {
 
   check_init_args(c);
 
+  /* A made-up handle: the library keeps a registry of live communicators and refuses others without reading
+   * them. The bytes are garbage on purpose. */
+  uint64_t fake_storage[64];
+  memset(fake_storage, 0xa5, sizeof fake_storage);
+  ncclComm_t fake = (ncclComm_t)(void *)fake_storage;
+  EXPECT_RC(c, ncclInvalidArgument, ncclAllReduce(big_send, big_recv, COUNT, ncclFloat, ncclSum, fake, NULL));
+  EXPECT_RC(c, ncclInvalidArgument, ncclCommCount(fake, &value));
+  EXPECT_RC(c, ncclInvalidArgument, ncclCommDestroy(fake));
+
   step_begin(c, "ncclCommDestroy");
   rc = ncclCommDestroy(comm);
   FH_EXPECT(rc == ncclSuccess, "rank %d: ncclCommDestroy: %s (%s)", rank, ncclGetErrorString(rc),
             ncclGetLastError(NULL));
+
+  /* The destroyed handle (safe to pass: the library promises to detect it through its registry without touching
+   * the freed memory, see src/core/comm_registry.c; no communicator is created after the destroy, so its address
+   * cannot have been reused). There is no communicator left to verify afterwards. */
+  c->comm = NULL;
+  value = -7;
+#define EXPECT_RC_NO_COMM(want, call)              \
+  do {                                             \
+    step_begin(c, #call);                          \
+    dccl_clear_error();                            \
+    check_result(c, #call, (call), (want), 1);     \
+  } while (0)
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclCommCount(comm, &value));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclCommUserRank(comm, &value));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclCommGetAsyncError(comm, &async));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclAllReduce(big_send, big_recv, COUNT, ncclFloat, ncclSum, comm, NULL));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclSend(big_send, 16, ncclFloat, 1 - rank, comm, NULL));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclCommDestroy(comm));
+  EXPECT_RC_NO_COMM(ncclInvalidArgument, ncclCommAbort(comm));
+#undef EXPECT_RC_NO_COMM
+  FH_EXPECT(value == -7, "rank %d: a query on a destroyed communicator wrote %d", rank, value);
   step_begin(c, "done");
   free(big_send);
   free(big_recv);

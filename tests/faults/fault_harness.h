@@ -56,7 +56,7 @@ void fh_shm_snapshot_take(struct fh_shm_snapshot *s);
 void fh_shm_snapshot_free(struct fh_shm_snapshot *s);
 /* Reports (as failures naming `when`) dccl-* entries of /dev/shm that were not in the snapshot and that no live
  * process maps or holds open, rechecked after a short grace so a concurrent test's segment in the middle of its
- * life is not blamed on us. Returns how many leaked. */
+ * life is not blamed on us. Leaked entries are removed after being reported. Returns how many leaked. */
 int fh_shm_check_leaks(const struct fh_shm_snapshot *s, const char *when);
 
 /* --- error text --- */

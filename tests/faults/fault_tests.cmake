@@ -23,12 +23,13 @@ add_test(NAME faults.slow_peer_default COMMAND fault_slow_peer default)
 add_test(NAME faults.fork_shm COMMAND fault_fork shm)
 add_test(NAME faults.fork_socket COMMAND fault_fork socket)
 add_test(NAME faults.idle_cpu COMMAND fault_idle_cpu)
-add_test(NAME faults.oversubscribed COMMAND fault_oversubscribed shm)
+add_test(NAME faults.oversubscribed_shm COMMAND fault_oversubscribed shm)
+add_test(NAME faults.oversubscribed_socket COMMAND fault_oversubscribed socket)
 
 set_tests_properties(faults.invalid_args faults.peer_killed_shm faults.peer_killed_socket faults.slow_peer_timeout
                      faults.slow_peer_default faults.fork_shm faults.fork_socket faults.idle_cpu
-                     faults.oversubscribed PROPERTIES LABELS faults TIMEOUT 300)
+                     faults.oversubscribed_shm faults.oversubscribed_socket PROPERTIES LABELS faults TIMEOUT 300)
 set_tests_properties(faults.slow_peer_default PROPERTIES LABELS "faults;slow" TIMEOUT 150)
 # Timing-bound tests: 8 busy ranks or 100 kill trials beside them would stretch each other's deadlines.
-set_tests_properties(faults.peer_killed_shm faults.peer_killed_socket faults.oversubscribed faults.slow_peer_timeout
-                     PROPERTIES RESOURCE_LOCK dccl_fault_cpu)
+set_tests_properties(faults.peer_killed_shm faults.peer_killed_socket faults.oversubscribed_shm
+                     faults.oversubscribed_socket faults.slow_peer_timeout PROPERTIES RESOURCE_LOCK dccl_fault_cpu)

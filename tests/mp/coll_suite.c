@@ -69,7 +69,7 @@ static ncclResult_t comm_init_mpi(ncclComm_t *comm, int rank, int nranks) {
 #if defined(DCCL_TEST_HAVE_DCCL_MPI)
   (void)rank;
   (void)nranks;
-  return dcclCommInitMPI(comm, MPI_COMM_WORLD);
+  return dcclCommInitMPI(comm, MPI_COMM_WORLD, NULL);
 #else
   ncclUniqueId id;
   ncclResult_t rc = ncclSuccess;

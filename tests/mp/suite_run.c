@@ -362,10 +362,9 @@ int suite_run_cases(const struct suite_rank *me, const struct suite_case *cases,
     x.index = i;
     x.ti = tc_type(cases[i].type);
     x.cls = suite_coll_is_reduction(cases[i].coll) ? tc_op_input_class(cases[i].op) : TC_INPUT_BITS;
-    x.red.type = x.ti;
-    x.red.op = cases[i].op;
-    x.red.nranks = me->nranks;
-    tc_premul_scalar(x.ti, cases[i].seed, &x.red.scalar);
+    struct tc_value scalar;
+    tc_premul_scalar(x.ti, cases[i].seed, &scalar);
+    tc_reduction_init(&x.red, x.ti, cases[i].op, me->nranks, &scalar);
     x.inputs = inputs;
     suite_case_name(&cases[i], x.name, sizeof(x.name));
     char step[224];

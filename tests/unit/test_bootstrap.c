@@ -1,6 +1,7 @@
 /* The TCP bootstrap with real processes: a parent makes the id (and so hosts the rendezvous thread) and forks
  * the ranks, as a launcher would. Covers init, all-gather, tagged point-to-point out of order, barrier, split,
  * the liveness monitor (clean exit and SIGKILL), abort, and clients that present the wrong secret or nothing. */
+#define _GNU_SOURCE /* pthread_tryjoin_np */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,19 +25,23 @@ static int passed, failed;
 static void report(const char *name, int ok) {
   printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
   fflush(stdout);
-  if (ok) passed++;
-  else failed++;
+  if (ok)
+    passed++;
+  else
+    failed++;
 }
 
-static double now_s(void) { return (double)dccl_now_ns() / 1e9; }
+static double now_s(void) {
+  return (double)dccl_now_ns() / 1e9;
+}
 
-/* Inside a rank process: any failed check ends the process with a nonzero status the parent sees. */
-#define RANK_CHECK(cond)                                                                                    \
-  do {                                                                                                      \
-    if (!(cond)) {                                                                                          \
-      fprintf(stderr, "[pid %d] %s:%d: check failed: %s\n", getpid(), __FILE__, __LINE__, #cond);         \
-      _exit(10);                                                                                            \
-    }                                                                                                       \
+/* Inside a rank (a process or a thread): a failed check returns its line number, which ends the rank. */
+#define RANK_CHECK(cond)                                                                          \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "[pid %d] %s:%d: check failed: %s\n", getpid(), __FILE__, __LINE__, #cond); \
+      return __LINE__;                                                                            \
+    }                                                                                             \
   } while (0)
 #define RANK_OK(call)                                                                                       \
   do {                                                                                                      \
@@ -44,19 +49,40 @@ static double now_s(void) { return (double)dccl_now_ns() / 1e9; }
     if (r_ != ncclSuccess) {                                                                                \
       fprintf(stderr, "[pid %d] %s:%d: %s returned %d: %s\n", getpid(), __FILE__, __LINE__, #call, (int)r_, \
               dccl_last_error());                                                                           \
-      _exit(11);                                                                                            \
+      return __LINE__;                                                                                      \
     }                                                                                                       \
+  } while (0)
+#define RANK_RUN(call)       \
+  do {                       \
+    int line_ = (call);      \
+    if (line_) return line_; \
   } while (0)
 
 typedef int (*rank_fn)(const ncclUniqueId *id, int rank, int nranks, void *arg);
 
+/* Forks the ranks. They start together once all are forked, so no fork happens while the rendezvous thread is
+ * mid-way through serving a rank (a sanitizer's allocator lock held then would be inherited locked). */
 static void spawn_ranks(pid_t *pids, int n, rank_fn fn, const ncclUniqueId *id, void *arg) {
+  int go[2];
+  if (pipe(go) != 0) {
+    perror("pipe");
+    exit(2);
+  }
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < n; r++) {
     pids[r] = fork();
-    if (pids[r] == 0) _exit(fn(id, r, n, arg));
+    if (pids[r] == 0) {
+      char c;
+      close(go[1]);
+      while (read(go[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      close(go[0]);
+      _exit(fn(id, r, n, arg) ? 1 : 0);
+    }
   }
+  close(go[0]);
+  close(go[1]);
 }
 
 /* Waits for all; kills what is left at the timeout. statuses[r] gets the wait status. Returns 1 if all ended. */
@@ -108,14 +134,15 @@ struct p2p_payload {
   int seq;
 };
 
-static void check_payload(const struct p2p_payload *p, int from, int to, uint32_t tag, int seq) {
+static int check_payload(const struct p2p_payload *p, int from, int to, uint32_t tag, int seq) {
   RANK_CHECK(p->from == from && p->to == to && p->tag == tag && p->seq == seq);
+  return 0;
 }
 
-static void exercise_p2p(struct dccl_bootstrap *b) {
+static int exercise_p2p(struct dccl_bootstrap *b) {
   int rank = dccl_bootstrap_rank(b), n = dccl_bootstrap_nranks(b);
   /* To every peer (self included): tag 1 twice, tag 2, then a larger tag-3 message. */
-  static char big[3000];
+  char big[3000];
   for (int peer = 0; peer < n; peer++) {
     struct p2p_payload m = {rank, peer, 1, 0};
     RANK_OK(dccl_bootstrap_send(b, peer, 1, &m, sizeof(m)));
@@ -135,34 +162,40 @@ static void exercise_p2p(struct dccl_bootstrap *b) {
     for (size_t i = 0; i < sizeof(got_big); i++) RANK_CHECK(got_big[i] == (char)(peer * 31 + rank * 7 + (int)i));
     struct p2p_payload m;
     RANK_OK(dccl_bootstrap_recv(b, peer, 2, &m, sizeof(m)));
-    check_payload(&m, peer, rank, 2, 0);
+    RANK_RUN(check_payload(&m, peer, rank, 2, 0));
     RANK_OK(dccl_bootstrap_recv(b, peer, 1, &m, sizeof(m)));
-    check_payload(&m, peer, rank, 1, 0);
+    RANK_RUN(check_payload(&m, peer, rank, 1, 0));
     RANK_OK(dccl_bootstrap_recv(b, peer, 1, &m, sizeof(m)));
-    check_payload(&m, peer, rank, 1, 1);
+    RANK_RUN(check_payload(&m, peer, rank, 1, 1));
   }
+  return 0;
 }
 
-static void exercise_allgather(struct dccl_bootstrap *b, int salt, size_t block) {
+static int exercise_allgather(struct dccl_bootstrap *b, int salt, size_t block) {
   int rank = dccl_bootstrap_rank(b), n = dccl_bootstrap_nranks(b);
   unsigned char *data = calloc((size_t)n, block);
   RANK_CHECK(data);
   for (size_t i = 0; i < block; i++) data[(size_t)rank * block + i] = (unsigned char)(rank * 13 + salt + i * 3);
-  RANK_OK(dccl_bootstrap_allgather(b, data, block));
+  ncclResult_t res = dccl_bootstrap_allgather(b, data, block);
+  int bad = 0;
   for (int r = 0; r < n; r++)
-    for (size_t i = 0; i < block; i++) RANK_CHECK(data[(size_t)r * block + i] == (unsigned char)(r * 13 + salt + i * 3));
+    for (size_t i = 0; i < block; i++) bad += data[(size_t)r * block + i] != (unsigned char)(r * 13 + salt + i * 3);
   free(data);
+  RANK_OK(res);
+  RANK_CHECK(bad == 0);
+  return 0;
 }
 
+/* arg: NULL, or an abort flag a watchdog sets (ranks run as threads). */
 static int rank_full(const ncclUniqueId *id, int rank, int n, void *arg) {
   struct dccl_bootstrap *b;
   _Atomic int deaths = 0;
-  RANK_OK(dccl_bootstrap_init(id, rank, n, NULL, &b));
+  RANK_OK(dccl_bootstrap_init(id, rank, n, (volatile int *)arg, &b));
   RANK_CHECK(dccl_bootstrap_rank(b) == rank && dccl_bootstrap_nranks(b) == n);
   RANK_OK(dccl_bootstrap_monitor_start(b, count_death, &deaths));
-  exercise_allgather(b, 1, 8);
-  exercise_allgather(b, 2, 1 << 20); /* more than a socket buffer per step: sends must serve receives */
-  exercise_p2p(b);
+  RANK_RUN(exercise_allgather(b, 1, 8));
+  RANK_RUN(exercise_allgather(b, 2, 1 << 20)); /* more than a socket buffer per step: sends must serve receives */
+  RANK_RUN(exercise_p2p(b));
   RANK_OK(dccl_bootstrap_barrier(b));
 
   /* Split into two halves (one group if n == 1); each half all-gathers and sends around its ring. */
@@ -184,13 +217,13 @@ static int rank_full(const ncclUniqueId *id, int rank, int n, void *arg) {
   RANK_OK(dccl_bootstrap_send(sub, next, 77, &rank, sizeof(rank)));
   RANK_OK(dccl_bootstrap_recv(sub, prev, 77, &got, sizeof(got)));
   RANK_CHECK(got == first + prev);
-  exercise_p2p(sub);
+  RANK_RUN(exercise_p2p(sub));
   RANK_OK(dccl_bootstrap_barrier(sub));
   dccl_bootstrap_say_goodbye(sub);
   dccl_bootstrap_close(sub);
 
   /* The parent still works after the split, and a message size mismatch is an error, not a crash. */
-  exercise_allgather(b, 3, 16);
+  RANK_RUN(exercise_allgather(b, 3, 16));
   if (n > 1) {
     int peer = (rank + 1) % n, from = (rank + n - 1) % n;
     char small[4] = {0};
@@ -218,6 +251,49 @@ static void test_full(int n) {
   spawn_ranks(pids, n, rank_full, &id, NULL);
   int ok = wait_ranks(pids, n, 60, st) && all_exited_zero(st, n);
   report(name, ok);
+}
+
+/* ---- Ranks as threads: two jobs at once in one process ---- */
+
+struct thread_rank {
+  const ncclUniqueId *id;
+  int rank, nranks;
+  volatile int *abort_flag;
+  int result;
+  pthread_t thread;
+};
+
+static void *thread_rank_main(void *p) {
+  struct thread_rank *t = p;
+  t->result = rank_full(t->id, t->rank, t->nranks, (void *)t->abort_flag);
+  return NULL;
+}
+
+static void test_threads(void) {
+  enum { JOB_A = 3, JOB_B = 2 };
+  ncclUniqueId ids[2];
+  volatile int abort_flag = 0;
+  int ok = dccl_bootstrap_create_id(&ids[0]) == ncclSuccess && dccl_bootstrap_create_id(&ids[1]) == ncclSuccess;
+  struct thread_rank ranks[JOB_A + JOB_B];
+  int started = 0;
+  for (int i = 0; ok && i < JOB_A + JOB_B; i++, started++) {
+    int job = i < JOB_A ? 0 : 1;
+    ranks[i] = (struct thread_rank){&ids[job], job ? i - JOB_A : i, job ? JOB_B : JOB_A, &abort_flag, -1, 0};
+    ok = pthread_create(&ranks[i].thread, NULL, thread_rank_main, &ranks[i]) == 0;
+  }
+  /* Watchdog: a hang becomes a failure (every wait polls the abort flag) instead of a stuck test. */
+  double end = now_s() + 60;
+  for (int i = 0; i < started; i++) {
+    while (pthread_tryjoin_np(ranks[i].thread, NULL) != 0) {
+      if (now_s() > end && !__atomic_load_n(&abort_flag, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "thread ranks still running after 60 s; aborting them\n");
+        __atomic_store_n(&abort_flag, 1, __ATOMIC_RELAXED);
+      }
+      usleep(2000);
+    }
+    ok = ok && ranks[i].result == 0;
+  }
+  report("two jobs of 3 and 2 ranks as threads of one process", ok && !abort_flag);
 }
 
 /* ---- Bad clients ---- */
@@ -255,8 +331,8 @@ static int rank_with_intruders(const ncclUniqueId *id, int rank, int n, void *ar
     RANK_OK(dccl_socket_send_all(wrong, &hello, sizeof(hello)));
   }
   RANK_OK(dccl_bootstrap_barrier(b));
-  exercise_allgather(b, 5, 64);
-  exercise_p2p(b);
+  RANK_RUN(exercise_allgather(b, 5, 64));
+  RANK_RUN(exercise_p2p(b));
   RANK_OK(dccl_bootstrap_barrier(b));
   if (rank == 1) {
     RANK_CHECK(sees_eof(wrong, 2.0)); /* rank 0 dropped the intruder */
@@ -322,7 +398,7 @@ struct delayed_flag {
 static void *set_flag_later(void *arg) {
   struct delayed_flag *d = arg;
   usleep((useconds_t)d->delay_ms * 1000);
-  *d->flag = 1;
+  __atomic_store_n(d->flag, 1, __ATOMIC_RELAXED);
   return NULL;
 }
 
@@ -386,7 +462,7 @@ struct death_record {
 
 struct death_test {
   int victim;
-  int ready_fd; /* write end: each rank writes a byte once its monitor runs */
+  int ready_fd;                 /* write end: each rank writes a byte once its monitor runs */
   struct death_record *records; /* shared memory, one per rank */
 };
 
@@ -457,9 +533,16 @@ static void test_death(int victim) {
   report(name, ok);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "threads": only the test without fork (ThreadSanitizer cannot follow a multithreaded process into fork). */
+  if (argc > 1 && strcmp(argv[1], "threads") == 0) {
+    test_threads();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+  }
   int sizes[] = {1, 2, 3, 5};
   for (int i = 0; i < 4; i++) test_full(sizes[i]);
+  test_threads();
   test_intruders();
   test_abort();
   test_death(2);

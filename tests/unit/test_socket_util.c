@@ -23,11 +23,15 @@ static int passed, failed;
 static void report(const char *name, int ok) {
   printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
   fflush(stdout);
-  if (ok) passed++;
-  else failed++;
+  if (ok)
+    passed++;
+  else
+    failed++;
 }
 
-static double now_s(void) { return (double)dccl_now_ns() / 1e9; }
+static double now_s(void) {
+  return (double)dccl_now_ns() / 1e9;
+}
 
 static int is_loopback_addr(const struct sockaddr_storage *a) {
   if (a->ss_family == AF_INET) return ((ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr)) >> 24) == 127;
@@ -88,10 +92,14 @@ static int local_addr_case(const char *ifname, const char *family, enum expect w
   if (pid == 0) {
     unsetenv("NCCL_SOCKET_IFNAME");
     unsetenv("NCCL_SOCKET_FAMILY");
-    if (ifname) setenv("DCCL_SOCKET_IFNAME", ifname, 1);
-    else unsetenv("DCCL_SOCKET_IFNAME");
-    if (family) setenv("DCCL_SOCKET_FAMILY", family, 1);
-    else unsetenv("DCCL_SOCKET_FAMILY");
+    if (ifname)
+      setenv("DCCL_SOCKET_IFNAME", ifname, 1);
+    else
+      unsetenv("DCCL_SOCKET_IFNAME");
+    if (family)
+      setenv("DCCL_SOCKET_FAMILY", family, 1);
+    else
+      unsetenv("DCCL_SOCKET_FAMILY");
     struct sockaddr_storage a;
     memset(&a, 0xee, sizeof(a));
     ncclResult_t res = dccl_socket_local_addr(&a);
@@ -105,10 +113,12 @@ static int local_addr_case(const char *ifname, const char *family, enum expect w
     int port = a.ss_family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port : ((struct sockaddr_in6 *)&a)->sin6_port;
     if (port != 0) _exit(3);
     switch (want) {
-    case EXPECT_LOOPBACK_V4: _exit(a.ss_family == AF_INET && is_loopback_addr(&a) ? 0 : 4);
-    case EXPECT_LOOPBACK_V6: _exit(a.ss_family == AF_INET6 && is_loopback_addr(&a) ? 0 : 5);
-    default:
-      _exit(!is_loopback_addr(&a) && owner[0] && strcmp(owner, "lo") && strncmp(owner, "docker", 6) ? 0 : 6);
+      case EXPECT_LOOPBACK_V4:
+        _exit(a.ss_family == AF_INET && is_loopback_addr(&a) ? 0 : 4);
+      case EXPECT_LOOPBACK_V6:
+        _exit(a.ss_family == AF_INET6 && is_loopback_addr(&a) ? 0 : 5);
+      default:
+        _exit(!is_loopback_addr(&a) && owner[0] && strcmp(owner, "lo") && strncmp(owner, "docker", 6) ? 0 : 6);
     }
   }
   int st;

@@ -20,6 +20,7 @@
 
 #include "core/comm.h"
 #include "core/debug.h"
+#include "bootstrap/bootstrap.h"
 #include "core/params.h"
 #include "transports/net_socket/socket_private.h"
 
@@ -165,22 +166,27 @@ static unsigned char pattern(uint64_t seq, uint64_t j, int lane) {
   return (unsigned char)(seq * 131 + j * 7 + (j >> 9) + (uint64_t)lane * 29);
 }
 
-/* Runs progress; a failure is reported and counted. */
-static int pump(struct dccl_conn *c) {
+/* Runs progress; a failure is reported and counted. Like the executor's waits it spins a little, then yields the
+ * core (both ends share two cores in CI). */
+static int pump_idle(struct dccl_conn *c, int *idle) {
   ncclResult_t res = T->progress(c);
   if (res != ncclSuccess) fprintf(stderr, "progress failed (%d): %s\n", res, dccl_last_error());
+  if (idle && ++*idle > 64) sched_yield();
   return res != ncclSuccess;
 }
+static int pump(struct dccl_conn *c) { return pump_idle(c, NULL); }
 
-/* Sends n slots and waits until they have all left; `full` fills every byte, else only the first 8 (seq). */
-static int send_slots(struct dccl_conn *c, uint64_t n, int full) {
+/* Sends slots first..first+n-1 and waits until they have all left; `full` fills every byte, else only the first 8
+ * (the seq). */
+static int send_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full) {
   uint64_t slot_bytes = c->fifo->slot_bytes;
-  for (uint64_t i = 0; i < n; i++) {
+  for (uint64_t i = first; i < first + n; i++) {
     uint64_t tail;
     struct dccl_slot_header *h;
     double end = now_s() + 30;
+    int idle = 0;
     while ((h = dccl_conn_send_slot(c, &tail)) == NULL) {
-      if (pump(c)) return 1;
+      if (pump_idle(c, &idle)) return 1;
       if (now_s() > end) return fprintf(stderr, "sender stuck at slot %" PRIu64 "\n", i), 1;
     }
     uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
@@ -193,21 +199,23 @@ static int send_slots(struct dccl_conn *c, uint64_t n, int full) {
     if (pump(c)) return 1;
   }
   double end = now_s() + 30;
+  int idle = 0;
   while (!T->send_flushed(c)) {
-    if (pump(c)) return 1;
+    if (pump_idle(c, &idle)) return 1;
     if (now_s() > end) return fprintf(stderr, "sender never flushed\n"), 1;
   }
   return 0;
 }
 
-static int recv_slots(struct dccl_conn *c, uint64_t n, int full) {
+static int recv_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full) {
   uint64_t slot_bytes = c->fifo->slot_bytes;
   int bad = 0;
-  for (uint64_t i = 0; i < n; i++) {
+  for (uint64_t i = first; i < first + n; i++) {
     struct dccl_slot_header *h;
     double end = now_s() + 30;
+    int idle = 0;
     while ((h = dccl_conn_recv_slot(c)) == NULL) {
-      if (pump(c)) return bad + 1;
+      if (pump_idle(c, &idle)) return bad + 1;
       if (now_s() > end) return fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i), bad + 1;
     }
     uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
@@ -253,7 +261,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
     side_init(&s, 1, 1);
     int bad = link_up(&s, sv[1], g, nlanes, NULL) != ncclSuccess;
     if (bad) fprintf(stderr, "%s: send side connect: %s\n", what, dccl_last_error());
-    for (int l = 0; l < nlanes && !bad; l++) bad += send_slots(&s.conn[l], n, 1);
+    for (int l = 0; l < nlanes && !bad; l++) bad += send_slots(&s.conn[l], 0, n, 1);
     bad += await(sv[1], 60) != 0;
     side_free(&s);
     _exit(bad);
@@ -271,7 +279,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
     CHECK(st && st->nstash == 0 && st->ntokens == 0, "%s: stash or tokens left after every link connected", what);
     /* Lanes are sent one after the other, so the lane sent last is read last. */
     for (int l = 0; l < nlanes; l++) {
-      int bad = recv_slots(&s.conn[l], n, 1);
+      int bad = recv_slots(&s.conn[l], 0, n, 1);
       CHECK(bad == 0, "%s: lane %d: %d of %" PRIu64 " slots arrived wrong", what, l, bad, n);
     }
     CHECK(T->check_peer(&s.conn[0]) == ncclSuccess, "%s: live peer reported gone: %s", what, dccl_last_error());
@@ -283,9 +291,11 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
   close(sv[0]);
 }
 
-/* 64 MiB through one link of 256 KiB slots over loopback; prints GB/s. */
+#define ROUNDS 3 /* timed 64 MiB rounds per throughput measurement */
+
+/* 64 MiB through one link of 256 KiB slots over loopback, after 16 MiB to warm up, 3 times; prints GB/s. */
 static void run_throughput(uint32_t nstreams) {
-  const uint64_t slot_bytes = 256 << 10, total = 64ull << 20, n = total / slot_bytes;
+  const uint64_t slot_bytes = 256 << 10, total = 64ull << 20, n = total / slot_bytes, warm = n / 4;
   struct geometry g = {.nslots = 8, .slot_bytes = slot_bytes, .nstreams = nstreams};
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
@@ -299,7 +309,7 @@ static void run_throughput(uint32_t nstreams) {
     side_init(&s, 1, 1);
     int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
     bad += await(sv[1], 20) != 0; /* go */
-    if (!bad) bad += send_slots(&s.conn[0], n, 0);
+    if (!bad) bad += send_slots(&s.conn[0], 0, warm + n * ROUNDS, 0);
     bad += await(sv[1], 60) != 0;
     side_free(&s);
     _exit(bad);
@@ -310,19 +320,91 @@ static void run_throughput(uint32_t nstreams) {
   ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
   CHECK(res == ncclSuccess, "throughput: connect: %s", dccl_last_error());
   if (res == ncclSuccess) {
-    /* Warm up (first-touch page faults, TCP window growth), then time the 64 MiB. */
+    /* Warm up (first-touch page faults, TCP window growth), then time 64 MiB, ROUNDS times. */
     notify(sv[0]);
-    double t0 = now_s();
-    int bad = recv_slots(&s.conn[0], n, 0);
-    double dt = now_s() - t0;
+    int bad = recv_slots(&s.conn[0], 0, warm, 0);
+    double best = 0, sum = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+      double t0 = now_s();
+      bad += recv_slots(&s.conn[0], warm + n * (uint64_t)r, n, 0);
+      double gbps = (double)total / (now_s() - t0) / 1e9;
+      best = gbps > best ? gbps : best;
+      sum += gbps;
+    }
     CHECK(bad == 0, "throughput: %d slots wrong", bad);
-    printf("socket throughput: 64 MiB in 256 KiB slots over %u stream(s): %.3f s, %.2f GB/s\n", nstreams, dt,
-           (double)total / dt / 1e9);
+    printf("socket transport:    64 MiB in 256 KiB slots, %u stream(s): %.2f GB/s (best of %d), %.2f GB/s (mean)\n",
+           nstreams, best, ROUNDS, sum / ROUNDS);
   }
   notify(sv[0]);
   CHECK(child_failures(child) == 0, "throughput: send side failed");
   side_free(&s);
   close(sv[0]);
+}
+
+/* Plain blocking loops, for the baseline below. */
+static int raw_send(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+static int raw_recv(int fd, char *p, size_t n) {
+  while (n) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* The yardstick for run_throughput: the same bytes through one plain blocking TCP connection over the same
+ * interface, in 256 KiB send() and recv() calls; prints GB/s. */
+static void run_raw_tcp_baseline(void) {
+  const size_t chunk = 256 << 10, total = 64ull << 20, warm = total / 4;
+  struct sockaddr_storage addr;
+  int lfd = -1;
+  if (dccl_socket_local_addr(&addr) != ncclSuccess || dccl_socket_listen(&addr, &lfd) != ncclSuccess) {
+    CHECK(0, "baseline: no listener: %s", dccl_last_error());
+    return;
+  }
+  char *buf = malloc(chunk);
+  memset(buf, 1, chunk);
+  pid_t child = fork();
+  if (child == 0) {
+    int fd;
+    if (dccl_socket_connect(&addr, 10000, &fd) != ncclSuccess) _exit(1);
+    for (size_t sent = 0; sent < warm + total * ROUNDS; sent += chunk)
+      if (raw_send(fd, buf, chunk)) _exit(2);
+    close(fd);
+    _exit(0);
+  }
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  int fd = poll(&p, 1, 10000) == 1 ? accept(lfd, NULL, NULL) : -1;
+  close(lfd);
+  int ok = fd >= 0;
+  for (size_t got = 0; ok && got < warm; got += chunk) ok = raw_recv(fd, buf, chunk) == 0;
+  double best = 0, sum = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = now_s();
+    for (size_t got = 0; ok && got < total; got += chunk) ok = raw_recv(fd, buf, chunk) == 0;
+    double gbps = (double)total / (now_s() - t0) / 1e9;
+    best = gbps > best ? gbps : best;
+    sum += gbps;
+  }
+  CHECK(ok, "baseline transfer failed");
+  if (ok)
+    printf("plain TCP baseline:  64 MiB in 256 KiB send/recv calls, 1 connection: %.2f GB/s (best of %d), %.2f GB/s "
+           "(mean)\n", best, ROUNDS, sum / ROUNDS);
+  if (fd >= 0) close(fd);
+  free(buf);
+  if (!ok) kill(child, SIGKILL);
+  CHECK(child_failures(child) == 0 || !ok, "baseline sender failed");
 }
 
 /* The child is SIGKILLed mid-stream: the parent's progress reports it within 1 s, naming rank 1 and host1. */
@@ -340,7 +422,7 @@ static void test_peer_killed(int victim_sends) {
     side_init(&s, 1, victim_sends);
     if (link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess) _exit(1);
     if (victim_sends) { /* some data, then silence: the receiver sees a healthy but idle link until the kill */
-      if (send_slots(&s.conn[0], 3, 1)) _exit(2);
+      if (send_slots(&s.conn[0], 0, 3, 1)) _exit(2);
     }
     notify(sv[1]);
     for (;;) pause();
@@ -353,7 +435,7 @@ static void test_peer_killed(int victim_sends) {
   CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
   CHECK(await(sv[0], 20) == 0, "victim never got ready");
   if (res == ncclSuccess && victim_sends) {
-    CHECK(recv_slots(c, 3, 1) == 0, "slots before the kill arrived wrong");
+    CHECK(recv_slots(c, 0, 3, 1) == 0, "slots before the kill arrived wrong");
   } else if (res == ncclSuccess) {
     /* Fill the FIFO and the socket buffers: the victim reads nothing. */
     for (int i = 0; i < 2000; i++) {
@@ -401,12 +483,12 @@ static void test_abort_or_close(int abort_it) {
     struct side s;
     side_init(&s, 1, 1);
     int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
-    if (!bad) bad += send_slots(&s.conn[0], 5, 1);
+    if (!bad) bad += send_slots(&s.conn[0], 0, 5, 1);
     if (!bad && abort_it) {
-      dccl_clear_error();
+      (void)dccl_error(ncclRemoteError, "the original reason");
       T->abort(&s.conn[0]);
       bad += T->progress(&s.conn[0]) != ncclRemoteError;
-      bad += dccl_last_error()[0] != '\0'; /* its own abort adds no new text */
+      bad += strcmp(dccl_last_error(), "the original reason") != 0; /* its own abort must not bury the reason */
     }
     side_free(&s); /* clean close: says goodbye */
     notify(sv[1]);
@@ -418,7 +500,7 @@ static void test_abort_or_close(int abort_it) {
   struct dccl_conn *c = &s.conn[0];
   ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
   CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
-  CHECK(recv_slots(c, 5, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
+  CHECK(recv_slots(c, 0, 5, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
   CHECK(await(sv[0], 20) == 0, "peer never finished");
   CHECK(child_failures(child) == 0, "sending side failed");
   double t0 = now_s();
@@ -451,7 +533,7 @@ static void test_stash_and_strangers(void) {
     struct side s;
     side_init(&s, 1, 1);
     int bad = link_up(&s, sv[1], &g, 2, NULL) != ncclSuccess;
-    for (int l = 0; l < 2 && !bad; l++) bad += send_slots(&s.conn[l], 50, 1);
+    for (int l = 0; l < 2 && !bad; l++) bad += send_slots(&s.conn[l], 0, 50, 1);
     bad += await(sv[1], 30) != 0;
     side_free(&s);
     _exit(bad);
@@ -491,7 +573,7 @@ static void test_stash_and_strangers(void) {
   res = res ? res : T->connect(&s.conn[0], theirs[0]);
   CHECK(res == ncclSuccess, "lane 0 connect: %s", dccl_last_error());
   if (res == ncclSuccess) {
-    for (int l = 0; l < 2; l++) CHECK(recv_slots(&s.conn[l], 50, 1) == 0, "lane %d data wrong", l);
+    for (int l = 0; l < 2; l++) CHECK(recv_slots(&s.conn[l], 0, 50, 1) == 0, "lane %d data wrong", l);
     CHECK(st->nstash == 1, "the silent stranger should still wait in the stash (%d stashed)", st->nstash);
   }
   char c;
@@ -557,6 +639,7 @@ int main(void) {
   test_abort_or_close(1);
   test_abort_or_close(0);
   test_mismatch_and_abort_wait();
+  run_raw_tcp_baseline();
   run_throughput(1);
   run_throughput(2);
   run_throughput(4);

@@ -58,7 +58,7 @@ ncclResult_t dccl_socket_progress_send(struct dccl_conn *conn) {
 /* Reads stream s's slots into free FIFO slots until the socket is empty or the FIFO is full. */
 static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_stream *s, uint64_t head) {
   struct dccl_socket_conn *sc = conn->priv;
-  while (!s->said_goodbye && s->slot - head < sc->nslots) {
+  while (!s->said_goodbye && !s->broken && s->slot - head < sc->nslots) {
     struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
     /* The header first: it says how many payload bytes follow. */
     uint64_t want = s->done < HEADER_BYTES ? HEADER_BYTES - s->done : HEADER_BYTES + h->bytes - s->done;
@@ -66,7 +66,11 @@ static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_strea
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
-      return dccl_socket_stream_error(conn, n == 0 ? 0 : errno);
+      /* Reported once this stream holds up the next slot: the other streams may still carry complete slots
+       * (a peer that exits right after its last send), and those are delivered first. */
+      s->broken = 1;
+      s->broken_errno = n == 0 ? 0 : errno;
+      return ncclSuccess;
     }
     s->done += (uint64_t)n;
     if (s->done == HEADER_BYTES) {
@@ -100,5 +104,8 @@ ncclResult_t dccl_socket_progress_recv(struct dccl_conn *conn) {
   uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed), t = tail;
   while (sc->streams[t % sc->nstreams].slot > t) t++;
   if (t != tail) atomic_store_explicit(&f->tail, t, memory_order_release);
+  /* A broken stream is an error once the consumer has drained everything before the slot it can never get. */
+  const struct dccl_socket_stream *next = &sc->streams[t % sc->nstreams];
+  if (next->broken && t == head) return dccl_socket_stream_error(conn, next->broken_errno);
   return ncclSuccess;
 }

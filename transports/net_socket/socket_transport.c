@@ -168,8 +168,8 @@ static ncclResult_t socket_check_peer(struct dccl_conn *conn) {
       return dccl_error(ncclRemoteError, "rank %d (host %s) closed its socket link to rank %d (its communicator "
                         "was destroyed) while rank %d still waited on it", conn->peer, peer_host(conn),
                         conn->comm->rank, conn->comm->rank);
-    /* A peek finds EOF or a reset even on a send side that has nothing to write just now. The receive side never
-     * writes, so on a send stream any readable state is the end. */
+    if (s->broken) return dccl_socket_stream_error(conn, s->broken_errno);
+    /* A peek finds EOF or a reset even on a send side that has nothing to write just now. */
     char byte;
     ssize_t n = recv(s->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) return dccl_socket_stream_error(conn, 0);
