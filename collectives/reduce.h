@@ -26,13 +26,13 @@ const char *dccl_type_name(ncclDataType_t type);
 
 /* dst[i] = pre(input[i]) (op) srcs[0][i] (op) ... (op) srcs[nsrcs-1][i], then post() if apply_post.
  * input may be NULL (then the srcs alone); nsrcs may be 0 (then pre(input) alone). dst may alias input or any
- * src exactly (same address), not partially. n == 0 does nothing. */
+ * src exactly (same address), not partially. n == 0 does nothing. 16- and 8-bit floats are combined in float over
+ * all operands and rounded once when stored. max/min ignore a NaN operand (like fmaxf). */
 void dccl_reduce_host(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs,
                       size_t n, int apply_post);
 
-/* Fills a dccl_redop for `op` of type `type`: for ncclAvg on floats, premultiply 1/nranks; on integers,
- * divide by nranks at the end. `scalar` is the premulsum value as double (used only for premulsum ops built by
- * the caller, pass has_pre/pre directly there). */
+/* Fills a dccl_redop for the built-in `op` of type `type`: for ncclAvg on floats, premultiply 1/nranks; on
+ * integers, divide by nranks at the end. (PreMulSum ops are built by the caller: a sum with has_pre/pre set.) */
 void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t type, int nranks);
 
 #endif

@@ -24,17 +24,16 @@
 #define DCCL_SCHED_FN static inline
 #endif
 
-enum dccl_prim_flags {
-  DCCL_PRIM_RECV0 = 1u << 0,
-  DCCL_PRIM_RECV1 = 1u << 1,
-  DCCL_PRIM_SEND0 = 1u << 2,
-  DCCL_PRIM_SEND1 = 1u << 3,
-  DCCL_PRIM_INPUT = 1u << 4,
-  DCCL_PRIM_OUTPUT = 1u << 5,
-  DCCL_PRIM_POST = 1u << 6,
-  /* The "input" of this step is the output buffer at in_off (tree root sending down what it just reduced). */
-  DCCL_PRIM_INPUT_FROM_OUTPUT = 1u << 7,
-};
+/* Step flags (plain unsigned constants, so C++/CUDA mixes them with 0u without warnings). */
+#define DCCL_PRIM_RECV0 (1u << 0)
+#define DCCL_PRIM_RECV1 (1u << 1)
+#define DCCL_PRIM_SEND0 (1u << 2)
+#define DCCL_PRIM_SEND1 (1u << 3)
+#define DCCL_PRIM_INPUT (1u << 4)
+#define DCCL_PRIM_OUTPUT (1u << 5)
+#define DCCL_PRIM_POST (1u << 6)
+/* The "input" of this step is the output buffer at in_off (tree root sending down what it just reduced). */
+#define DCCL_PRIM_INPUT_FROM_OUTPUT (1u << 7)
 
 struct dccl_prim_step {
   uint32_t flags;

@@ -45,8 +45,8 @@ static void admit_pending(struct dccl_bootstrap *b, int i) {
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
   if (n <= 0) {
-    DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: dropping connection from %s: closed before a complete hello",
-              b->rank, dccl_socket_addr_str(&p->addr, buf, sizeof(buf)));
+    DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: dropping connection from %s: closed before a complete hello", b->rank,
+              dccl_socket_addr_str(&p->addr, buf, sizeof(buf)));
     close_pending(b, i);
     return;
   }
@@ -131,10 +131,10 @@ static ncclResult_t read_available(struct dccl_bootstrap *b, int peer) {
       dst = (char *)in->msg->data + in->have;
       want = in->msg->size - in->have;
     }
-    ssize_t n = want ? recv(fd, dst, want, MSG_DONTWAIT) : 0;
-    if (want && n < 0 && errno == EINTR) continue;
-    if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
-    if (want && n <= 0) {
+    ssize_t n = recv(fd, dst, want, MSG_DONTWAIT); /* want > 0: an empty payload is stashed as soon as known */
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+    if (n <= 0) {
       incoming_broken(b, peer);
       return ncclSuccess;
     }

@@ -52,7 +52,7 @@ static size_t judge(const struct suite_options *opt, const struct suite_case *ca
 /* Runs this rank's part: create the communicator, run every case, destroy it. */
 static void run_rank(const struct suite_options *opt, ncclComm_t comm, int rank, int nranks,
                      const struct suite_case *cases, size_t ncases, struct suite_record *records) {
-  struct suite_rank me = {comm, rank, nranks, opt->verbose};
+  struct suite_rank me = {comm, rank, nranks, opt->verbose, opt->full_check};
   if (suite_run_cases(&me, cases, ncases, records) == 0) {
     suite_watchdog_enter("ncclCommDestroy");
     ncclResult_t rc = ncclCommDestroy(comm);

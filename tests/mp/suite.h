@@ -59,6 +59,7 @@ struct suite_options {
   int total_timeout_s;
   int verbose;
   int list_only;
+  int full_check; /* every rank checks its whole output by value (default: a 1/N share where outputs agree) */
 };
 
 /* Parses argv; prints usage and returns -1 on a bad option. */
@@ -79,6 +80,7 @@ struct suite_rank {
   ncclComm_t comm;
   int rank, nranks;
   int verbose;
+  int full_check;
 };
 
 /* Runs cases[0..n) in order and fills records[0..n). Returns 0, or -1 when a DCCL call failed: then the

@@ -607,23 +607,22 @@ static void test_reduce_host(void) {
                     for (int k = 0; ok && k < nsrcs; k++)
                       if ((const void *)dst != srcs[k])
                         ok = !memcmp(srcs[k], orig[1 + k] + ((const unsigned char *)srcs[k] - bufs[1 + k]), n * es);
+                    /* Every case is one check; the first few failures are described. */
                     cases++;
-                    if (!ok && bad++ < 10) {
-                      char msg[240];
+                    char msg[240] = "";
+                    if (!ok && bad++ < 10)
                       snprintf(msg, sizeof msg,
                                "%s kind %d nsrcs %d input %d pre %d post %d alias %s n %zu off %d, first "
                                "difference at %zu",
                                dccl_type_name(t), kind, nsrcs, with_input, pre, post, alias_names[alias], n, off,
                                where);
-                      check(0, "dccl_reduce_host vs reference", msg);
-                    }
+                    if (ok || bad <= 10)
+                      check(ok, "dccl_reduce_host vs reference", msg);
+                    else
+                      n_failed++;
                   }
   }
-  char what[120];
-  snprintf(what, sizeof what, "dccl_reduce_host: %ld cases (type x kind x shape x alias x length x offset) match",
-           cases);
-  check(bad == 0, what, NULL);
-  n_passed += (int)(cases - bad) - (bad == 0); /* count every case, not only the summary */
+  printf("dccl_reduce_host: %ld cases (type x kind x shape x alias x length x offset), %ld differ\n", cases, bad);
 }
 
 static void test_builtin_ops(void) {
