@@ -114,8 +114,8 @@ static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer
   char cause[512];
   snprintf(cause, sizeof(cause), "%s", dccl_last_error()); /* dccl_error below overwrites the buffer */
   struct dccl_comm *comm = op->comm;
-  uint64_t deadline = dccl_clock_ns() + DCCL_DEATH_REPORT_GRACE_NS;
-  while (atomic_load(&comm->dead_rank) < 0 && dccl_clock_ns() < deadline) {
+  uint64_t deadline = (uint64_t)dccl_now_ns() + DCCL_DEATH_REPORT_GRACE_NS;
+  while (atomic_load(&comm->dead_rank) < 0 && (uint64_t)dccl_now_ns() < deadline) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -231,7 +231,7 @@ ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
       continue;
     }
     if (!dccl_waiter_idle(&w)) continue;
-    uint64_t idle = dccl_clock_ns() - w.idle_since_ns;
+    uint64_t idle = (uint64_t)dccl_now_ns() - w.idle_since_ns;
     for (int i = 0; i < nops; i++) {
       if (ops[i]->done) continue;
       ncclResult_t r = check_stalled(ops[i], idle);

@@ -9,12 +9,6 @@
 #define DCCL_SLEEP_MAX_NS 1000000ull
 #define DCCL_CHECK_EVERY_NS 2000000ull
 
-uint64_t dccl_clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -24,7 +18,7 @@ static inline void cpu_relax(void) {
 }
 
 void dccl_waiter_reset(struct dccl_waiter *w) {
-  w->idle_since_ns = dccl_clock_ns();
+  w->idle_since_ns = (uint64_t)dccl_now_ns();
   w->sleep_ns = DCCL_SLEEP_MIN_NS;
   w->last_check_ns = w->idle_since_ns;
   w->spin_ns = (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
@@ -32,7 +26,7 @@ void dccl_waiter_reset(struct dccl_waiter *w) {
 }
 
 int dccl_waiter_idle(struct dccl_waiter *w) {
-  uint64_t now = dccl_clock_ns();
+  uint64_t now = (uint64_t)dccl_now_ns();
   uint64_t idle = now - w->idle_since_ns;
   if (idle < w->spin_ns) {
     for (int i = 0; i < 32; i++) cpu_relax();

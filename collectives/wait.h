@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "core/clock.h"
+
 struct dccl_waiter {
   uint64_t idle_since_ns; /* last progress */
   uint64_t sleep_ns;
@@ -12,7 +14,6 @@ struct dccl_waiter {
   uint64_t spin_ns, yield_ns; /* DCCL_SPIN_NS, DCCL_YIELD_NS, read once per wait */
 };
 
-uint64_t dccl_clock_ns(void);
 void dccl_waiter_reset(struct dccl_waiter *w);
 /* One idle round; returns 1 when it is time for the slow checks (peer liveness, abort flags, deadline). */
 int dccl_waiter_idle(struct dccl_waiter *w);

@@ -30,6 +30,10 @@ ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, v
 ncclResult_t dccl_bootstrap_split(struct dccl_bootstrap *parent, int new_rank, int new_nranks, const int *members,
                                   struct dccl_bootstrap **out);
 
+/* Points a bootstrap at the flag that interrupts its blocking calls (a split's bootstrap is made before its
+ * communicator's flag exists). */
+void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, volatile int *abort_flag);
+
 /* data holds nranks * size bytes; this rank's block is at rank * size. On return every block is filled. */
 ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *b, void *data, size_t size);
 ncclResult_t dccl_bootstrap_barrier(struct dccl_bootstrap *b);

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "bootstrap/bootstrap.h"
+#include "core/clock.h"
 
 #define DCCL_BOOTSTRAP_MAGIC 0x6463636c626f6f74ull /* "dcclboot" */
 #define DCCL_SECRET_BYTES 16
@@ -141,7 +142,6 @@ struct dccl_bootstrap {
 };
 
 /* Time and deadlines (CLOCK_MONOTONIC ns; deadline 0 means none). */
-int64_t dccl_now_ns(void);
 int64_t dccl_deadline_after_s(int64_t seconds);
 enum { DCCL_WAIT_OK = 0, DCCL_WAIT_ABORTED = 1, DCCL_WAIT_TIMED_OUT = 2 };
 int dccl_wait_state(volatile int *abort_flag, int64_t deadline_ns);
@@ -190,6 +190,5 @@ void dccl_bootstrap_stop_monitor(struct dccl_bootstrap *b);
 
 /* Lets the owner of a bootstrap made by dccl_bootstrap_split give it its own abort flag (the child starts with
  * the parent's flag only while the split runs). */
-void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, volatile int *abort_flag);
 
 #endif

@@ -21,12 +21,6 @@
 #include "core/debug.h"
 #include "core/params.h"
 
-int64_t dccl_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 int64_t dccl_deadline_after_s(int64_t seconds) {
   return seconds > 0 ? dccl_now_ns() + seconds * 1000000000ll : 0;
 }

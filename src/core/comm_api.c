@@ -173,6 +173,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     goto out;
   }
   DCCLCHECKGOTO(dccl_bootstrap_split(comm->bootstrap, me, m, members, &nc->bootstrap), res, fail_new);
+  dccl_bootstrap_set_abort_flag(nc->bootstrap, &nc->abort_flag);
   DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(nc), res, fail_new);
   DCCLCHECKGOTO(dccl_registry_add(nc), res, fail_new);
   *newcomm = nc;

@@ -38,6 +38,8 @@ static atomic_int log_level;
 static atomic_uint log_subsys;
 /* Guards the output file, its path and the host name against a concurrent ncclResetDebugInit. */
 static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* Guards the process-wide copy of the last error. */
+static pthread_mutex_t error_mutex = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file; /* NULL: stderr */
 static char log_path[PATH_MAX];
 static char log_host[64];
@@ -200,7 +202,19 @@ static void log_configure(const char *level_text, const char *subsys_text, const
   if (problems[0] != '\0' && level >= DCCL_LOG_WARN) log_write(DCCL_LOG_WARN, DCCL_ENV, "%s", problems);
 }
 
+/* A launcher may fork while another thread (the rendezvous thread, say) holds the log lock: hold it across
+ * fork() so the child never inherits it locked. */
+static void log_before_fork(void) {
+  pthread_mutex_lock(&log_mutex);
+  pthread_mutex_lock(&error_mutex);
+}
+static void log_after_fork(void) {
+  pthread_mutex_unlock(&error_mutex);
+  pthread_mutex_unlock(&log_mutex);
+}
+
 static void log_init_once(void) {
+  pthread_atfork(log_before_fork, log_after_fork, log_after_fork);
   tls_reading_settings = 1;
   const char *level_text = dccl_param_str(DCCL_PARAM_DEBUG);
   const char *subsys_text = dccl_param_str(DCCL_PARAM_DEBUG_SUBSYS);
@@ -261,7 +275,6 @@ void ncclResetDebugInit(void) {
 static __thread char tls_error[ERROR_TEXT_MAX];
 static __thread char tls_error_seen[ERROR_TEXT_MAX]; /* this thread's copy of the process-wide text */
 static char process_error[ERROR_TEXT_MAX];
-static pthread_mutex_t error_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 ncclResult_t dccl_error(ncclResult_t code, const char *fmt, ...) {
   int saved_errno = errno;

@@ -28,9 +28,9 @@ static double measure_copy_bw(void) {
   memset(a, 1, TUNE_COPY_BYTES);
   memset(b, 2, TUNE_COPY_BYTES);
   for (int i = 0; i < 3; i++) {
-    uint64_t t0 = dccl_clock_ns();
+    uint64_t t0 = (uint64_t)dccl_now_ns();
     memcpy(b, a, TUNE_COPY_BYTES);
-    uint64_t dt = dccl_clock_ns() - t0;
+    uint64_t dt = (uint64_t)dccl_now_ns() - t0;
     double bw = dt ? (double)TUNE_COPY_BYTES / (double)dt : 1.0;
     if (bw > best) best = bw;
   }
@@ -48,7 +48,7 @@ static ncclResult_t measure_step_ns(struct dccl_comm *comm, double *alpha) {
   ncclResult_t res = ncclSuccess;
   uint64_t t0 = 0;
   for (int i = 0; i <= TUNE_ITERS && res == ncclSuccess; i++) {
-    if (i == 1) t0 = dccl_clock_ns(); /* the first one warms up */
+    if (i == 1) t0 = (uint64_t)dccl_now_ns(); /* the first one warms up */
     memset(op, 0, sizeof(*op));
     op->comm = comm;
     op->kind = DCCL_OP_ALLREDUCE;
@@ -64,7 +64,7 @@ static ncclResult_t measure_step_ns(struct dccl_comm *comm, double *alpha) {
     if (res == ncclSuccess) res = dccl_op_bind(op);
     if (res == ncclSuccess) res = dccl_exec_ops(&op, 1);
   }
-  *alpha = (double)(dccl_clock_ns() - t0) / TUNE_ITERS / (2.0 * comm->nranks - 1);
+  *alpha = (double)((uint64_t)dccl_now_ns() - t0) / TUNE_ITERS / (2.0 * comm->nranks - 1);
   free(op);
   return res;
 }

@@ -53,7 +53,7 @@ dccl_fork_test(mp.selftest.fork2 2 TIMEOUT 120 ARGS --selftest)
 
 # The matrix per rank count and algorithm.
 foreach(algo ring tree)
-  dccl_mp_test(mp.suite.np1.${algo} 1 TIMEOUT 300 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
+  dccl_mp_test(mp.suite.np1.${algo} 1 TIMEOUT 300 ARGS --algo ${algo} ${DCCL_MP_FULL})
   dccl_mp_test(mp.suite.np2.${algo} 2 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
   dccl_mp_test(mp.suite.np3.${algo} 3 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
   dccl_mp_test(mp.suite.np4.${algo} 4 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})

@@ -59,6 +59,7 @@ struct suite_options {
   int total_timeout_s;
   int verbose;
   int list_only;
+  int all_roots;  /* every root at every size (default: large sizes rotate through the roots) */
   int full_check; /* every rank checks its whole output by value (default: a 1/N share where outputs agree) */
 };
 

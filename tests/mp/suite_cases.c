@@ -80,6 +80,8 @@ static int suite_roots(int nranks, int roots[3]) {
   return n;
 }
 
+#define SUITE_ALL_ROOTS_MAX 65536
+
 static int add_matrix(const struct suite_options *opt, int nranks, struct case_list *l) {
   for (int coll = 0; coll < SUITE_ALLTOALL; coll++) {
     if (!(opt->colls_mask & (1u << coll))) continue;
@@ -95,7 +97,12 @@ static int add_matrix(const struct suite_options *opt, int nranks, struct case_l
           for (int in_place = 0; in_place < 2; in_place++) {
             if (!(opt->placements & (1 << in_place))) continue;
             if (is_p2p && in_place) continue; /* a send and a receive of one buffer is not a meaningful case */
+            /* Every root for sizes up to SUITE_ALL_ROOTS_MAX; above it one root per case, rotating with type,
+             * op and placement so each root still meets large messages (the CI time budget). */
+            const int all_roots = opt->all_roots || opt->sizes[s] <= SUITE_ALL_ROOTS_MAX;
+            const int rotate = (type * 7 + op * 3 + in_place) % nroots;
             for (int r = 0; r < nroots; r++) {
+              if (!all_roots && r != rotate) continue;
               if (case_list_add(l, (enum suite_coll)coll, (ncclDataType_t)type, reduction ? (enum tc_op)op : TC_OP_SUM,
                                 opt->sizes[s], in_place, roots[r], SUITE_CORRUPT_NONE))
                 return -1;

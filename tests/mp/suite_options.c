@@ -23,11 +23,13 @@ static void usage(const char *prog) {
           "  --placement in|out|both\n"
           "  --no-big              leave out the 64 MiB cases\n"
           "  --seed S              input seed (default 1)\n"
-          "  --case-timeout S      a case taking longer is reported as a hang (default 300)\n"
+          "  --case-timeout S      a case taking longer is reported as a hang (default 180)\n"
           "  --timeout S           fork mode: the parent kills its children after S seconds (default 1800)\n"
           "  --full-check          every rank checks its whole output by value (default: where all ranks hold\n"
           "                        the same output, each checks a 1/N share and the bitwise comparison covers\n"
           "                        the rest)\n"
+          "  --all-roots           every root at every size (default: above 65536 elements one root per case,\n"
+          "                        rotating through 0, the middle rank and the last rank)\n"
           "  --list                print the cases and exit\n"
           "  --verbose\n",
           prog);
@@ -94,7 +96,7 @@ static int parse_size(const char *w, void *ctx) {
 
 int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
   enum { O_ALGO = 256, O_FORK, O_A2A, O_SELFTEST, O_QUICK, O_COLLS, O_TYPES, O_OPS, O_SIZES, O_PLACEMENT, O_NOBIG,
-         O_SEED, O_CASE_TIMEOUT, O_TIMEOUT, O_LIST, O_VERBOSE, O_HELP, O_FULL };
+         O_SEED, O_CASE_TIMEOUT, O_TIMEOUT, O_LIST, O_VERBOSE, O_HELP, O_FULL, O_ALL_ROOTS };
   static const struct option longopts[] = {
       {"algo", required_argument, 0, O_ALGO},          {"fork", required_argument, 0, O_FORK},
       {"alltoall-64m", no_argument, 0, O_A2A},         {"selftest", no_argument, 0, O_SELFTEST},
@@ -105,12 +107,13 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
       {"case-timeout", required_argument, 0, O_CASE_TIMEOUT}, {"timeout", required_argument, 0, O_TIMEOUT},
       {"list", no_argument, 0, O_LIST},                {"verbose", no_argument, 0, O_VERBOSE},
       {"help", no_argument, 0, O_HELP},                {"full-check", no_argument, 0, O_FULL},
+      {"all-roots", no_argument, 0, O_ALL_ROOTS},
       {0, 0, 0, 0}};
   memset(opt, 0, sizeof(*opt));
   opt->big = 1;
   opt->placements = 3;
   opt->seed = 1;
-  opt->case_timeout_s = 300;
+  opt->case_timeout_s = 180;
   opt->total_timeout_s = 1800;
   unsigned colls = 0, types = 0, ops = 0;
   int c;
@@ -151,6 +154,7 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
       case O_LIST: opt->list_only = 1; break;
       case O_VERBOSE: opt->verbose = 1; break;
       case O_FULL: opt->full_check = 1; break;
+      case O_ALL_ROOTS: opt->all_roots = 1; break;
       default:
         usage(argv[0]);
         return -1;

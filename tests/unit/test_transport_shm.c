@@ -27,16 +27,16 @@
 #include "transports/shm/shm_private.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (cond) {                                                        \
-      passed++;                                                        \
-    } else {                                                           \
-      failed++;                                                        \
+#define CHECK(cond, ...)                                                           \
+  do {                                                                             \
+    if (cond) {                                                                    \
+      passed++;                                                                    \
+    } else {                                                                       \
+      failed++;                                                                    \
       fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fputc('\n', stderr);                                             \
-    }                                                                  \
+      fprintf(stderr, __VA_ARGS__);                                                \
+      fputc('\n', stderr);                                                         \
+    }                                                                              \
   } while (0)
 
 static double now_s(void) {
@@ -125,7 +125,9 @@ static ncclResult_t link_up(struct side *s, int sock) {
   return s->conn.transport->connect(&s->conn, theirs.blob);
 }
 
-static void notify(int sock) { (void)!write(sock, "x", 1); }
+static void notify(int sock) {
+  (void)!write(sock, "x", 1);
+}
 static int await(int sock, double timeout_s) {
   char c;
   return read_all(sock, &c, 1, timeout_s);
@@ -163,7 +165,9 @@ static uint64_t slot_len(uint64_t i, uint64_t slot_bytes) {
   if (i % 10 == 2) return 1;
   return (i * 2654435761u) % (slot_bytes + 1);
 }
-static unsigned char pattern(uint64_t seq, uint64_t j) { return (unsigned char)(seq * 131 + j * 7 + (j >> 9)); }
+static unsigned char pattern(uint64_t seq, uint64_t j) {
+  return (unsigned char)(seq * 131 + j * 7 + (j >> 9));
+}
 
 /* Sends n slots; returns failures. */
 static int send_slots(struct dccl_conn *c, uint64_t n) {

@@ -18,23 +18,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/debug.h"
-#include "bootstrap/bootstrap.h"
 #include "core/params.h"
 #include "transports/net_socket/socket_private.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                                            \
-  do {                                                                              \
-    if (cond) {                                                                     \
-      passed++;                                                                     \
-    } else {                                                                        \
-      failed++;                                                                     \
+#define CHECK(cond, ...)                                                           \
+  do {                                                                             \
+    if (cond) {                                                                    \
+      passed++;                                                                    \
+    } else {                                                                       \
+      failed++;                                                                    \
       fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
-      fprintf(stderr, __VA_ARGS__);                                                 \
-      fputc('\n', stderr);                                                          \
-    }                                                                               \
+      fprintf(stderr, __VA_ARGS__);                                                \
+      fputc('\n', stderr);                                                         \
+    }                                                                              \
   } while (0)
 
 static const struct dccl_transport *T = &dccl_transport_socket;
@@ -107,7 +107,9 @@ static int read_all(int fd, void *p, size_t n, double timeout_s) {
   }
   return 0;
 }
-static void notify(int sock) { (void)!write(sock, "x", 1); }
+static void notify(int sock) {
+  (void)!write(sock, "x", 1);
+}
 static int await(int sock, double timeout_s) {
   char c;
   return read_all(sock, &c, 1, timeout_s);
@@ -133,8 +135,7 @@ static ncclResult_t link_up(struct side *s, int sock, const struct geometry *g, 
     if (res != ncclSuccess) return res;
   }
   if (write_all(sock, &pid, sizeof(pid)) || write_all(sock, mine, sizeof(mine[0]) * (size_t)nlanes) ||
-      read_all(sock, &peer_pid, sizeof(peer_pid), 20) ||
-      read_all(sock, theirs, sizeof(theirs[0]) * (size_t)nlanes, 20))
+      read_all(sock, &peer_pid, sizeof(peer_pid), 20) || read_all(sock, theirs, sizeof(theirs[0]) * (size_t)nlanes, 20))
     return ncclSystemError;
   s->peers[1 - s->comm.rank].pid = peer_pid;
   for (int k = 0; k < nlanes; k++) {
@@ -174,7 +175,9 @@ static int pump_idle(struct dccl_conn *c, int *idle) {
   if (idle && ++*idle > 64) sched_yield();
   return res != ncclSuccess;
 }
-static int pump(struct dccl_conn *c) { return pump_idle(c, NULL); }
+static int pump(struct dccl_conn *c) {
+  return pump_idle(c, NULL);
+}
 
 /* Sends slots first..first+n-1 and waits until they have all left; `full` fills every byte, else only the first 8
  * (the seq). */
@@ -222,8 +225,9 @@ static int recv_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full)
     const unsigned char *payload = (const unsigned char *)(h + 1);
     if (h->seq != i || h->bytes != len || h->kind != i % 7 || h->abort != 0) {
       if (bad++ < 5)
-        fprintf(stderr, "lane %d slot %" PRIu64 ": seq %" PRIu64 " bytes %" PRIu64 " kind %u (want bytes %" PRIu64
-                ")\n", c->lane, i, h->seq, h->bytes, h->kind, len);
+        fprintf(stderr,
+                "lane %d slot %" PRIu64 ": seq %" PRIu64 " bytes %" PRIu64 " kind %u (want bytes %" PRIu64 ")\n",
+                c->lane, i, h->seq, h->bytes, h->kind, len);
     } else if (full) {
       for (uint64_t j = 0; j < len; j++)
         if (payload[j] != pattern(i, j, c->lane)) {
@@ -399,8 +403,10 @@ static void run_raw_tcp_baseline(void) {
   }
   CHECK(ok, "baseline transfer failed");
   if (ok)
-    printf("plain TCP baseline:  64 MiB in 256 KiB send/recv calls, 1 connection: %.2f GB/s (best of %d), %.2f GB/s "
-           "(mean)\n", best, ROUNDS, sum / ROUNDS);
+    printf(
+        "plain TCP baseline:  64 MiB in 256 KiB send/recv calls, 1 connection: %.2f GB/s (best of %d), %.2f GB/s "
+        "(mean)\n",
+        best, ROUNDS, sum / ROUNDS);
   if (fd >= 0) close(fd);
   free(buf);
   if (!ok) kill(child, SIGKILL);
@@ -555,8 +561,8 @@ static void test_stash_and_strangers(void) {
       CHECK(connect(strangers[k], (struct sockaddr *)&st->addr, len) == 0, "stranger cannot connect: %s",
             strerror(errno));
     }
-    struct dccl_socket_handshake fake = {.magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = 12345, .stream = 0,
-                                         .sender_rank = 1};
+    struct dccl_socket_handshake fake = {
+        .magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = 12345, .stream = 0, .sender_rank = 1};
     CHECK(write(strangers[0], &fake, sizeof(fake)) == sizeof(fake), "stranger write");
     CHECK(write(strangers[1], &fake, 5) == 5, "stranger write");
   }

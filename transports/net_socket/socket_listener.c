@@ -95,7 +95,8 @@ static uint64_t random_token(void) {
   if (getrandom(&t, sizeof(t), GRND_NONBLOCK) != (ssize_t)sizeof(t)) {
     /* No entropy yet (very early boot): the token only has to be unique, not secret. */
     static _Atomic uint64_t counter;
-    t = ((uint64_t)getpid() << 32) ^ (uint64_t)(now_s() * 1e9) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    t = ((uint64_t)getpid() << 32) ^ (uint64_t)(now_s() * 1e9) ^
+        (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
   }
   return t;
 }
@@ -241,7 +242,8 @@ static void wait_for_activity(struct dccl_socket_comm_state *st) {
   if (fds) {
     fds[n++] = (struct pollfd){.fd = st->listen_fd, .events = POLLIN};
     for (int i = 0; i < st->nstash; i++)
-      if (st->stash[i].got < sizeof(st->stash[i].hs)) fds[n++] = (struct pollfd){.fd = st->stash[i].fd, .events = POLLIN};
+      if (st->stash[i].got < sizeof(st->stash[i].hs))
+        fds[n++] = (struct pollfd){.fd = st->stash[i].fd, .events = POLLIN};
     (void)poll(fds, (nfds_t)n, ACCEPT_POLL_MS);
     free(fds);
   } else {

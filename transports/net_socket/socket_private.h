@@ -50,8 +50,8 @@ struct dccl_socket_comm_state {
 
 struct dccl_socket_stream {
   int fd;
-  uint64_t slot; /* the slot this stream moves now; stream i moves slots i, i+S, i+2S, ... */
-  uint64_t done; /* bytes of that slot's header + payload moved so far */
+  uint64_t slot;    /* the slot this stream moves now; stream i moves slots i, i+S, i+2S, ... */
+  uint64_t done;    /* bytes of that slot's header + payload moved so far */
   int said_goodbye; /* receive side: the sender closed this stream on purpose */
   int broken;       /* receive side: EOF without goodbye, or a socket error (broken_errno; 0 for EOF) */
   int broken_errno;

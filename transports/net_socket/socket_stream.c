@@ -25,8 +25,10 @@ static ncclResult_t send_stream(struct dccl_conn *conn, struct dccl_socket_strea
   while (s->slot < tail) {
     struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
     if (h->bytes > sc->slot_bytes)
-      return dccl_error(ncclInternalError, "socket link to rank %d: slot %llu claims %llu bytes, more than the slot's "
-                        "%llu", conn->peer, (unsigned long long)s->slot, (unsigned long long)h->bytes,
+      return dccl_error(ncclInternalError,
+                        "socket link to rank %d: slot %llu claims %llu bytes, more than the slot's "
+                        "%llu",
+                        conn->peer, (unsigned long long)s->slot, (unsigned long long)h->bytes,
                         (unsigned long long)sc->slot_bytes);
     uint64_t total = HEADER_BYTES + h->bytes;
     ssize_t n = send(s->fd, (char *)h + s->done, total - s->done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -80,9 +82,10 @@ static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_strea
         return ncclSuccess;
       }
       if (h->bytes > sc->slot_bytes)
-        return dccl_error(ncclRemoteError, "socket link from rank %d (host %s): a slot of %llu bytes arrived, more "
-                          "than the %llu agreed (corrupt stream)", conn->peer,
-                          conn->comm->peers[conn->peer].hostname, (unsigned long long)h->bytes,
+        return dccl_error(ncclRemoteError,
+                          "socket link from rank %d (host %s): a slot of %llu bytes arrived, more "
+                          "than the %llu agreed (corrupt stream)",
+                          conn->peer, conn->comm->peers[conn->peer].hostname, (unsigned long long)h->bytes,
                           (unsigned long long)sc->slot_bytes);
     }
     if (s->done < HEADER_BYTES || s->done < HEADER_BYTES + h->bytes) {

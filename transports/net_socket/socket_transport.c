@@ -27,7 +27,9 @@ struct socket_conn_info {
 };
 _Static_assert(sizeof(struct socket_conn_info) <= DCCL_CONN_INFO_BYTES, "socket info must fit the connection blob");
 
-static const char *peer_host(const struct dccl_conn *conn) { return conn->comm->peers[conn->peer].hostname; }
+static const char *peer_host(const struct dccl_conn *conn) {
+  return conn->comm->peers[conn->peer].hostname;
+}
 
 static int socket_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
   return 1; /* TCP reaches every peer the bootstrap reached */
@@ -39,8 +41,8 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
       nstreams > DCCL_SOCKET_MAX_STREAMS)
     return dccl_error(ncclInvalidArgument,
                       "socket link with rank %d: bad geometry (%u slots of %llu bytes, %u streams; streams must be "
-                      "1..%d)", conn->peer, nslots, (unsigned long long)slot_bytes, nstreams,
-                      DCCL_SOCKET_MAX_STREAMS);
+                      "1..%d)",
+                      conn->peer, nslots, (unsigned long long)slot_bytes, nstreams, DCCL_SOCKET_MAX_STREAMS);
   struct dccl_socket_conn *sc = calloc(1, sizeof(*sc));
   if (!sc) return dccl_error(ncclSystemError, "out of memory for a socket connection");
   sc->nslots = nslots;
@@ -94,8 +96,8 @@ static ncclResult_t socket_setup(struct dccl_conn *conn, void *info) {
   if (nslots < 1 || nslots > 0x7fffffff || slot_bytes < 1 || nstreams < 1 || nstreams > DCCL_SOCKET_MAX_STREAMS)
     return dccl_error(ncclInvalidArgument,
                       "DCCL_NSLOTS (%lld) and DCCL_CHUNK_SIZE (%lld) must be positive and DCCL_SOCKET_NSTREAMS (%lld) "
-                      "within 1..%d", (long long)nslots, (long long)slot_bytes, (long long)nstreams,
-                      DCCL_SOCKET_MAX_STREAMS);
+                      "within 1..%d",
+                      (long long)nslots, (long long)slot_bytes, (long long)nstreams, DCCL_SOCKET_MAX_STREAMS);
   return dccl_socket_setup_geometry(conn, info, (uint32_t)nslots, (uint64_t)slot_bytes, (uint32_t)nstreams);
 }
 
@@ -111,8 +113,8 @@ static ncclResult_t connect_streams(struct dccl_conn *conn, const struct socket_
       return dccl_error(res, "socket link to rank %d (host %s): cannot connect stream %u to %s", conn->peer,
                         peer_host(conn), i, dccl_socket_addr_str(&in->addr, buf, sizeof(buf)));
     }
-    struct dccl_socket_handshake hs = {.magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = in->token, .stream = i,
-                                       .sender_rank = conn->comm->rank};
+    struct dccl_socket_handshake hs = {
+        .magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = in->token, .stream = i, .sender_rank = conn->comm->rank};
     DCCLCHECK(dccl_socket_send_all(sc->streams[i].fd, &hs, sizeof(hs)));
     DCCLCHECK(dccl_socket_tune_stream(sc->streams[i].fd));
   }
@@ -124,15 +126,17 @@ static ncclResult_t socket_connect(struct dccl_conn *conn, const void *peer_info
   struct socket_conn_info in;
   memcpy(&in, peer_info, sizeof(in));
   if (in.magic != SOCKET_INFO_MAGIC || in.is_send == conn->is_send || (conn->is_send && in.token == 0))
-    return dccl_error(ncclInternalError, "socket link with rank %d: the peer's connection info is not a socket %s "
-                      "side's", conn->peer, conn->is_send ? "receive" : "send");
+    return dccl_error(ncclInternalError,
+                      "socket link with rank %d: the peer's connection info is not a socket %s "
+                      "side's",
+                      conn->peer, conn->is_send ? "receive" : "send");
   if (in.nslots != sc->nslots || in.slot_bytes != sc->slot_bytes || in.nstreams != sc->nstreams)
     return dccl_error(ncclInvalidUsage,
                       "socket link with rank %d (host %s): settings differ (here %u slots of %llu bytes over %u "
                       "streams, there %u of %llu over %u): set DCCL_NSLOTS, DCCL_CHUNK_SIZE and "
-                      "DCCL_SOCKET_NSTREAMS alike on every rank", conn->peer, peer_host(conn), sc->nslots,
-                      (unsigned long long)sc->slot_bytes, sc->nstreams, in.nslots, (unsigned long long)in.slot_bytes,
-                      in.nstreams);
+                      "DCCL_SOCKET_NSTREAMS alike on every rank",
+                      conn->peer, peer_host(conn), sc->nslots, (unsigned long long)sc->slot_bytes, sc->nstreams,
+                      in.nslots, (unsigned long long)in.slot_bytes, in.nstreams);
   if (conn->is_send) {
     DCCLCHECK(connect_streams(conn, &in));
   } else {
@@ -165,15 +169,17 @@ static ncclResult_t socket_check_peer(struct dccl_conn *conn) {
   for (uint32_t i = 0; i < sc->nstreams; i++) {
     struct dccl_socket_stream *s = &sc->streams[i];
     if (s->said_goodbye)
-      return dccl_error(ncclRemoteError, "rank %d (host %s) closed its socket link to rank %d (its communicator "
-                        "was destroyed) while rank %d still waited on it", conn->peer, peer_host(conn),
-                        conn->comm->rank, conn->comm->rank);
+      return dccl_error(ncclRemoteError,
+                        "rank %d (host %s) closed its socket link to rank %d (its communicator "
+                        "was destroyed) while rank %d still waited on it",
+                        conn->peer, peer_host(conn), conn->comm->rank, conn->comm->rank);
     if (s->broken) return dccl_socket_stream_error(conn, s->broken_errno);
     /* A peek finds EOF or a reset even on a send side that has nothing to write just now. */
     char byte;
     ssize_t n = recv(s->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) return dccl_socket_stream_error(conn, 0);
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return dccl_socket_stream_error(conn, errno);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return dccl_socket_stream_error(conn, errno);
   }
   return ncclSuccess;
 }

@@ -73,8 +73,8 @@ ncclResult_t dccl_shm_segment_open(const char *name, size_t bytes, void **map) {
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size < bytes) {
     close(fd);
-    return dccl_error(ncclSystemError, "shared memory segment /dev/shm%s is smaller than the expected %zu bytes",
-                      name, bytes);
+    return dccl_error(ncclSystemError, "shared memory segment /dev/shm%s is smaller than the expected %zu bytes", name,
+                      bytes);
   }
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int err = errno;
@@ -115,8 +115,8 @@ int dccl_shm_sweep_stale(void) {
     if (snprintf(name, sizeof(name), "/%s", e->d_name) >= (int)sizeof(name)) continue;
     if (shm_unlink(name) == 0) {
       removed++;
-      DCCL_INFO(DCCL_SHM, "removed stale shared memory segment /dev/shm%s: its creator pid %d no longer exists",
-                name, (int)pid);
+      DCCL_INFO(DCCL_SHM, "removed stale shared memory segment /dev/shm%s: its creator pid %d no longer exists", name,
+                (int)pid);
     }
   }
   closedir(dir);

@@ -13,7 +13,7 @@
 #include "core/params.h"
 #include "transports/shm/shm_private.h"
 
-#define SHM_INFO_MAGIC 0x4d485344u /* "DSHM" */
+#define SHM_INFO_MAGIC 0x4d485344u      /* "DSHM" */
 #define SHM_MAX_SLOT_BYTES (1ull << 40) /* keeps the size arithmetic far from overflow */
 
 /* The 256-byte blob: the sender's carries only its geometry, the receiver's also the segment. */
@@ -38,14 +38,18 @@ struct shm_conn {
 };
 
 static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
-static void sweep_stale_once(void) { (void)dccl_shm_sweep_stale(); }
+static void sweep_stale_once(void) {
+  (void)dccl_shm_sweep_stale();
+}
 static _Atomic unsigned segment_counter; /* makes names unique even if a link is made twice in one process */
 
 static int shm_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
   return self->real_host_hash == peer->real_host_hash;
 }
 
-static const char *peer_host(const struct dccl_conn *conn) { return conn->comm->peers[conn->peer].hostname; }
+static const char *peer_host(const struct dccl_conn *conn) {
+  return conn->comm->peers[conn->peer].hostname;
+}
 
 ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_t nslots, uint64_t slot_bytes) {
   struct dccl_comm *comm = conn->comm;
@@ -128,7 +132,9 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
   return ncclSuccess;
 }
 
-static int shm_send_flushed(struct dccl_conn *conn) { return 1; } /* a posted slot is already in shared memory */
+static int shm_send_flushed(struct dccl_conn *conn) {
+  return 1;
+} /* a posted slot is already in shared memory */
 
 static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
   struct shm_conn *sc = conn->priv;
@@ -143,9 +149,10 @@ static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
                         (int)aborted - 1, conn->is_send ? "to" : "from", conn->peer, peer_host(conn));
   }
   if (sc->watching && !dccl_shm_watch_alive(&sc->watch))
-    return dccl_error(ncclRemoteError, "rank %d (host %s, pid %d) has died: its process ended while rank %d was "
-                      "connected to it over shared memory", conn->peer, peer_host(conn), (int)sc->watch.pid,
-                      comm->rank);
+    return dccl_error(ncclRemoteError,
+                      "rank %d (host %s, pid %d) has died: its process ended while rank %d was "
+                      "connected to it over shared memory",
+                      conn->peer, peer_host(conn), (int)sc->watch.pid, comm->rank);
   return ncclSuccess;
 }
 
@@ -168,7 +175,9 @@ static void shm_close(struct dccl_conn *conn) {
   conn->fifo = NULL;
 }
 
-static void shm_comm_free(struct dccl_comm *comm) { (void)comm; } /* no per-communicator state */
+static void shm_comm_free(struct dccl_comm *comm) {
+  (void)comm;
+} /* no per-communicator state */
 
 const struct dccl_transport dccl_transport_shm = {
     .name = "shm",
