@@ -4,6 +4,7 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/cuda_driver.h"
 #include "core/debug.h"
 #include "core/group.h"
 #include "core/redop.h"
@@ -36,6 +37,9 @@ static ncclResult_t check_root(const struct dccl_comm *comm, const char *call, i
 
 static ncclResult_t check_buffer(const char *call, const char *which, const void *buf, size_t count) {
   if (!buf && count > 0) return dccl_error(ncclInvalidArgument, "%s: %s is NULL with count %zu", call, which, count);
+  if (count > 0 && dccl_cuda_is_device_ptr(buf))
+    return dccl_error(ncclInvalidUsage, "%s: %s %p is GPU memory; this DCCL build supports host buffers only", call,
+                      which, buf);
   return ncclSuccess;
 }
 
@@ -71,7 +75,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
   const char *call = "ncclAllReduce";
   size_t es;
   struct dccl_redop r;
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
   DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
   DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
   DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
@@ -83,7 +87,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
   const char *call = "ncclBroadcast";
   size_t es;
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
   DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
   DCCLCHECK(check_root(comm, call, root));
   if (comm->rank == root) DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
@@ -101,7 +105,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
   const char *call = "ncclReduce";
   size_t es;
   struct dccl_redop r;
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
   DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
   DCCLCHECK(check_root(comm, call, root));
   DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
@@ -114,7 +118,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream) {
   const char *call = "ncclAllGather";
   size_t es;
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
   DCCLCHECK(check_common(comm, call, datatype, sendcount, 1, &es));
   DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, sendcount));
   DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, sendcount));
@@ -126,7 +130,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
   const char *call = "ncclReduceScatter";
   size_t es;
   struct dccl_redop r;
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
   DCCLCHECK(check_common(comm, call, datatype, recvcount, 1, &es));
   DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, recvcount));
   DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, recvcount));
@@ -148,13 +152,13 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclSend"));
   return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  (void)stream;
+  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclRecv"));
   return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm);
 }
 

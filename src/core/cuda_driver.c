@@ -1,0 +1,72 @@
+#include "core/cuda_driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/debug.h"
+
+/* The few driver entry points DCCL needs, with the driver's C ABI (cuda.h is not required to build). */
+typedef int cu_result;
+#define CU_SUCCESS 0
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_MEMORYTYPE_DEVICE 2
+#define CU_STREAM_CAPTURE_STATUS_NONE 0
+
+static struct {
+  int available;
+  cu_result (*init)(unsigned flags);
+  cu_result (*pointer_get_attribute)(void *data, int attribute, uintptr_t ptr);
+  cu_result (*stream_synchronize)(cudaStream_t stream);
+  cu_result (*stream_is_capturing)(cudaStream_t stream, int *status);
+} cu;
+
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static void cu_load(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    DCCL_INFO(DCCL_INIT, "no CUDA driver (libcuda.so.1 not loadable): host buffers only");
+    return;
+  }
+  cu.init = (cu_result(*)(unsigned))dlsym(lib, "cuInit");
+  cu.pointer_get_attribute = (cu_result(*)(void *, int, uintptr_t))dlsym(lib, "cuPointerGetAttribute");
+  cu.stream_synchronize = (cu_result(*)(cudaStream_t))dlsym(lib, "cuStreamSynchronize");
+  cu.stream_is_capturing = (cu_result(*)(cudaStream_t, int *))dlsym(lib, "cuStreamIsCapturing");
+  if (!cu.init || !cu.pointer_get_attribute || !cu.stream_synchronize || !cu.stream_is_capturing) {
+    DCCL_WARN(DCCL_INIT, "libcuda.so.1 lacks an entry point DCCL needs: host buffers only");
+    return;
+  }
+  cu_result r = cu.init(0);
+  if (r != CU_SUCCESS) {
+    DCCL_INFO(DCCL_INIT, "cuInit failed (%d): no usable GPU, host buffers only", r);
+    return;
+  }
+  cu.available = 1;
+}
+
+int dccl_cuda_available(void) {
+  pthread_once(&cu_once, cu_load);
+  return cu.available;
+}
+
+int dccl_cuda_is_device_ptr(const void *ptr) {
+  if (!ptr || !dccl_cuda_available()) return 0;
+  unsigned type = 0;
+  /* Host memory the driver has never seen answers with an error: that is "host". */
+  if (cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != CU_SUCCESS) return 0;
+  return type == CU_MEMORYTYPE_DEVICE;
+}
+
+ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) {
+  if (!stream || !dccl_cuda_available()) return ncclSuccess;
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cu_result r = cu.stream_is_capturing(stream, &status);
+  if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamIsCapturing failed (%d)", call, r);
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+    return dccl_error(ncclInvalidUsage,
+                      "%s: host buffers cannot be used while the stream is captured into a CUDA graph", call);
+  r = cu.stream_synchronize(stream);
+  if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamSynchronize failed (%d)", call, r);
+  return ncclSuccess;
+}
