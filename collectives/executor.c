@@ -10,10 +10,14 @@
 #include "core/debug.h"
 #include "core/params.h"
 
-static struct dccl_conn *step_conn(struct dccl_conn *const *list, uint32_t flags, uint32_t bit0, uint32_t bit1,
-                                   uint32_t bit_parent, int i) {
-  uint32_t bits[DCCL_CONN_SLOTS] = {bit0, bit1, bit_parent};
-  return (flags & bits[i]) ? list[i] : NULL;
+/* Which of the channel's connections a step uses, as a bit mask over indices 0..DCCL_CONN_SLOTS-1. */
+static uint32_t step_mask(uint32_t flags, int is_send, int npeers) {
+  uint32_t m = 0;
+  if (flags & (is_send ? DCCL_PRIM_SEND0 : DCCL_PRIM_RECV0)) m |= 1u << 0;
+  if (flags & (is_send ? DCCL_PRIM_SEND1 : DCCL_PRIM_RECV1)) m |= 1u << 1;
+  if (flags & (is_send ? DCCL_PRIM_SEND_PARENT : DCCL_PRIM_RECV_PARENT)) m |= 1u << DCCL_TREE_PARENT;
+  if (flags & (is_send ? DCCL_PRIM_SEND_ALL : DCCL_PRIM_RECV_ALL)) m |= (1u << npeers) - 1;
+  return m;
 }
 
 /* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
@@ -36,6 +40,23 @@ static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn 
   return ncclSuccess;
 }
 
+/* out = x_0 op x_1 op ... op x_{N-1} in rank order, x_me = pre(own input): every rank computes the same bits. The
+ * receive connections are in rank order without this rank; the own data goes in at its place. */
+static void reduce_rank_order(const struct dccl_op *op, void *out, const void *in, struct dccl_conn *const *rconn,
+                              const void *const *srcs, int nrecv, uint64_t nelem, int post) {
+  const void *ordered[DCCL_CONN_SLOTS + 1];
+  int n = 0, placed = 0;
+  dccl_reduce_host(&op->redop, out, in, NULL, 0, nelem, 0); /* out = pre(input) */
+  for (int j = 0; j < nrecv; j++) {
+    if (!placed && rconn[j]->peer > op->comm->rank) ordered[n++] = out, placed = 1;
+    ordered[n++] = srcs[j];
+  }
+  if (!placed) ordered[n++] = out;
+  struct dccl_redop plain = op->redop;
+  plain.has_pre = 0; /* the other ranks applied their own premultiply before sending */
+  dccl_reduce_host(&plain, out, NULL, ordered, n, nelem, post);
+}
+
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
 static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
                               int *ready) {
@@ -46,9 +67,9 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   int nrecv = 0, nsend = 0;
   uint64_t bytes = st->nelem * op->esize;
   *ready = 0;
+  uint32_t rmask = step_mask(st->flags, 0, ch->sched.npeers), smask = step_mask(st->flags, 1, ch->sched.npeers);
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-    struct dccl_conn *c =
-        step_conn(ch->recv, st->flags, DCCL_PRIM_RECV0, DCCL_PRIM_RECV1, DCCL_PRIM_RECV_PARENT, i);
+    struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
     if (!c) continue;
     struct dccl_slot_header *h = dccl_conn_recv_slot(c);
     if (!h) {
@@ -58,11 +79,10 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     DCCLCHECK(check_slot(op, c, h, bytes));
     rconn[nrecv] = c;
     rslot[nrecv] = h;
-    srcs[nrecv++] = h + 1;
+    srcs[nrecv++] = dccl_slot_payload(h);
   }
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-    struct dccl_conn *c =
-        step_conn(ch->send, st->flags, DCCL_PRIM_SEND0, DCCL_PRIM_SEND1, DCCL_PRIM_SEND_PARENT, i);
+    struct dccl_conn *c = (smask >> i) & 1 ? ch->send[i] : NULL;
     if (!c) continue;
     if (bytes > c->fifo->slot_bytes)
       return dccl_error(ncclInternalError, "%s: a step of %llu bytes exceeds the %llu-byte slots of the link to rank %d",
@@ -91,7 +111,9 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     plain.has_pre = 0;
     redop = &plain;
   }
-  if (st->nelem > 0) {
+  if (st->nelem > 0 && (st->flags & DCCL_PRIM_RANK_ORDER)) {
+    reduce_rank_order(op, out, in, rconn, srcs, nrecv, st->nelem, post);
+  } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
     if (dst) dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);

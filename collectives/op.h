@@ -21,10 +21,12 @@ enum dccl_op_kind {
 };
 const char *dccl_op_name(int kind);
 
-enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE };
+enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT };
 const char *dccl_algo_name(int algo);
 
-#define DCCL_CONN_SLOTS 3 /* per channel: two children + parent for trees; ring uses index 0 */
+/* Connections per channel: ring uses index 0; trees two children and the parent (DCCL_TREE_PARENT); one-shot
+ * every other rank, so it serves up to DCCL_CONN_SLOTS + 1 ranks. */
+#define DCCL_CONN_SLOTS 8
 
 struct dccl_op_channel {
   struct dccl_sched sched;

@@ -20,7 +20,9 @@ const char *dccl_op_name(int kind) {
   }
 }
 
-const char *dccl_algo_name(int algo) { return algo == DCCL_ALGO_TREE ? "tree" : "ring"; }
+const char *dccl_algo_name(int algo) {
+  return algo == DCCL_ALGO_TREE ? "tree" : algo == DCCL_ALGO_ONESHOT ? "oneshot" : "ring";
+}
 
 static void channel_clear(struct dccl_op_channel *ch, int lane) {
   memset(ch, 0, sizeof(*ch));
@@ -90,6 +92,20 @@ static void plan_tree(struct dccl_op *op, int ntrees, int rooted) {
   }
 }
 
+/* One channel on lane 0, connected to every other rank in rank order. */
+static void plan_oneshot(struct dccl_op *op) {
+  struct dccl_op_channel *ch = &op->ch[0];
+  channel_clear(ch, 0);
+  ch->sched.count = op->count;
+  for (int r = 0, i = 0; r < op->comm->nranks; r++) {
+    if (r == op->comm->rank) continue;
+    ch->recv_peer[i] = ch->send_peer[i] = r;
+    i++;
+  }
+  ch->sched.npeers = op->comm->nranks - 1;
+  op->nchannels = 1;
+}
+
 static void plan_ring(struct dccl_op *op, uint64_t range) {
   struct dccl_comm *comm = op->comm;
   int nch = comm->nchannels;
@@ -131,10 +147,15 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
     op->nchannels = 1;
   } else {
     if (op->algo == DCCL_ALGO_AUTO) op->algo = dccl_tune_algo(comm, op->kind, op->count * op->esize);
+    /* One-shot exists for all-reduce only, and needs a connection slot per peer. */
+    if (op->algo == DCCL_ALGO_ONESHOT && (op->kind != DCCL_OP_ALLREDUCE || n - 1 > DCCL_CONN_SLOTS))
+      op->algo = DCCL_ALGO_RING;
     int tree = op->algo == DCCL_ALGO_TREE;
     switch (op->kind) {
       case DCCL_OP_ALLREDUCE:
-        if (tree) plan_tree(op, 2, 0); else plan_ring(op, op->count);
+        if (op->algo == DCCL_ALGO_ONESHOT) plan_oneshot(op);
+        else if (tree) plan_tree(op, 2, 0);
+        else plan_ring(op, op->count);
         break;
       case DCCL_OP_BROADCAST:
       case DCCL_OP_REDUCE:
@@ -153,7 +174,9 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
                                     [DCCL_OP_BROADCAST] = DCCL_SCHED_TREE_BROADCAST,
                                     [DCCL_OP_REDUCE] = DCCL_SCHED_TREE_REDUCE};
     for (int c = 0; c < op->nchannels; c++)
-      op->ch[c].sched.algo = op->algo == DCCL_ALGO_TREE ? tree_algo[op->kind] : ring_algo[op->kind];
+      op->ch[c].sched.algo = op->algo == DCCL_ALGO_ONESHOT ? DCCL_SCHED_ONESHOT_ALLREDUCE
+                             : op->algo == DCCL_ALGO_TREE  ? tree_algo[op->kind]
+                                                           : ring_algo[op->kind];
   }
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];

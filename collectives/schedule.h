@@ -34,6 +34,11 @@
 #define DCCL_PRIM_POST (1u << 6)
 /* The "input" of this step is the output buffer at in_off (tree root sending down what it just reduced). */
 #define DCCL_PRIM_INPUT_FROM_OUTPUT (1u << 7)
+/* One-shot: send to / receive from every peer connection (indices 0..npeers-1), and reduce all ranks' data in
+ * rank order, so every rank computes the same bits without a second pass. */
+#define DCCL_PRIM_SEND_ALL (1u << 10)
+#define DCCL_PRIM_RECV_ALL (1u << 11)
+#define DCCL_PRIM_RANK_ORDER (1u << 12)
 
 struct dccl_prim_step {
   uint32_t flags;
@@ -53,6 +58,7 @@ enum dccl_sched_algo {
   DCCL_SCHED_P2P_SEND,
   DCCL_SCHED_P2P_RECV,
   DCCL_SCHED_LOCAL_COPY, /* one rank: input -> output with pre/post */
+  DCCL_SCHED_ONESHOT_ALLREDUCE,
 };
 
 /* Everything a schedule needs, for one rank on one channel. Ring schedules: connection 0 receives from the ring's
@@ -69,6 +75,7 @@ struct dccl_sched {
   uint64_t block;       /* allgather / reduce-scatter: elements per rank block (the user's count) */
   uint64_t chunk;       /* elements per slot */
   int is_root, nchildren, has_parent; /* tree */
+  int npeers;                         /* one-shot: connections to every other rank, in rank order */
 };
 
 DCCL_SCHED_FN uint64_t dccl_div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -238,6 +245,18 @@ DCCL_SCHED_FN void dccl_tree_down_step(const struct dccl_sched *s, uint64_t idx,
   }
 }
 
+/* One-shot all-reduce, for small sizes: per chunk, send the own input to every other rank, then reduce every
+ * rank's data in rank order. One hand-off on the critical path instead of the ring's 2(N-1). */
+DCCL_SCHED_FN void dccl_oneshot_step(const struct dccl_sched *s, uint64_t idx, struct dccl_prim_step *out) {
+  uint64_t c = idx / 2;
+  out->nelem = dccl_chunk_elems(s, c);
+  out->in_off = out->out_off = s->begin + c * s->chunk;
+  out->wait_up = -1;
+  out->flags = idx % 2 == 0 ? (DCCL_PRIM_INPUT | DCCL_PRIM_SEND_ALL)
+                            : (DCCL_PRIM_RECV_ALL | DCCL_PRIM_INPUT | DCCL_PRIM_RANK_ORDER | DCCL_PRIM_POST |
+                               DCCL_PRIM_OUTPUT);
+}
+
 /* Point to point: one step per chunk. */
 DCCL_SCHED_FN void dccl_p2p_step(const struct dccl_sched *s, uint64_t idx, struct dccl_prim_step *out) {
   out->nelem = dccl_chunk_elems(s, idx);
@@ -255,6 +274,7 @@ DCCL_SCHED_FN uint64_t dccl_sched_nsteps(const struct dccl_sched *s, int stream)
     case DCCL_SCHED_RING_REDUCESCATTER: return stream == 0 ? dccl_ring_reducescatter_nsteps(s) : 0;
     case DCCL_SCHED_TREE_ALLREDUCE: return dccl_chain_nsteps(s);
     case DCCL_SCHED_LOCAL_COPY: return stream == 0 ? dccl_chain_nsteps(s) : 0;
+    case DCCL_SCHED_ONESHOT_ALLREDUCE: return stream == 0 ? 2 * dccl_chain_nsteps(s) : 0;
     default: return stream == 0 ? dccl_chain_nsteps(s) : 0;
   }
 }
@@ -275,6 +295,7 @@ DCCL_SCHED_FN void dccl_sched_step(const struct dccl_sched *s, int stream, uint6
     case DCCL_SCHED_TREE_REDUCE: dccl_tree_up_step(s, idx, out); break;
     case DCCL_SCHED_P2P_SEND:
     case DCCL_SCHED_P2P_RECV: dccl_p2p_step(s, idx, out); break;
+    case DCCL_SCHED_ONESHOT_ALLREDUCE: dccl_oneshot_step(s, idx, out); break;
     default: /* local copy */
       out->nelem = dccl_chunk_elems(s, idx);
       out->in_off = out->out_off = s->begin + idx * s->chunk;

@@ -20,14 +20,21 @@
 #define DCCL_CACHELINE 128
 #define DCCL_CONN_INFO_BYTES 256 /* the blob a side sends its peer at connect time */
 
-/* Every slot starts with this header; the receiver checks seq and kind against the operation it runs. */
+#define DCCL_SLOT_INLINE_BYTES 32
+
+/* Every slot starts with this header, one 64-byte line; the receiver checks seq and kind against the operation it
+ * runs. The low-latency path: a payload of up to DCCL_SLOT_INLINE_BYTES is also copied into the header, and the
+ * producer stores `ready` last, so on a direct transport the consumer learns of the slot and reads a small
+ * payload with one cache-line transfer instead of three (tail, header, payload). */
 struct dccl_slot_header {
   uint64_t bytes;  /* payload bytes in this slot */
   uint64_t seq;    /* operation sequence number (per comm for collectives, per peer/direction for p2p) */
   uint32_t kind;   /* enum dccl_op_kind */
   uint32_t abort;  /* nonzero: the producer gave up (the payload is meaningless) */
-  uint64_t pad[6]; /* the payload starts 64-byte aligned */
+  _Atomic uint64_t ready; /* the slot's index + 1 once filled (direct transports only) */
+  unsigned char inline_data[DCCL_SLOT_INLINE_BYTES]; /* a copy of a small payload */
 };
+_Static_assert(sizeof(struct dccl_slot_header) == 64, "the payload starts 64-byte aligned");
 
 /* Counters each alone on their line. Lives at the start of a FIFO region, slots follow at fifo_slot(). */
 struct dccl_fifo {
@@ -69,11 +76,17 @@ struct dccl_conn {
   int lane;    /* which of the pair's links this is (channel, or a p2p lane) */
   struct dccl_fifo *fifo;
   void *priv; /* the transport's own state */
+  /* The other side's counter as last read: re-read only when it must have moved, so a step does not pull the
+   * other side's cache line across cores every time. */
+  uint64_t cached_peer_counter;
 };
 
 /* A transport: one ops table (style.md: a provider fills one table). */
 struct dccl_transport {
   const char *name;
+  /* 1 when the producer's stores land in the consumer's FIFO itself (shared memory), so the consumer may poll each
+   * slot's `ready` word; 0 when a transport copies whole slots in (sockets: a header may arrive before its payload). */
+  int direct_slots;
   /* May these two ranks use this transport? Both ends evaluate it with the same two infos, so they agree. */
   int (*can_connect)(const struct dccl_peer_info *self, const struct dccl_peer_info *peer);
   /* Creates this side's resources and writes what the peer needs into `info` (DCCL_CONN_INFO_BYTES bytes). */
@@ -103,27 +116,43 @@ extern const struct dccl_transport dccl_transport_socket;
 static inline struct dccl_slot_header *dccl_conn_send_slot(struct dccl_conn *c, uint64_t *tail_out) {
   struct dccl_fifo *f = c->fifo;
   uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed); /* only this side writes tail */
-  uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
-  if (tail - head >= f->nslots) return NULL;
+  if (tail - c->cached_peer_counter >= f->nslots) {
+    c->cached_peer_counter = atomic_load_explicit(&f->head, memory_order_acquire);
+    if (tail - c->cached_peer_counter >= f->nslots) return NULL;
+  }
   *tail_out = tail;
   return dccl_fifo_slot(f, tail);
 }
-/* Publishes the slot returned by dccl_conn_send_slot: header then payload become visible before tail moves. */
+/* Publishes the slot returned by dccl_conn_send_slot: header and payload become visible before `ready` and
+ * `tail` move. */
 static inline void dccl_conn_send_post(struct dccl_conn *c, struct dccl_slot_header *slot, uint64_t tail,
                                        uint64_t bytes, uint64_t seq, uint32_t kind) {
   slot->bytes = bytes;
   slot->seq = seq;
   slot->kind = kind;
   slot->abort = 0;
+  if (bytes <= DCCL_SLOT_INLINE_BYTES)
+    for (uint64_t i = 0; i < bytes; i++) slot->inline_data[i] = ((const unsigned char *)(slot + 1))[i];
+  atomic_store_explicit(&slot->ready, tail + 1, memory_order_release);
   atomic_store_explicit(&c->fifo->tail, tail + 1, memory_order_release);
 }
 /* The next filled slot, or NULL if none has arrived yet. */
 static inline struct dccl_slot_header *dccl_conn_recv_slot(struct dccl_conn *c) {
   struct dccl_fifo *f = c->fifo;
   uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* only this side writes head */
-  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
-  if (tail == head) return NULL;
-  return dccl_fifo_slot(f, head);
+  struct dccl_slot_header *slot = dccl_fifo_slot(f, head);
+  if (c->transport->direct_slots) {
+    if (atomic_load_explicit(&slot->ready, memory_order_acquire) == head + 1) return slot;
+  }
+  if (c->cached_peer_counter <= head) { /* (it lags behind when slots were taken by their ready word) */
+    c->cached_peer_counter = atomic_load_explicit(&f->tail, memory_order_acquire);
+    if (c->cached_peer_counter <= head) return NULL;
+  }
+  return slot;
+}
+/* A received slot's payload: the header's copy for a small one (already in the line just read). */
+static inline const void *dccl_slot_payload(const struct dccl_slot_header *slot) {
+  return slot->bytes <= DCCL_SLOT_INLINE_BYTES ? (const void *)slot->inline_data : (const void *)(slot + 1);
 }
 /* Hands the slot returned by dccl_conn_recv_slot back to the producer. */
 static inline void dccl_conn_recv_done(struct dccl_conn *c) {

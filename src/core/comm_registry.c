@@ -8,6 +8,20 @@
 #include "core/debug.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* getpid() is a system call, and every API call asks "am I the communicator's creator?": keep the answer, and
+ * refresh it in a forked child. */
+static pid_t self_pid;
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+static void self_pid_refresh(void) { self_pid = getpid(); }
+static void self_pid_init(void) {
+  self_pid_refresh();
+  pthread_atfork(NULL, NULL, self_pid_refresh);
+}
+static pid_t current_pid(void) {
+  pthread_once(&self_pid_once, self_pid_init);
+  return self_pid;
+}
 static struct dccl_comm **live;
 static int nlive, cap;
 
@@ -51,7 +65,7 @@ ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call) {
   if (!dccl_comm_is_live(comm) || comm->magic != DCCL_COMM_MAGIC)
     return dccl_error(ncclInvalidArgument, "%s: %p is not a live communicator (destroyed, or never created)", call,
                       (void *)comm);
-  if (comm->creator_pid != getpid())
+  if (comm->creator_pid != current_pid())
     return dccl_error(ncclInvalidUsage,
                       "%s: this communicator was created by process %d before fork(); a forked child must create "
                       "its own communicators",

@@ -20,7 +20,8 @@
                      "ids are treated as different hosts.")                                                        \
   X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm` or `socket`. Empty: shm within a "   \
                         "host, sockets between hosts.")                                                            \
-  X(ALGO, STR, "", "Forces an algorithm: `ring` or `tree`. Empty: the cost model chooses per call.")               \
+  X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce). Empty: the cost model "       \
+                   "chooses per call.")               \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \

@@ -4,8 +4,10 @@
  *   bw:    the rate at which a core copies memory, from timing memcpy.
  * A ring all-reduce of S bytes on N ranks in L loops takes (2N-2+L) steps and moves 2S(N-1)/N bytes per rank; a
  * double binary tree takes (2*depth+C) steps for C chunks per tree and moves about 3S bytes per rank (each
- * inner node reads two children and its input, and writes its parent and two children). The smaller wins. All
- * ranks use the slowest rank's constants, so all choose the same algorithm. */
+ * inner node reads two children and its input, and writes its parent and two children). One-shot (every rank
+ * sends its input to every other and reduces all in rank order) takes 2 steps per chunk and moves (N-1) S bytes
+ * per rank each way: it wins for small sizes. The smallest prediction wins. All ranks use the slowest rank's
+ * constants, so all choose the same algorithm. */
 #include "tune/tune.h"
 
 #include <stdlib.h>
@@ -93,6 +95,10 @@ ncclResult_t dccl_tune_measure(struct dccl_comm *comm) {
 
 double dccl_tune_predict_ns(const struct dccl_comm *comm, int algo, size_t bytes) {
   double n = comm->nranks, s = (double)bytes, k = (double)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  if (algo == DCCL_ALGO_ONESHOT) {
+    double chunks = s / k < 1 ? 1 : s / k;
+    return 2.0 * chunks * comm->alpha_ns + 2.0 * s * (n - 1) / comm->bw_bytes_per_ns;
+  }
   if (algo == DCCL_ALGO_TREE) {
     double chunks = s / 2 / k < 1 ? 1 : s / 2 / k;
     return (2.0 * dccl_tree_depth(comm->nranks) + chunks) * comm->alpha_ns + 3.0 * s / comm->bw_bytes_per_ns;
@@ -105,8 +111,14 @@ int dccl_tune_algo(const struct dccl_comm *comm, int kind, size_t bytes) {
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
+  if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
   if (kind != DCCL_OP_ALLREDUCE) return DCCL_ALGO_RING; /* chains beat trees for broadcast/reduce on one host */
-  return dccl_tune_predict_ns(comm, DCCL_ALGO_TREE, bytes) < dccl_tune_predict_ns(comm, DCCL_ALGO_RING, bytes)
-             ? DCCL_ALGO_TREE
-             : DCCL_ALGO_RING;
+  int best = DCCL_ALGO_RING;
+  double best_ns = dccl_tune_predict_ns(comm, DCCL_ALGO_RING, bytes);
+  int candidates[] = {DCCL_ALGO_TREE, comm->nranks - 1 <= DCCL_CONN_SLOTS ? DCCL_ALGO_ONESHOT : DCCL_ALGO_TREE};
+  for (int i = 0; i < 2; i++) {
+    double t = dccl_tune_predict_ns(comm, candidates[i], bytes);
+    if (t < best_ns) best = candidates[i], best_ns = t;
+  }
+  return best;
 }

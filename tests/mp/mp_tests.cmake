@@ -18,12 +18,15 @@ if(MPI_C_FOUND)
   endif()
 endif()
 
-# Matrices. Full: every type, op and size {0,1,7,1000,1048579}, both placements, three roots, the 64 MiB cases.
+# Matrices. Full: every type, op and size {0,1,7,1000,1048579}, both placements, roots 0 / middle / last (every
+# root up to 65536 elements; above that the root rotates across types and ops), the 64 MiB cases.
 set(DCCL_MP_FULL "")
-# Reduced (1, 5 and 8 ranks, and the transport variants): fewer types and a smaller large size.
-set(DCCL_MP_REDUCED --types int8,uint32,int64,half,float,double,bfloat16,f8e4m3,f8e5m2 --sizes 0,1,7,1000,65543
-    --no-big)
-set(DCCL_MP_SMALL --quick)
+# The tree algorithm serves all-reduce, broadcast and reduce; the other collectives run the same code under
+# either setting, so the tree runs leave them to the ring runs.
+set(DCCL_MP_TREE_COLLS --colls allreduce,broadcast,reduce)
+# Reduced: nine types (every size class and every float format), no 64 MiB cases.
+set(DCCL_MP_REDUCED_TYPES --types int8,uint32,int64,half,float,double,bfloat16,f8e4m3,f8e5m2 --no-big)
+set(DCCL_MP_REDUCED ${DCCL_MP_REDUCED_TYPES} --sizes 0,1,7,1000,65543)
 
 # dccl_mp_test(NAME ranks TIMEOUT seconds [ENV var=value...] [WRAPPER cmd...] ARGS suite arguments...)
 function(dccl_mp_test name np)
@@ -51,23 +54,27 @@ endfunction()
 dccl_mp_test(mp.selftest.np3 3 TIMEOUT 120 ARGS --selftest)
 dccl_fork_test(mp.selftest.fork2 2 TIMEOUT 120 ARGS --selftest)
 
-# The matrix per rank count and algorithm.
+# The matrix per rank count and algorithm: full at 2-4 ranks, reduced at 1 (tree: nothing to route), 5 and 8
+# (8 ranks on 2 cores is slow).
+dccl_mp_test(mp.suite.np1.ring 1 TIMEOUT 300 ARGS --algo ring ${DCCL_MP_FULL})
+dccl_mp_test(mp.suite.np1.tree 1 TIMEOUT 300 ARGS --algo tree ${DCCL_MP_REDUCED})
+foreach(np 2 3 4)
+  dccl_mp_test(mp.suite.np${np}.ring ${np} TIMEOUT 900 ARGS --algo ring ${DCCL_MP_FULL})
+  dccl_mp_test(mp.suite.np${np}.tree ${np} TIMEOUT 900 ARGS --algo tree ${DCCL_MP_TREE_COLLS} ${DCCL_MP_FULL})
+endforeach()
 foreach(algo ring tree)
-  dccl_mp_test(mp.suite.np1.${algo} 1 TIMEOUT 300 ARGS --algo ${algo} ${DCCL_MP_FULL})
-  dccl_mp_test(mp.suite.np2.${algo} 2 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
-  dccl_mp_test(mp.suite.np3.${algo} 3 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
-  dccl_mp_test(mp.suite.np4.${algo} 4 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_FULL})
-  dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
-  dccl_mp_test(mp.suite.np8.${algo} 8 TIMEOUT 900 ARGS --algo ${algo} ${DCCL_MP_SMALL})
+  dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED_TYPES})
+  dccl_mp_test(mp.suite.np8.${algo} 8 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
 endforeach()
 
-# No MPI at all: TCP bootstrap from a unique id made in the parent, ranks forked.
-dccl_fork_test(mp.suite.fork2 2 TIMEOUT 600 ARGS --algo ring ${DCCL_MP_REDUCED})
+# No MPI at all: TCP bootstrap from a unique id made in the parent, ranks forked. The 2-rank run leaves the
+# algorithm to the cost model.
+dccl_fork_test(mp.suite.fork2 2 TIMEOUT 600 ARGS ${DCCL_MP_REDUCED})
 dccl_fork_test(mp.suite.fork4 4 TIMEOUT 600 ARGS --algo tree ${DCCL_MP_REDUCED})
 
 # Sockets between every pair of ranks.
 dccl_mp_test(mp.suite.socket.np2.ring 2 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo ring ${DCCL_MP_REDUCED})
-dccl_mp_test(mp.suite.socket.np4.tree 4 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo tree ${DCCL_MP_SMALL})
+dccl_mp_test(mp.suite.socket.np4.tree 4 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo tree ${DCCL_MP_REDUCED})
 
 # Two pretend hosts: ranks 0,2 on "A" and 1,3 on "B", so rings and trees cross shm and sockets.
 foreach(algo ring tree)

@@ -71,6 +71,8 @@ int suite_coll_is_reduction(enum suite_coll coll);
 int suite_coll_has_root(enum suite_coll coll);
 /* Whether every rank's output must be bitwise equal to rank 0's. */
 int suite_coll_outputs_agree(enum suite_coll coll);
+/* In-place broadcast cases alternate between ncclBcast(buf) and ncclBroadcast(buf, buf). */
+int suite_bcast_in_place_uses_bcast(const struct suite_case *c);
 void suite_case_name(const struct suite_case *c, char *buf, size_t len);
 
 /* Builds the case list for nranks (malloc'd); the list is the same on every rank. -1 on out of memory. */

@@ -174,8 +174,11 @@ static int issue(struct case_ctx *x, struct case_buffers *b, ncclRedOp_t op) {
       CALL(x, ncclReduce(send, recv, count, t, op, c->root, comm, NULL));
       break;
     case SUITE_BROADCAST:
-      if (c->in_place)
+      /* in-place has two spellings, ncclBcast(buf) and ncclBroadcast(buf, buf): alternate by type */
+      if (c->in_place && suite_bcast_in_place_uses_bcast(c))
         CALL(x, ncclBcast(recv, count, t, c->root, comm, NULL));
+      else if (c->in_place)
+        CALL(x, ncclBroadcast(recv, recv, count, t, c->root, comm, NULL));
       else
         CALL(x, ncclBroadcast(send, recv, count, t, c->root, comm, NULL));
       break;

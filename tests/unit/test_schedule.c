@@ -190,7 +190,7 @@ int main(void) {
   test_ring_order();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-      for (int algo = DCCL_ALGO_RING; algo <= DCCL_ALGO_TREE; algo++)
+      for (int algo = DCCL_ALGO_RING; algo <= DCCL_ALGO_ONESHOT; algo++)
         for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
           int rooted = kinds[k] == DCCL_OP_BROADCAST || kinds[k] == DCCL_OP_REDUCE;
           for (int root = 0; root < (rooted ? n : 1); root++) {

@@ -181,6 +181,7 @@ static void shm_comm_free(struct dccl_comm *comm) {
 
 const struct dccl_transport dccl_transport_shm = {
     .name = "shm",
+    .direct_slots = 1,
     .can_connect = shm_can_connect,
     .setup = shm_setup,
     .connect = shm_connect,
