@@ -54,7 +54,8 @@ static void tree_links(const struct dccl_comm *comm, int start, int dir, struct 
   ch->sched.has_parent = parent >= 0;
   ch->sched.is_root = parent < 0;
   ch->sched.nchildren = 0;
-  int up[DCCL_CONN_SLOTS] = {-1, -1, -1};
+  int up[DCCL_CONN_SLOTS];
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) up[i] = -1;
   for (int c = 0; c < 2; c++) {
     int cp = dccl_tree_child_pos(me, c, n);
     if (cp >= 0) {

@@ -7,7 +7,7 @@ if(NOT TARGET dccl_testcommon)
     ${DCCL_TESTCOMMON_DIR}/tc_buffer.c)
   # Only the public header is needed (for the type enums); the checker shares no code with the library.
   target_include_directories(dccl_testcommon PUBLIC ${DCCL_TESTCOMMON_DIR} ${PROJECT_SOURCE_DIR}/include)
-  target_link_libraries(dccl_testcommon PUBLIC m)
+  target_link_libraries(dccl_testcommon PUBLIC m Threads::Threads)
 
   add_executable(checker_selftest ${DCCL_TESTCOMMON_DIR}/checker_selftest.c)
   target_link_libraries(checker_selftest PRIVATE dccl_testcommon)

@@ -9,20 +9,15 @@
 #include <math.h>
 #include <string.h>
 
-uint64_t tc_mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 uint64_t tc_seed_combine(uint64_t seed, uint64_t v) { return tc_mix64(seed ^ tc_mix64(v + 0x632be59bd9b4e019ull)); }
 
+/* One mix per element: consecutive elements of a rank walk a splitmix64 sequence, and ranks (and cases) start at
+ * unrelated points of it. */
 static inline uint64_t tc_element_hash(uint64_t seed, int rank, uint64_t idx) {
-  return tc_mix64(seed ^ ((uint64_t)(unsigned)rank << 48) ^ tc_mix64(idx));
+  return tc_mix64(seed + (uint64_t)(unsigned)rank * 0xd1b54a32d192ed03ull + idx * 0x9e3779b97f4a7c15ull);
 }
 
-static void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t h, struct tc_value *out) {
+static inline void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t h, struct tc_value *out) {
   const int m = ti->mant_bits;
   int random_bits, exponent;
   uint64_t mant;
@@ -50,8 +45,8 @@ static void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls,
   memcpy(&out->f, &dbits, 8);
 }
 
-void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx,
-            struct tc_value *out) {
+static inline void tc_gen_inline(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank,
+                                 uint64_t idx, struct tc_value *out) {
   uint64_t h = tc_element_hash(seed, rank, idx);
   const uint64_t mask = tc_type_mask(ti);
   if (cls == TC_INPUT_BITS) {
@@ -73,12 +68,22 @@ void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t see
   }
 }
 
+void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx,
+            struct tc_value *out) {
+  tc_gen_inline(ti, cls, seed, rank, idx, out);
+}
+
+void tc_gen_ranks(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int nranks, uint64_t idx,
+                  struct tc_value *out) {
+  for (int r = 0; r < nranks; r++) tc_gen_inline(ti, cls, seed, r, idx, &out[r]);
+}
+
 void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank,
              uint64_t idx0, size_t count) {
   unsigned char *p = buf;
   struct tc_value v;
   for (size_t i = 0; i < count; i++) {
-    tc_gen(ti, cls, seed, rank, idx0 + i, &v);
+    tc_gen_inline(ti, cls, seed, rank, idx0 + i, &v);
     tc_store_bits(p + i * ti->size, ti->size, v.bits);
   }
 }
@@ -88,7 +93,7 @@ size_t tc_first_input_mismatch(const void *buf, const struct tc_type_info *ti, e
   const unsigned char *p = buf;
   struct tc_value v;
   for (size_t i = 0; i < count; i++) {
-    tc_gen(ti, cls, seed, rank, idx0 + i, &v);
+    tc_gen_inline(ti, cls, seed, rank, idx0 + i, &v);
     if (tc_load_bits(p + i * ti->size, ti->size) != v.bits) return i;
   }
   return count;

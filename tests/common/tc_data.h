@@ -23,12 +23,21 @@ struct tc_value {
   double f;
 };
 
-uint64_t tc_mix64(uint64_t x);
+/* splitmix64's finaliser: a bijection that scrambles every bit. */
+static inline uint64_t tc_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 /* A seed for a case made of several numbers (order matters). */
 uint64_t tc_seed_combine(uint64_t seed, uint64_t v);
 
 void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx,
             struct tc_value *out);
+/* Element idx of every rank 0..nranks-1 at once (out[r]): one call per element for reference computations. */
+void tc_gen_ranks(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int nranks, uint64_t idx,
+                  struct tc_value *out);
 /* Writes elements idx0 .. idx0+count-1 of rank's input into buf. */
 void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank,
              uint64_t idx0, size_t count);

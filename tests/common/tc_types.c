@@ -1,6 +1,7 @@
 #include "tc_types.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
 
@@ -18,6 +19,8 @@ static const struct tc_type_info tc_types[ncclNumTypes] = {
     {ncclFloat8e4m3, "f8e4m3", 1, TC_KIND_FLOAT, 4, 3, 7, 1, 0x1p-4},
     {ncclFloat8e5m2, "f8e5m2", 1, TC_KIND_FLOAT, 5, 2, 15, 0, 0x1p-3},
 };
+
+static double tc_minifloat_decode(const struct tc_type_info *ti, uint64_t bits);
 
 const struct tc_type_info *tc_type(ncclDataType_t type) {
   if ((int)type < 0 || (int)type >= ncclNumTypes) return NULL;
@@ -47,18 +50,6 @@ int tc_type_from_name(const char *name, ncclDataType_t *out) {
   return -1;
 }
 
-uint64_t tc_load_bits(const void *elem, size_t size) {
-  uint64_t v = 0;
-  memcpy(&v, elem, size); /* little-endian: the low bytes */
-  return v;
-}
-
-void tc_store_bits(void *elem, size_t size, uint64_t bits) { memcpy(elem, &bits, size); }
-
-uint64_t tc_type_mask(const struct tc_type_info *ti) {
-  return ti->size == 8 ? ~0ull : ((1ull << (8 * ti->size)) - 1);
-}
-
 int64_t tc_int_signed(const struct tc_type_info *ti, uint64_t bits) {
   unsigned width = 8u * (unsigned)ti->size;
   bits &= tc_type_mask(ti);
@@ -66,7 +57,41 @@ int64_t tc_int_signed(const struct tc_type_info *ti, uint64_t bits) {
   return (int64_t)bits;
 }
 
+/* The 8- and 16-bit formats decode through tables (every bit pattern), built once from the generic decoder. */
+static double tc_decode_fp16[1 << 16], tc_decode_bf16[1 << 16], tc_decode_e4m3[1 << 8], tc_decode_e5m2[1 << 8];
+static pthread_once_t tc_decode_once = PTHREAD_ONCE_INIT;
+
+static void tc_build_decode_tables(void) {
+  for (uint64_t b = 0; b < (1u << 16); b++) {
+    tc_decode_fp16[b] = tc_minifloat_decode(&tc_types[ncclFloat16], b);
+    tc_decode_bf16[b] = tc_minifloat_decode(&tc_types[ncclBfloat16], b);
+  }
+  for (uint64_t b = 0; b < (1u << 8); b++) {
+    tc_decode_e4m3[b] = tc_minifloat_decode(&tc_types[ncclFloat8e4m3], b);
+    tc_decode_e5m2[b] = tc_minifloat_decode(&tc_types[ncclFloat8e5m2], b);
+  }
+}
+
 double tc_float_from_bits(const struct tc_type_info *ti, uint64_t bits) {
+  switch (ti->type) {
+    case ncclFloat16:
+      pthread_once(&tc_decode_once, tc_build_decode_tables);
+      return tc_decode_fp16[bits & 0xffff];
+    case ncclBfloat16:
+      pthread_once(&tc_decode_once, tc_build_decode_tables);
+      return tc_decode_bf16[bits & 0xffff];
+    case ncclFloat8e4m3:
+      pthread_once(&tc_decode_once, tc_build_decode_tables);
+      return tc_decode_e4m3[bits & 0xff];
+    case ncclFloat8e5m2:
+      pthread_once(&tc_decode_once, tc_build_decode_tables);
+      return tc_decode_e5m2[bits & 0xff];
+    default:
+      return tc_minifloat_decode(ti, bits);
+  }
+}
+
+static double tc_minifloat_decode(const struct tc_type_info *ti, uint64_t bits) {
   if (ti->type == ncclFloat32) {
     float f;
     uint32_t b = (uint32_t)bits;

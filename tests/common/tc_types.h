@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dccl.h"
 
@@ -29,9 +30,24 @@ const struct tc_type_info *tc_type(ncclDataType_t type);
  * returns 0 on success, -1 if unknown. */
 int tc_type_from_name(const char *name, ncclDataType_t *out);
 
-/* Raw element bits, zero-extended to 64 bits (little-endian host). */
-uint64_t tc_load_bits(const void *elem, size_t size);
-void tc_store_bits(void *elem, size_t size, uint64_t bits);
+/* Raw element bits, zero-extended to 64 bits (little-endian host). Inline with constant-size copies: the
+ * checker calls these for every element of every buffer. */
+static inline uint64_t tc_load_bits(const void *elem, size_t size) {
+  switch (size) {
+    case 1: return *(const uint8_t *)elem;
+    case 2: { uint16_t v; memcpy(&v, elem, 2); return v; }
+    case 4: { uint32_t v; memcpy(&v, elem, 4); return v; }
+    default: { uint64_t v; memcpy(&v, elem, 8); return v; }
+  }
+}
+static inline void tc_store_bits(void *elem, size_t size, uint64_t bits) {
+  switch (size) {
+    case 1: *(uint8_t *)elem = (uint8_t)bits; break;
+    case 2: { uint16_t v = (uint16_t)bits; memcpy(elem, &v, 2); break; }
+    case 4: { uint32_t v = (uint32_t)bits; memcpy(elem, &v, 4); break; }
+    default: memcpy(elem, &bits, 8); break;
+  }
+}
 
 /* Float types only: the value the bits mean, exactly (NaN and infinities included). */
 double tc_float_from_bits(const struct tc_type_info *ti, uint64_t bits);
@@ -40,7 +56,9 @@ double tc_float_from_bits(const struct tc_type_info *ti, uint64_t bits);
 uint64_t tc_float_to_bits(const struct tc_type_info *ti, double v);
 
 /* Integer types only: the bits sign-extended (signed types) or zero-extended, as int64/uint64. */
+static inline uint64_t tc_type_mask(const struct tc_type_info *ti) {
+  return ti->size == 8 ? ~0ull : ((1ull << (8 * ti->size)) - 1);
+}
 int64_t tc_int_signed(const struct tc_type_info *ti, uint64_t bits);
-uint64_t tc_type_mask(const struct tc_type_info *ti);
 
 #endif

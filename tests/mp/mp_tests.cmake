@@ -63,7 +63,7 @@ foreach(np 2 3 4)
   dccl_mp_test(mp.suite.np${np}.tree ${np} TIMEOUT 900 ARGS --algo tree ${DCCL_MP_TREE_COLLS} ${DCCL_MP_FULL})
 endforeach()
 foreach(algo ring tree)
-  dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED_TYPES})
+  dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
   dccl_mp_test(mp.suite.np8.${algo} 8 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
 endforeach()
 

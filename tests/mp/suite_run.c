@@ -57,7 +57,7 @@ static void check_reduced(struct case_ctx *x, const unsigned char *out, size_t l
   const size_t es = x->ti->size;
   size_t wrong = 0;
   for (size_t i = lo; i < hi; i++) {
-    for (int r = 0; r < x->me->nranks; r++) tc_gen(x->ti, x->cls, x->c->seed, r, idx_offset + i, &x->inputs[r]);
+    tc_gen_ranks(x->ti, x->cls, x->c->seed, x->me->nranks, idx_offset + i, x->inputs);
     struct tc_expected exp;
     tc_reference(&x->red, x->inputs, &exp);
     uint64_t got = tc_load_bits(out + i * es, es);

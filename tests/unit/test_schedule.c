@@ -43,12 +43,27 @@ static struct dccl_fifo *link_fifo(int from, int to, int lane) {
   return f;
 }
 
+/* Real connection setup needs both ends to ask for a link: every request must have its mirror at the peer. */
+static int has_mirror(struct dccl_op *peer_op, int rank, int is_send, int lane) {
+  struct dccl_conn_req *reqs = NULL;
+  int nreq = 0, cap = 0, found = 0;
+  dccl_op_conn_reqs(peer_op, &reqs, &nreq, &cap);
+  for (int i = 0; i < nreq; i++)
+    found |= reqs[i].peer == rank && reqs[i].is_send == !is_send && reqs[i].lane == lane;
+  free(reqs);
+  return found;
+}
+
 static void connect_all(struct dccl_comm *comms, struct dccl_op **ops, int n) {
   for (int r = 0; r < n; r++) {
     struct dccl_conn_req *reqs = NULL;
     int nreq = 0, cap = 0;
     dccl_op_conn_reqs(ops[r], &reqs, &nreq, &cap);
     for (int i = 0; i < nreq; i++) {
+      CHECK(reqs[i].peer != r && reqs[i].peer >= 0 && reqs[i].peer < n &&
+                has_mirror(ops[reqs[i].peer], r, reqs[i].is_send, reqs[i].lane),
+            "%s: rank %d asks for a link %s rank %d (lane %d) that the peer does not ask for",
+            dccl_op_name(ops[r]->kind), r, reqs[i].is_send ? "to" : "from", reqs[i].peer, reqs[i].lane);
       if (dccl_comm_find_conn(&comms[r], reqs[i].peer, reqs[i].is_send, reqs[i].lane)) continue;
       struct dccl_conn_entry *e = calloc(1, sizeof(*e));
       e->peer = reqs[i].peer;
