@@ -232,7 +232,7 @@ static void fail_ops(struct dccl_op **ops, int nops, ncclResult_t res) {
 
 ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
   struct dccl_waiter w;
-  dccl_waiter_reset(&w);
+  dccl_waiter_init(&w, nops > 0 && ops[0]->comm->oversubscribed);
   for (;;) {
     int progressed = 0, remaining = 0;
     for (int i = 0; i < nops; i++) {

@@ -21,8 +21,12 @@ void dccl_waiter_reset(struct dccl_waiter *w) {
   w->idle_since_ns = (uint64_t)dccl_now_ns();
   w->sleep_ns = DCCL_SLEEP_MIN_NS;
   w->last_check_ns = w->idle_since_ns;
-  w->spin_ns = (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
+}
+
+void dccl_waiter_init(struct dccl_waiter *w, int oversubscribed) {
+  w->spin_ns = oversubscribed ? 0 : (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
   w->yield_ns = (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS);
+  dccl_waiter_reset(w);
 }
 
 int dccl_waiter_idle(struct dccl_waiter *w) {

@@ -14,6 +14,9 @@ struct dccl_waiter {
   uint64_t spin_ns, yield_ns; /* DCCL_SPIN_NS, DCCL_YIELD_NS, read once per wait */
 };
 
+/* oversubscribed: more ranks than cores share this host, so spinning only delays the rank being waited for. */
+void dccl_waiter_init(struct dccl_waiter *w, int oversubscribed);
+/* After progress: the next wait starts with spinning again. */
 void dccl_waiter_reset(struct dccl_waiter *w);
 /* One idle round; returns 1 when it is time for the slow checks (peer liveness, abort flags, deadline). */
 int dccl_waiter_idle(struct dccl_waiter *w);

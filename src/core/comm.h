@@ -75,6 +75,9 @@ struct dccl_comm {
 
   struct dccl_redop_entry user_ops[DCCL_MAX_USER_OPS];
 
+  /* More ranks on this host than processing units: waits yield at once instead of spinning. */
+  int oversubscribed;
+
   /* Cost model constants, measured at creation (src/tune). */
   double alpha_ns;  /* per pipeline step latency */
   double bw_bytes_per_ns;

@@ -11,6 +11,7 @@
 #include "core/comm_registry.h"
 #include "core/debug.h"
 #include "core/params.h"
+#include "topo/cpu_topo.h"
 #include "topo/host_id.h"
 #include "topo/ring_order.h"
 #include "tune/tune.h"
@@ -102,6 +103,14 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
       return dccl_error(ncclInternalError, "bootstrap: slot %d holds rank %d", r, comm->peers[r].rank);
   }
   DCCLCHECK(build_rings(comm));
+  struct dccl_cpu_topo cpus;
+  dccl_cpu_topo_read(&cpus);
+  int local_ranks = 0;
+  for (int r = 0; r < n; r++) local_ranks += comm->peers[r].real_host_hash == me->real_host_hash;
+  comm->oversubscribed = local_ranks > cpus.pus;
+  if (comm->oversubscribed)
+    DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
+              local_ranks, cpus.pus);
   DCCLCHECK(connect_rings(comm));
   DCCLCHECK(dccl_tune_measure(comm));
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));

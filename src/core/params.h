@@ -25,7 +25,8 @@
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
-  X(SPIN_NS, INT, 20000, "Nanoseconds a wait spins before it starts yielding the core.")                           \
+  X(SPIN_NS, INT, 20000, "Nanoseconds a wait spins before it starts yielding the core (no spinning when a host "  \
+                         "has more ranks than processing units).")                                                 \
   X(YIELD_NS, INT, 200000, "Nanoseconds a wait yields before it starts sleeping.")                                 \
   X(TIMEOUT, INT, 0, "Seconds an operation may go without progress before it fails (0: wait forever; a dead "     \
                      "peer is detected regardless).")                                                              \
