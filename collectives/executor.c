@@ -3,7 +3,6 @@
  * no operation can wait on another that has not been started. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "collectives/op.h"
 #include "collectives/wait.h"
@@ -18,6 +17,13 @@ static uint32_t step_mask(uint32_t flags, int is_send, int npeers) {
   if (flags & (is_send ? DCCL_PRIM_SEND_PARENT : DCCL_PRIM_RECV_PARENT)) m |= 1u << DCCL_TREE_PARENT;
   if (flags & (is_send ? DCCL_PRIM_SEND_ALL : DCCL_PRIM_RECV_ALL)) m |= (1u << npeers) - 1;
   return m;
+}
+
+/* A failure seen on a link, restated with the operation and, if known, the rank that died. */
+static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer) {
+  char what[96];
+  snprintf(what, sizeof(what), "%s #%llu", dccl_op_name(op->kind), (unsigned long long)op->seq);
+  return dccl_comm_explain_failure(op->comm, r, what, peer);
 }
 
 /* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
@@ -71,6 +77,7 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
     if (!c) continue;
+    if (atomic_load_explicit(&c->fifo->aborted, memory_order_relaxed)) return explain_failure(op, ncclRemoteError, c->peer);
     struct dccl_slot_header *h = dccl_conn_recv_slot(c);
     if (!h) {
       op->waiting_on = c;
@@ -127,26 +134,6 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   (void)rslot;
   *ready = 1;
   return ncclSuccess;
-}
-
-/* A link failure names the neighbour that broke it; if that neighbour only gave up because another rank died,
- * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause. */
-#define DCCL_DEATH_REPORT_GRACE_NS 500000000ull
-static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer) {
-  char cause[512];
-  snprintf(cause, sizeof(cause), "%s", dccl_last_error()); /* dccl_error below overwrites the buffer */
-  struct dccl_comm *comm = op->comm;
-  uint64_t deadline = (uint64_t)dccl_now_ns() + DCCL_DEATH_REPORT_GRACE_NS;
-  while (atomic_load(&comm->dead_rank) < 0 && (uint64_t)dccl_now_ns() < deadline) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  int dead = atomic_load(&comm->dead_rank);
-  if (dead >= 0)
-    return dccl_error(r, "%s #%llu failed: rank %d (host %s, pid %d) died (seen here as: %s)", dccl_op_name(op->kind),
-                      (unsigned long long)op->seq, dead, comm->peers[dead].hostname, comm->peers[dead].pid, cause);
-  return dccl_error(r, "%s #%llu failed while waiting for rank %d: %s", dccl_op_name(op->kind),
-                    (unsigned long long)op->seq, peer, cause);
 }
 
 static ncclResult_t progress_conn(struct dccl_op *op, struct dccl_conn *c) {

@@ -109,6 +109,10 @@ struct dccl_conn_req {
  * (its own is_send flipped) in the same batch; it exchanges setup info over the bootstrap. */
 ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int n);
 
+/* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
+ * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */
+ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, const char *what, int peer);
+
 /* Records a failure on the communicator (first one wins), sets the abort flag, and tells the peers' FIFOs. */
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
 

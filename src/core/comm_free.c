@@ -2,9 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "core/clock.h"
 #include "core/comm_init.h"
 #include "core/debug.h"
 
@@ -20,6 +22,25 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
   for (struct dccl_conn_entry *e = comm->conns; e; e = e->next)
     if (e->conn.transport && e->conn.transport->abort) e->conn.transport->abort(&e->conn);
   pthread_mutex_unlock(&comm->conn_lock);
+}
+
+/* A link failure names the neighbour that broke it; if that neighbour only gave up because another rank died,
+ * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause. */
+#define DCCL_DEATH_REPORT_GRACE_NS 500000000ll
+ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, const char *what, int peer) {
+  char cause[512];
+  snprintf(cause, sizeof(cause), "%s", dccl_last_error()); /* dccl_error below overwrites the buffer */
+  int64_t deadline = dccl_now_ns() + DCCL_DEATH_REPORT_GRACE_NS;
+  while (atomic_load(&comm->dead_rank) < 0 && dccl_now_ns() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int dead = atomic_load(&comm->dead_rank);
+  if (dead >= 0)
+    return dccl_error(r, "%s failed: rank %d (host %s, pid %d) died (seen here as: %s)", what, dead,
+                      comm->peers[dead].hostname, comm->peers[dead].pid, cause);
+  if (peer >= 0) return dccl_error(r, "%s failed while waiting for rank %d: %s", what, peer, cause);
+  return dccl_error(r, "%s failed: %s", what, cause);
 }
 
 void dccl_comm_free(struct dccl_comm *comm, int goodbye) {

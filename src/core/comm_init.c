@@ -144,6 +144,7 @@ ncclResult_t dccl_comm_init_rank(struct dccl_comm **out, int nranks, const ncclU
   *out = comm;
   return ncclSuccess;
 fail:
+  if (comm->peers) res = dccl_comm_explain_failure(comm, res, "ncclCommInitRank", -1);
   dccl_comm_free(comm, 0);
   return res;
 }

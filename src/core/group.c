@@ -141,7 +141,9 @@ static ncclResult_t run_ops(struct dccl_op *head) {
     res = connect_ops(ops, n);
     /* A link that failed half-way leaves peers waiting on it: the communicator cannot be used again. */
     if (res != ncclSuccess) {
-      char text[512];
+      char text[512], what[96];
+      snprintf(what, sizeof(what), "connecting for %s", dccl_op_name(ops[0]->kind));
+      res = dccl_comm_explain_failure(ops[0]->comm, res, what, -1);
       snprintf(text, sizeof(text), "%s", dccl_last_error());
       for (int i = 0; i < n; i++)
         if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, text);
