@@ -48,12 +48,12 @@ struct dccl_op {
   int root, peer;
   int algo;
   uint64_t seq;
-  int nchannels;
-  struct dccl_op_channel ch[DCCL_MAX_CHANNELS];
   struct dccl_op *after; /* must finish before this one starts: same comm's previous collective or same link */
   int done;
   const struct dccl_conn *waiting_on; /* the connection the op last found not ready, for error messages */
   struct dccl_op *next;
+  int nchannels;
+  struct dccl_op_channel ch[DCCL_MAX_CHANNELS]; /* last: only the first nchannels are initialised */
 };
 
 /* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */

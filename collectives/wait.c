@@ -33,7 +33,7 @@ int dccl_waiter_idle(struct dccl_waiter *w) {
   uint64_t now = (uint64_t)dccl_now_ns();
   uint64_t idle = now - w->idle_since_ns;
   if (idle < w->spin_ns) {
-    for (int i = 0; i < 32; i++) cpu_relax();
+    cpu_relax(); /* one pause: dozens of cycles on some cores, so more would delay noticing the peer */
   } else if (idle < w->yield_ns) {
     sched_yield();
   } else {

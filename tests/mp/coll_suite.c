@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -239,8 +240,12 @@ static int run_fork(const struct suite_options *opt) {
   for (int r = 0; r < nranks; r++) {
     fflush(stdout);
     fflush(stderr);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      /* A rank must not outlive its parent (a parent killed by ctest's timeout would leave it running). */
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(3);
       int code = fork_child(opt, id, r, nranks, cases, ncases, records + (size_t)r * ncases);
       fflush(stdout);
       fflush(stderr);

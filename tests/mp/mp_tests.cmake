@@ -28,6 +28,10 @@ set(DCCL_MP_TREE_COLLS --colls allreduce,broadcast,reduce)
 set(DCCL_MP_REDUCED_TYPES --types int8,uint32,int64,half,float,double,bfloat16,f8e4m3,f8e5m2 --no-big)
 set(DCCL_MP_REDUCED ${DCCL_MP_REDUCED_TYPES} --sizes 0,1,7,1000,65543)
 
+# A hang fails fast and says where: DCCL's own deadline (no progress for 60 s: the error names the operation and
+# the peer), and behind it the suite's watchdog (a case running 120 s: the message names the case).
+set(DCCL_MP_ENV DCCL_TIMEOUT=60)
+
 # dccl_mp_test(NAME ranks TIMEOUT seconds [ENV var=value...] [WRAPPER cmd...] ARGS suite arguments...)
 function(dccl_mp_test name np)
   cmake_parse_arguments(T "" "TIMEOUT" "ARGS;ENV;WRAPPER" ${ARGN})
@@ -37,17 +41,18 @@ function(dccl_mp_test name np)
   add_test(NAME ${name}
            COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none -np ${np}
                    ${MPIEXEC_PREFLAGS} ${T_WRAPPER} $<TARGET_FILE:coll_suite> ${T_ARGS} ${MPIEXEC_POSTFLAGS})
-  # The case watchdog fires well before ctest's timeout, so a hang is reported with the case it happened in.
+  set(env ${DCCL_MP_ENV} ${T_ENV})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} RUN_SERIAL TRUE PROCESSORS 2 LABELS "mp"
-                                          ENVIRONMENT "${T_ENV}")
+                                          ENVIRONMENT "${env}")
 endfunction()
 
 function(dccl_fork_test name np)
   cmake_parse_arguments(T "" "TIMEOUT" "ARGS;ENV" ${ARGN})
   math(EXPR parent_timeout "${T_TIMEOUT} - 30")
   add_test(NAME ${name} COMMAND coll_suite --fork ${np} --timeout ${parent_timeout} ${T_ARGS})
+  set(env ${DCCL_MP_ENV} ${T_ENV})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} RUN_SERIAL TRUE PROCESSORS 2 LABELS "mp"
-                                          ENVIRONMENT "${T_ENV}")
+                                          ENVIRONMENT "${env}")
 endfunction()
 
 # The checks themselves: planted corruptions are caught (value check and bitwise comparison).

@@ -23,7 +23,7 @@ static void usage(const char *prog) {
           "  --placement in|out|both\n"
           "  --no-big              leave out the 64 MiB cases\n"
           "  --seed S              input seed (default 1)\n"
-          "  --case-timeout S      a case taking longer is reported as a hang (default 180)\n"
+          "  --case-timeout S      a case taking longer is reported as a hang (default 120)\n"
           "  --timeout S           fork mode: the parent kills its children after S seconds (default 1800)\n"
           "  --full-check          every rank checks its whole output by value (default: where all ranks hold\n"
           "                        the same output, each checks a 1/N share and the bitwise comparison covers\n"
@@ -113,7 +113,7 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
   opt->big = 1;
   opt->placements = 3;
   opt->seed = 1;
-  opt->case_timeout_s = 180;
+  opt->case_timeout_s = 120;
   opt->total_timeout_s = 1800;
   unsigned colls = 0, types = 0, ops = 0;
   int c;
