@@ -17,10 +17,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* The clock is read only once a wait really starts: the fast path, where every step finds its peer ready, never
+ * asks for the time. */
 void dccl_waiter_reset(struct dccl_waiter *w) {
-  w->idle_since_ns = (uint64_t)dccl_now_ns();
+  w->idle_since_ns = 0;
   w->sleep_ns = DCCL_SLEEP_MIN_NS;
-  w->last_check_ns = w->idle_since_ns;
 }
 
 void dccl_waiter_init(struct dccl_waiter *w, int oversubscribed) {
@@ -31,6 +32,7 @@ void dccl_waiter_init(struct dccl_waiter *w, int oversubscribed) {
 
 int dccl_waiter_idle(struct dccl_waiter *w) {
   uint64_t now = (uint64_t)dccl_now_ns();
+  if (w->idle_since_ns == 0) w->idle_since_ns = w->last_check_ns = now;
   uint64_t idle = now - w->idle_since_ns;
   if (idle < w->spin_ns) {
     cpu_relax(); /* one pause: dozens of cycles on some cores, so more would delay noticing the peer */

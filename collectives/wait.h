@@ -8,7 +8,7 @@
 #include "core/clock.h"
 
 struct dccl_waiter {
-  uint64_t idle_since_ns; /* last progress */
+  uint64_t idle_since_ns; /* when this wait began (0: not begun) */
   uint64_t sleep_ns;
   uint64_t last_check_ns;
   uint64_t spin_ns, yield_ns; /* DCCL_SPIN_NS, DCCL_YIELD_NS, read once per wait */

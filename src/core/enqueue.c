@@ -1,8 +1,6 @@
 /* The collective and point-to-point API: check the arguments, build an op, hand it to the group. */
-#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "collectives/op.h"
 #include "core/comm.h"
@@ -47,10 +45,8 @@ static ncclResult_t check_buffer(const char *call, const char *which, const void
 
 static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
-  /* Only the fields before the channels are cleared here: planning clears each channel it uses. */
-  struct dccl_op *op = malloc(sizeof(*op));
+  struct dccl_op *op = dccl_op_new();
   if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
-  memset(op, 0, offsetof(struct dccl_op, ch));
   op->comm = comm;
   op->kind = kind;
   op->sendbuff = sendbuff;

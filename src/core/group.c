@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +58,20 @@ static ncclResult_t run_inits(void) {
   return res;
 }
 
+/* One finished op kept per thread: back-to-back calls (the common case) then allocate nothing. */
+static __thread struct dccl_op *spare_op;
+
+struct dccl_op *dccl_op_new(void) {
+  struct dccl_op *op = spare_op ? spare_op : malloc(sizeof(*op));
+  spare_op = NULL;
+  if (op) memset(op, 0, offsetof(struct dccl_op, ch)); /* planning clears each channel it uses */
+  return op;
+}
+
 static void free_ops(struct dccl_op *op) {
   while (op) {
     struct dccl_op *next = op->next;
-    free(op);
+    if (!spare_op) spare_op = op; else free(op);
     op = next;
   }
 }

@@ -8,7 +8,9 @@
 int dccl_group_depth(void);
 /* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */
 ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
-/* Takes ownership of a heap-allocated op: runs it now outside a group, at ncclGroupEnd inside one. */
+/* A cleared op (channels excepted), to fill and pass to dccl_group_enqueue; NULL when out of memory. */
+struct dccl_op *dccl_op_new(void);
+/* Takes ownership of an op from dccl_op_new: runs it now outside a group, at ncclGroupEnd inside one. */
 ncclResult_t dccl_group_enqueue(struct dccl_op *op);
 
 /* comm_api.c: creates n communicators at once, one thread each. */
