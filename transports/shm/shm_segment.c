@@ -109,8 +109,13 @@ int dccl_shm_sweep_stale(void) {
   struct dirent *e;
   while ((e = readdir(dir)) != NULL) {
     pid_t pid = segment_creator(e->d_name);
-    /* ESRCH only: EPERM means the process exists under another user. */
-    if (pid == 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid == 0) continue;
+    /* Gone: ESRCH (EPERM means the process exists under another user), or a zombie not yet reaped. */
+    int gone = kill(pid, 0) != 0 && errno == ESRCH;
+    char state;
+    unsigned long long start;
+    if (!gone) gone = dccl_shm_proc_stat(pid, &state, &start) == ncclSuccess && (state == 'Z' || state == 'X');
+    if (!gone) continue;
     char name[DCCL_SHM_NAME_LEN + 2];
     if (snprintf(name, sizeof(name), "/%s", e->d_name) >= (int)sizeof(name)) continue;
     if (shm_unlink(name) == 0) {

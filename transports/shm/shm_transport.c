@@ -175,9 +175,11 @@ static void shm_close(struct dccl_conn *conn) {
   conn->fifo = NULL;
 }
 
+/* No per-communicator state. But a failed communicator may have lost a peer that had created a segment nobody
+ * opened yet (it died during connection setup): remove segments whose creator is gone. */
 static void shm_comm_free(struct dccl_comm *comm) {
-  (void)comm;
-} /* no per-communicator state */
+  if (comm->abort_flag) dccl_shm_sweep_stale();
+}
 
 const struct dccl_transport dccl_transport_shm = {
     .name = "shm",
