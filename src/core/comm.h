@@ -67,7 +67,10 @@ struct dccl_comm {
   int nchannels;
   struct dccl_ring rings[DCCL_MAX_CHANNELS];
 
-  struct dccl_conn_entry *conns; /* lazily made connection cache */
+  /* Lazily made connection cache: a list that only grows until destroy. Lookups are lock-free (the head is
+   * published with release after the entry is complete); conn_lock orders insertions against an abort from
+   * another thread walking the list. */
+  _Atomic(struct dccl_conn_entry *) conns;
   pthread_mutex_t conn_lock;
 
   uint64_t coll_seq; /* collectives issued so far: every rank issues the same sequence */

@@ -19,7 +19,7 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
   comm->abort_flag = 1;
   /* Tell the peers at once, so they stop waiting for us instead of discovering it later. */
   pthread_mutex_lock(&comm->conn_lock);
-  for (struct dccl_conn_entry *e = comm->conns; e; e = e->next)
+  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
     if (e->conn.transport && e->conn.transport->abort) e->conn.transport->abort(&e->conn);
   pthread_mutex_unlock(&comm->conn_lock);
 }
@@ -49,7 +49,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     if (goodbye) dccl_bootstrap_say_goodbye(comm->bootstrap);
     dccl_bootstrap_close(comm->bootstrap); /* stops the monitor thread before anything it reads is freed */
   }
-  struct dccl_conn_entry *e = comm->conns;
+  struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {
     struct dccl_conn_entry *next = e->next;
     if (e->conn.transport && e->conn.transport->close) e->conn.transport->close(&e->conn);

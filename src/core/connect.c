@@ -12,10 +12,8 @@
 #define DCCL_TAG_CONNECT 0x43000000u
 
 struct dccl_conn *dccl_comm_find_conn(struct dccl_comm *comm, int peer, int is_send, int lane) {
-  pthread_mutex_lock(&comm->conn_lock);
-  struct dccl_conn_entry *e = comm->conns;
+  struct dccl_conn_entry *e = atomic_load_explicit(&comm->conns, memory_order_acquire);
   while (e && !(e->peer == peer && e->is_send == is_send && e->lane == lane)) e = e->next;
-  pthread_mutex_unlock(&comm->conn_lock);
   return e ? &e->conn : NULL;
 }
 
@@ -89,8 +87,8 @@ ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_re
   for (int i = 0; i < nfresh; i++) {
     DCCL_INFO(DCCL_INIT, "connected %s rank %d lane %d via %s", fresh[i]->is_send ? "to" : "from", fresh[i]->peer,
               fresh[i]->lane, fresh[i]->conn.transport->name);
-    fresh[i]->next = comm->conns;
-    comm->conns = fresh[i];
+    fresh[i]->next = atomic_load_explicit(&comm->conns, memory_order_relaxed);
+    atomic_store_explicit(&comm->conns, fresh[i], memory_order_release);
     fresh[i] = NULL;
   }
   pthread_mutex_unlock(&comm->conn_lock);

@@ -72,8 +72,8 @@ static void connect_all(struct dccl_comm *comms, struct dccl_op **ops, int n) {
       e->conn = (struct dccl_conn){.transport = &mem_transport, .comm = &comms[r], .peer = e->peer,
                                    .is_send = e->is_send, .lane = e->lane};
       e->conn.fifo = e->is_send ? link_fifo(r, e->peer, e->lane) : link_fifo(e->peer, r, e->lane);
-      e->next = comms[r].conns;
-      comms[r].conns = e;
+      e->next = atomic_load(&comms[r].conns);
+      atomic_store(&comms[r].conns, e);
     }
     free(reqs);
   }
@@ -107,7 +107,7 @@ static void make_comms(struct dccl_comm *comms, int n, const uint64_t *hosts) {
 
 static void free_comms(struct dccl_comm *comms, int n) {
   for (int r = 0; r < n; r++) {
-    for (struct dccl_conn_entry *e = comms[r].conns, *next; e; e = next) {
+    for (struct dccl_conn_entry *e = atomic_load(&comms[r].conns), *next; e; e = next) {
       next = e->next;
       free(e);
     }
