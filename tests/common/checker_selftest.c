@@ -15,14 +15,14 @@
 
 static int failures;
 
-#define EXPECT(cond, ...)                       \
-  do {                                          \
-    if (!(cond)) {                              \
-      failures++;                               \
+#define EXPECT(cond, ...)                                  \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      failures++;                                          \
       fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);             \
-      fputc('\n', stderr);                      \
-    }                                           \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fputc('\n', stderr);                                 \
+    }                                                      \
   } while (0)
 
 static void test_codec_known_values(void) {
@@ -64,7 +64,9 @@ static void test_codec_round_trip(void) {
 }
 
 /* One operation in the type's own arithmetic: exact in double for these inputs, then rounded to the type. */
-static double round_to(const struct tc_type_info *ti, double v) { return tc_float_from_bits(ti, tc_float_to_bits(ti, v)); }
+static double round_to(const struct tc_type_info *ti, double v) {
+  return tc_float_from_bits(ti, tc_float_to_bits(ti, v));
+}
 
 static uint64_t int_combine(const struct tc_type_info *ti, enum tc_op op, uint64_t a, uint64_t b) {
   switch (op) {
@@ -121,8 +123,10 @@ static uint64_t simulate(const struct tc_reduction *red, const struct tc_value *
       int next = 0;
       for (int k = 0; k < live; k += 2) {
         if (k + 1 < live) {
-          level[next].bits = int_combine(ti, red->op, level[k].bits, level[k + 1].bits);
-          level[next].f = float_combine(ti, red->op, level[k].f, level[k + 1].f);
+          if (ti->kind == TC_KIND_FLOAT)
+            level[next].f = float_combine(ti, red->op, level[k].f, level[k + 1].f);
+          else
+            level[next].bits = int_combine(ti, red->op, level[k].bits, level[k + 1].bits);
         } else {
           level[next] = level[k];
         }
@@ -134,8 +138,10 @@ static uint64_t simulate(const struct tc_reduction *red, const struct tc_value *
   } else {
     acc = v[idx[0]];
     for (int k = 1; k < n; k++) {
-      acc.bits = int_combine(ti, red->op, acc.bits, v[idx[k]].bits);
-      acc.f = float_combine(ti, red->op, acc.f, v[idx[k]].f);
+      if (ti->kind == TC_KIND_FLOAT)
+        acc.f = float_combine(ti, red->op, acc.f, v[idx[k]].f);
+      else
+        acc.bits = int_combine(ti, red->op, acc.bits, v[idx[k]].bits);
     }
   }
   if (ti->kind == TC_KIND_FLOAT) {
@@ -155,7 +161,8 @@ static uint64_t simulate(const struct tc_reduction *red, const struct tc_value *
 static uint64_t corrupt(const struct tc_reduction *red, const struct tc_expected *exp, uint64_t good) {
   const struct tc_type_info *ti = red->type;
   if (ti->kind != TC_KIND_FLOAT) return (good + 1) & tc_type_mask(ti);
-  double bad = exp->value >= 0 ? -(fabs(exp->value) + 2 * exp->tolerance + 1.0) : fabs(exp->value) + 2 * exp->tolerance + 1.0;
+  double bad =
+      exp->value >= 0 ? -(fabs(exp->value) + 2 * exp->tolerance + 1.0) : fabs(exp->value) + 2 * exp->tolerance + 1.0;
   return tc_float_to_bits(ti, bad);
 }
 

@@ -21,7 +21,9 @@ void tc_buffer_free(struct tc_buffer *b) {
   b->bytes = 0;
 }
 
-void tc_buffer_poison(struct tc_buffer *b) { memset(b->data, TC_SENTINEL_BYTE, b->bytes); }
+void tc_buffer_poison(struct tc_buffer *b) {
+  memset(b->data, TC_SENTINEL_BYTE, b->bytes);
+}
 
 static int tc_all_bytes(const unsigned char *p, size_t n, unsigned char v) {
   for (size_t i = 0; i < n; i++) {

@@ -7,7 +7,9 @@
 
 static const char *const tc_op_names[TC_NUM_OPS] = {"sum", "prod", "max", "min", "avg", "premulsum"};
 
-const char *tc_op_name(enum tc_op op) { return (unsigned)op < TC_NUM_OPS ? tc_op_names[op] : "?"; }
+const char *tc_op_name(enum tc_op op) {
+  return (unsigned)op < TC_NUM_OPS ? tc_op_names[op] : "?";
+}
 
 int tc_op_from_name(const char *name, enum tc_op *out) {
   for (int i = 0; i < TC_NUM_OPS; i++) {
@@ -19,10 +21,14 @@ int tc_op_from_name(const char *name, enum tc_op *out) {
   return -1;
 }
 
-enum tc_input_class tc_op_input_class(enum tc_op op) { return op == TC_OP_PROD ? TC_INPUT_PROD : TC_INPUT_SUM; }
+enum tc_input_class tc_op_input_class(enum tc_op op) {
+  return op == TC_OP_PROD ? TC_INPUT_PROD : TC_INPUT_SUM;
+}
 
 /* (1+u)^k - 1: the worst relative growth of k roundings, exact enough in double for the u we use. */
-static double tc_growth(double u, int k) { return k <= 0 ? 0.0 : expm1((double)k * log1p(u)); }
+static double tc_growth(double u, int k) {
+  return k <= 0 ? 0.0 : expm1((double)k * log1p(u));
+}
 
 void tc_reduction_init(struct tc_reduction *red, const struct tc_type_info *type, enum tc_op op, int nranks,
                        const struct tc_value *scalar) {
@@ -33,11 +39,19 @@ void tc_reduction_init(struct tc_reduction *red, const struct tc_type_info *type
   red->scalar.f = scalar ? scalar->f : 0.0;
   int roundings = 0;
   switch (op) {
-    case TC_OP_SUM: roundings = nranks - 1; break;
+    case TC_OP_SUM:
+      roundings = nranks - 1;
+      break;
     case TC_OP_PROD:
-    case TC_OP_PREMULSUM: roundings = nranks; break;
-    case TC_OP_AVG: roundings = nranks + 1; break;
-    default: roundings = 0; break;
+    case TC_OP_PREMULSUM:
+      roundings = nranks;
+      break;
+    case TC_OP_AVG:
+      roundings = nranks + 1;
+      break;
+    default:
+      roundings = 0;
+      break;
   }
   red->growth = tc_growth(type->unit_roundoff, roundings);
 }

@@ -9,7 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-uint64_t tc_seed_combine(uint64_t seed, uint64_t v) { return tc_mix64(seed ^ tc_mix64(v + 0x632be59bd9b4e019ull)); }
+uint64_t tc_seed_combine(uint64_t seed, uint64_t v) {
+  return tc_mix64(seed ^ tc_mix64(v + 0x632be59bd9b4e019ull));
+}
 
 /* One mix per element: consecutive elements of a rank walk a splitmix64 sequence, and ranks (and cases) start at
  * unrelated points of it. */
@@ -17,7 +19,8 @@ static inline uint64_t tc_element_hash(uint64_t seed, int rank, uint64_t idx) {
   return tc_mix64(seed + (uint64_t)(unsigned)rank * 0xd1b54a32d192ed03ull + idx * 0x9e3779b97f4a7c15ull);
 }
 
-static inline void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t h, struct tc_value *out) {
+static inline void tc_gen_float(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t h,
+                                struct tc_value *out) {
   const int m = ti->mant_bits;
   int random_bits, exponent;
   uint64_t mant;
@@ -78,8 +81,8 @@ void tc_gen_ranks(const struct tc_type_info *ti, enum tc_input_class cls, uint64
   for (int r = 0; r < nranks; r++) tc_gen_inline(ti, cls, seed, r, idx, &out[r]);
 }
 
-void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank,
-             uint64_t idx0, size_t count) {
+void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx0,
+             size_t count) {
   unsigned char *p = buf;
   struct tc_value v;
   for (size_t i = 0; i < count; i++) {

@@ -39,8 +39,8 @@ void tc_gen(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t see
 void tc_gen_ranks(const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int nranks, uint64_t idx,
                   struct tc_value *out);
 /* Writes elements idx0 .. idx0+count-1 of rank's input into buf. */
-void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank,
-             uint64_t idx0, size_t count);
+void tc_fill(void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed, int rank, uint64_t idx0,
+             size_t count);
 /* Index of the first element of buf that differs from rank's input at idx0.., or count if none. */
 size_t tc_first_input_mismatch(const void *buf, const struct tc_type_info *ti, enum tc_input_class cls, uint64_t seed,
                                int rank, uint64_t idx0, size_t count);

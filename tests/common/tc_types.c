@@ -31,9 +31,9 @@ int tc_type_from_name(const char *name, ncclDataType_t *out) {
   static const struct {
     const char *alias;
     ncclDataType_t type;
-  } aliases[] = {{"char", ncclInt8},       {"int", ncclInt32},         {"float16", ncclFloat16},
-                 {"fp16", ncclFloat16},    {"float32", ncclFloat32},   {"float64", ncclFloat64},
-                 {"bf16", ncclBfloat16},   {"e4m3", ncclFloat8e4m3},   {"e5m2", ncclFloat8e5m2},
+  } aliases[] = {{"char", ncclInt8},          {"int", ncclInt32},         {"float16", ncclFloat16},
+                 {"fp16", ncclFloat16},       {"float32", ncclFloat32},   {"float64", ncclFloat64},
+                 {"bf16", ncclBfloat16},      {"e4m3", ncclFloat8e4m3},   {"e5m2", ncclFloat8e5m2},
                  {"fp8e4m3", ncclFloat8e4m3}, {"fp8e5m2", ncclFloat8e5m2}};
   for (int t = 0; t < ncclNumTypes; t++) {
     if (strcasecmp(name, tc_types[t].name) == 0) {
@@ -92,6 +92,7 @@ double tc_float_from_bits(const struct tc_type_info *ti, uint64_t bits) {
 }
 
 static double tc_minifloat_decode(const struct tc_type_info *ti, uint64_t bits) {
+  if (ti->kind != TC_KIND_FLOAT) return 0.0;
   if (ti->type == ncclFloat32) {
     float f;
     uint32_t b = (uint32_t)bits;
@@ -122,6 +123,7 @@ static double tc_minifloat_decode(const struct tc_type_info *ti, uint64_t bits) 
 }
 
 uint64_t tc_float_to_bits(const struct tc_type_info *ti, double v) {
+  if (ti->kind != TC_KIND_FLOAT) return 0;
   if (ti->type == ncclFloat32) {
     float f = (float)v;
     uint32_t b;
@@ -136,7 +138,8 @@ uint64_t tc_float_to_bits(const struct tc_type_info *ti, double v) {
   const int m = ti->mant_bits, e = ti->exp_bits;
   const uint64_t sign = (uint64_t)(signbit(v) ? 1 : 0) << (m + e);
   const uint64_t exp_all_ones = (1ull << e) - 1;
-  const uint64_t nan_bits = ti->finite_only ? (exp_all_ones << m) | ((1ull << m) - 1) : (exp_all_ones << m) | 1ull << (m - 1);
+  const uint64_t nan_bits =
+      ti->finite_only ? (exp_all_ones << m) | ((1ull << m) - 1) : (exp_all_ones << m) | 1ull << (m - 1);
   const uint64_t overflow_bits = ti->finite_only ? nan_bits : exp_all_ones << m;
   if (isnan(v)) return sign | nan_bits;
   double a = fabs(v);
@@ -149,7 +152,7 @@ uint64_t tc_float_to_bits(const struct tc_type_info *ti, double v) {
   if (lead < emin) lead = emin;
   int quantum_exp = lead - m;
   double q = rint(ldexp(a, -quantum_exp)); /* exact scaling, then round to nearest even */
-  if (q >= ldexp(1.0, m + 1)) {           /* rounding carried into the next binade */
+  if (q >= ldexp(1.0, m + 1)) {            /* rounding carried into the next binade */
     q /= 2;
     quantum_exp++;
   }

@@ -34,25 +34,50 @@ int tc_type_from_name(const char *name, ncclDataType_t *out);
  * checker calls these for every element of every buffer. */
 static inline uint64_t tc_load_bits(const void *elem, size_t size) {
   switch (size) {
-    case 1: return *(const uint8_t *)elem;
-    case 2: { uint16_t v; memcpy(&v, elem, 2); return v; }
-    case 4: { uint32_t v; memcpy(&v, elem, 4); return v; }
-    default: { uint64_t v; memcpy(&v, elem, 8); return v; }
+    case 1:
+      return *(const uint8_t *)elem;
+    case 2: {
+      uint16_t v;
+      memcpy(&v, elem, 2);
+      return v;
+    }
+    case 4: {
+      uint32_t v;
+      memcpy(&v, elem, 4);
+      return v;
+    }
+    default: {
+      uint64_t v;
+      memcpy(&v, elem, 8);
+      return v;
+    }
   }
 }
 static inline void tc_store_bits(void *elem, size_t size, uint64_t bits) {
   switch (size) {
-    case 1: *(uint8_t *)elem = (uint8_t)bits; break;
-    case 2: { uint16_t v = (uint16_t)bits; memcpy(elem, &v, 2); break; }
-    case 4: { uint32_t v = (uint32_t)bits; memcpy(elem, &v, 4); break; }
-    default: memcpy(elem, &bits, 8); break;
+    case 1:
+      *(uint8_t *)elem = (uint8_t)bits;
+      break;
+    case 2: {
+      uint16_t v = (uint16_t)bits;
+      memcpy(elem, &v, 2);
+      break;
+    }
+    case 4: {
+      uint32_t v = (uint32_t)bits;
+      memcpy(elem, &v, 4);
+      break;
+    }
+    default:
+      memcpy(elem, &bits, 8);
+      break;
   }
 }
 
-/* Float types only: the value the bits mean, exactly (NaN and infinities included). */
+/* Float types only (0 for others): the value the bits mean, exactly (NaN and infinities included). */
 double tc_float_from_bits(const struct tc_type_info *ti, uint64_t bits);
-/* Float types only: the bits of the value nearest to v (ties to even). Out of range: infinity for IEEE formats,
- * NaN for e4m3 (which has no infinity). */
+/* Float types only (0 for others): the bits of the value nearest to v (ties to even). Out of range: infinity
+ * for IEEE formats, NaN for e4m3 (which has no infinity). */
 uint64_t tc_float_to_bits(const struct tc_type_info *ti, double v);
 
 /* Integer types only: the bits sign-extended (signed types) or zero-extended, as int64/uint64. */

@@ -58,7 +58,8 @@ static void run_rank(const struct suite_options *opt, ncclComm_t comm, int rank,
     suite_watchdog_enter("ncclCommDestroy");
     ncclResult_t rc = ncclCommDestroy(comm);
     if (rc != ncclSuccess)
-      fprintf(stderr, "rank %d: ncclCommDestroy returned %s: %s\n", rank, ncclGetErrorString(rc), ncclGetLastError(NULL));
+      fprintf(stderr, "rank %d: ncclCommDestroy returned %s: %s\n", rank, ncclGetErrorString(rc),
+              ncclGetLastError(NULL));
     suite_watchdog_idle();
   }
 }

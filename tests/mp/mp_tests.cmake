@@ -1,7 +1,8 @@
-# Multi-process collective tests: coll_suite under mpirun (1..8 ranks, ring and tree), under its own fork
+# Multi-process collective tests: coll_suite under mpirun (1..8 ranks; ring, tree, one-shot and the cost model's
+# choice), under its own fork
 # launcher (TCP bootstrap, no MPI), with DCCL_TRANSPORT=socket, with two pretend hosts (DCCL_HOSTID), and the
-# 64 MiB all-to-all. The machine in CI has 2 cores: the matrix is sized per rank count so the whole group stays
-# within about 20 minutes, and no two of these tests run at once (RUN_SERIAL).
+# 64 MiB all-to-all. The machine in CI has 2 cores: the matrix is sized per rank count so the whole group takes
+# about 8 minutes there, and no two of these tests run at once (RUN_SERIAL).
 include(${CMAKE_CURRENT_LIST_DIR}/../common/common.cmake)
 
 set(DCCL_MP_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -71,14 +72,26 @@ foreach(algo ring tree)
   dccl_mp_test(mp.suite.np5.${algo} 5 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
   dccl_mp_test(mp.suite.np8.${algo} 8 TIMEOUT 600 ARGS --algo ${algo} ${DCCL_MP_REDUCED})
 endforeach()
+# One-shot all-reduce (every rank reduces every input itself; used for all-reduce only, so only all-reduce runs).
+foreach(np 2 3 4)
+  dccl_mp_test(mp.suite.np${np}.oneshot ${np} TIMEOUT 600 ARGS --algo oneshot --colls allreduce ${DCCL_MP_FULL})
+endforeach()
+dccl_mp_test(mp.suite.np8.oneshot 8 TIMEOUT 600 ARGS --algo oneshot --colls allreduce ${DCCL_MP_REDUCED})
+# The cost model's own choices, per call and size.
+dccl_mp_test(mp.suite.np3.auto 3 TIMEOUT 600 ARGS ${DCCL_MP_REDUCED})
+# ... and the large size at 5 and 8 ranks for a few types (every element width class and a low-precision float).
+dccl_mp_test(mp.suite.np5.ring.large 5 TIMEOUT 600 ARGS --algo ring --types int32,float,bfloat16,f8e4m3
+             --sizes 1048579 --no-big)
+dccl_mp_test(mp.suite.np8.tree.large 8 TIMEOUT 600 ARGS --algo tree --types float,bfloat16 --sizes 1048579 --no-big)
 
 # No MPI at all: TCP bootstrap from a unique id made in the parent, ranks forked. The 2-rank run leaves the
 # algorithm to the cost model.
-dccl_fork_test(mp.suite.fork2 2 TIMEOUT 600 ARGS ${DCCL_MP_REDUCED})
-dccl_fork_test(mp.suite.fork4 4 TIMEOUT 600 ARGS --algo tree ${DCCL_MP_REDUCED})
+dccl_fork_test(mp.suite.fork2 2 TIMEOUT 900 ARGS ${DCCL_MP_FULL})
+dccl_fork_test(mp.suite.fork4 4 TIMEOUT 900 ARGS --algo tree ${DCCL_MP_TREE_COLLS} ${DCCL_MP_FULL})
 
 # Sockets between every pair of ranks.
-dccl_mp_test(mp.suite.socket.np2.ring 2 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo ring ${DCCL_MP_REDUCED})
+dccl_mp_test(mp.suite.socket.np2.ring 2 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo ring
+             ${DCCL_MP_REDUCED_TYPES})
 dccl_mp_test(mp.suite.socket.np4.tree 4 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo tree ${DCCL_MP_REDUCED})
 
 # Two pretend hosts: ranks 0,2 on "A" and 1,3 on "B", so rings and trees cross shm and sockets.
@@ -86,6 +99,8 @@ foreach(algo ring tree)
   dccl_mp_test(mp.suite.hostid.np4.${algo} 4 TIMEOUT 600 WRAPPER sh ${DCCL_MP_DIR}/hostid_wrapper.sh
                ARGS --algo ${algo} ${DCCL_MP_REDUCED})
 endforeach()
+dccl_mp_test(mp.suite.hostid.np4.ring.large 4 TIMEOUT 600 WRAPPER sh ${DCCL_MP_DIR}/hostid_wrapper.sh
+             ARGS --algo ring --types int64,float,bfloat16 --sizes 1048579 --no-big)
 
 # 64 MiB from every rank to every rank, all sends posted before any receive, in one group.
 dccl_mp_test(mp.alltoall64m.shm.np4 4 TIMEOUT 300 ARGS --alltoall-64m)

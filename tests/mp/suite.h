@@ -44,7 +44,7 @@ struct suite_record {
 };
 
 struct suite_options {
-  const char *algo; /* "ring", "tree" or NULL (library's choice) */
+  const char *algo; /* "ring", "tree", "oneshot" or NULL (the library's cost model chooses) */
   int fork_ranks;   /* > 0: fork mode with this many ranks; 0: MPI */
   int alltoall_64m;
   int selftest;

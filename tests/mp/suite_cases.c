@@ -16,25 +16,30 @@ int suite_coll_is_reduction(enum suite_coll coll) {
   return coll == SUITE_ALLREDUCE || coll == SUITE_REDUCE || coll == SUITE_REDUCESCATTER;
 }
 
-int suite_coll_has_root(enum suite_coll coll) { return coll == SUITE_BROADCAST || coll == SUITE_REDUCE; }
+int suite_coll_has_root(enum suite_coll coll) {
+  return coll == SUITE_BROADCAST || coll == SUITE_REDUCE;
+}
 
 int suite_coll_outputs_agree(enum suite_coll coll) {
   return coll == SUITE_ALLREDUCE || coll == SUITE_BROADCAST || coll == SUITE_ALLGATHER;
 }
 
-int suite_bcast_in_place_uses_bcast(const struct suite_case *c) { return c->type % 2 == 0; }
+int suite_bcast_in_place_uses_bcast(const struct suite_case *c) {
+  return c->type % 2 == 0;
+}
 
 void suite_case_name(const struct suite_case *c, char *buf, size_t len) {
   int n = snprintf(buf, len, "%s %s", suite_coll_name(c->coll), tc_type(c->type)->name);
-  if (suite_coll_is_reduction(c->coll) && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, " %s", tc_op_name(c->op));
+  if (suite_coll_is_reduction(c->coll) && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - n, " %s", tc_op_name(c->op));
   if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, " count=%zu", c->count);
   if (c->coll != SUITE_SENDRECV_RING && c->coll != SUITE_SENDRECV_PAIRS && c->coll != SUITE_ALLTOALL && n >= 0 &&
       (size_t)n < len)
     n += snprintf(buf + n, len - n, " %s",
-                  !c->in_place                               ? "out-of-place"
-                  : c->coll != SUITE_BROADCAST               ? "in-place"
-                  : suite_bcast_in_place_uses_bcast(c)       ? "in-place (ncclBcast)"
-                                                             : "in-place (ncclBroadcast)");
+                  !c->in_place                         ? "out-of-place"
+                  : c->coll != SUITE_BROADCAST         ? "in-place"
+                  : suite_bcast_in_place_uses_bcast(c) ? "in-place (ncclBcast)"
+                                                       : "in-place (ncclBroadcast)");
   if (c->root >= 0 && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, " root=%d", c->root);
   if (c->corrupt != SUITE_CORRUPT_NONE && n >= 0 && (size_t)n < len)
     snprintf(buf + n, len - n, " [selftest: %s corruption]", c->corrupt == SUITE_CORRUPT_GROSS ? "gross" : "last-bit");
@@ -132,7 +137,7 @@ static int add_big(const struct suite_options *opt, int nranks, struct case_list
   } big[] = {
       {SUITE_ALLREDUCE, ncclFloat32, TC_OP_SUM, SUITE_64MIB / 4},
       {SUITE_ALLREDUCE, ncclInt32, TC_OP_MAX, SUITE_64MIB / 4},
-      {SUITE_ALLGATHER, ncclUint8, TC_OP_SUM, SUITE_64MIB / (size_t)nranks},      /* 64 MiB gathered */
+      {SUITE_ALLGATHER, ncclUint8, TC_OP_SUM, SUITE_64MIB / (size_t)nranks},            /* 64 MiB gathered */
       {SUITE_REDUCESCATTER, ncclBfloat16, TC_OP_SUM, SUITE_64MIB / 2 / (size_t)nranks}, /* 64 MiB scattered */
   };
   for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {

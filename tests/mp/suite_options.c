@@ -10,7 +10,7 @@ static void usage(const char *prog) {
   fprintf(stderr,
           "usage: %s [options]\n"
           "  launch: under mpirun (default), or --fork N (no MPI: N forked ranks, TCP bootstrap)\n"
-          "  --algo ring|tree      sets DCCL_ALGO before any DCCL call\n"
+          "  --algo ring|tree|oneshot  sets DCCL_ALGO before any DCCL call (default: the cost model chooses)\n"
           "  --alltoall-64m        only: every rank sends 64 MiB to every rank in one group (sends first)\n"
           "  --selftest            only: plant corruptions and show the checks catch them\n"
           "  --quick               fewer types (uint8,int32,half,float,bfloat16,f8e5m2), sizes 0,1,7,1000,65543,\n"
@@ -95,20 +95,47 @@ static int parse_size(const char *w, void *ctx) {
 }
 
 int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
-  enum { O_ALGO = 256, O_FORK, O_A2A, O_SELFTEST, O_QUICK, O_COLLS, O_TYPES, O_OPS, O_SIZES, O_PLACEMENT, O_NOBIG,
-         O_SEED, O_CASE_TIMEOUT, O_TIMEOUT, O_LIST, O_VERBOSE, O_HELP, O_FULL, O_ALL_ROOTS };
-  static const struct option longopts[] = {
-      {"algo", required_argument, 0, O_ALGO},          {"fork", required_argument, 0, O_FORK},
-      {"alltoall-64m", no_argument, 0, O_A2A},         {"selftest", no_argument, 0, O_SELFTEST},
-      {"quick", no_argument, 0, O_QUICK},              {"colls", required_argument, 0, O_COLLS},
-      {"types", required_argument, 0, O_TYPES},        {"ops", required_argument, 0, O_OPS},
-      {"sizes", required_argument, 0, O_SIZES},        {"placement", required_argument, 0, O_PLACEMENT},
-      {"no-big", no_argument, 0, O_NOBIG},             {"seed", required_argument, 0, O_SEED},
-      {"case-timeout", required_argument, 0, O_CASE_TIMEOUT}, {"timeout", required_argument, 0, O_TIMEOUT},
-      {"list", no_argument, 0, O_LIST},                {"verbose", no_argument, 0, O_VERBOSE},
-      {"help", no_argument, 0, O_HELP},                {"full-check", no_argument, 0, O_FULL},
-      {"all-roots", no_argument, 0, O_ALL_ROOTS},
-      {0, 0, 0, 0}};
+  enum {
+    O_ALGO = 256,
+    O_FORK,
+    O_A2A,
+    O_SELFTEST,
+    O_QUICK,
+    O_COLLS,
+    O_TYPES,
+    O_OPS,
+    O_SIZES,
+    O_PLACEMENT,
+    O_NOBIG,
+    O_SEED,
+    O_CASE_TIMEOUT,
+    O_TIMEOUT,
+    O_LIST,
+    O_VERBOSE,
+    O_HELP,
+    O_FULL,
+    O_ALL_ROOTS
+  };
+  static const struct option longopts[] = {{"algo", required_argument, 0, O_ALGO},
+                                           {"fork", required_argument, 0, O_FORK},
+                                           {"alltoall-64m", no_argument, 0, O_A2A},
+                                           {"selftest", no_argument, 0, O_SELFTEST},
+                                           {"quick", no_argument, 0, O_QUICK},
+                                           {"colls", required_argument, 0, O_COLLS},
+                                           {"types", required_argument, 0, O_TYPES},
+                                           {"ops", required_argument, 0, O_OPS},
+                                           {"sizes", required_argument, 0, O_SIZES},
+                                           {"placement", required_argument, 0, O_PLACEMENT},
+                                           {"no-big", no_argument, 0, O_NOBIG},
+                                           {"seed", required_argument, 0, O_SEED},
+                                           {"case-timeout", required_argument, 0, O_CASE_TIMEOUT},
+                                           {"timeout", required_argument, 0, O_TIMEOUT},
+                                           {"list", no_argument, 0, O_LIST},
+                                           {"verbose", no_argument, 0, O_VERBOSE},
+                                           {"help", no_argument, 0, O_HELP},
+                                           {"full-check", no_argument, 0, O_FULL},
+                                           {"all-roots", no_argument, 0, O_ALL_ROOTS},
+                                           {0, 0, 0, 0}};
   memset(opt, 0, sizeof(*opt));
   opt->big = 1;
   opt->placements = 3;
@@ -120,8 +147,8 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
       case O_ALGO:
-        if (strcmp(optarg, "ring") && strcmp(optarg, "tree")) {
-          fprintf(stderr, "--algo must be ring or tree\n");
+        if (strcmp(optarg, "ring") && strcmp(optarg, "tree") && strcmp(optarg, "oneshot")) {
+          fprintf(stderr, "--algo must be ring, tree or oneshot\n");
           return -1;
         }
         opt->algo = optarg;
@@ -133,13 +160,27 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
           return -1;
         }
         break;
-      case O_A2A: opt->alltoall_64m = 1; break;
-      case O_SELFTEST: opt->selftest = 1; break;
-      case O_QUICK: opt->quick = 1; break;
-      case O_COLLS: if (for_each_word(optarg, parse_coll, &colls)) return -1; break;
-      case O_TYPES: if (for_each_word(optarg, parse_type, &types)) return -1; break;
-      case O_OPS: if (for_each_word(optarg, parse_op, &ops)) return -1; break;
-      case O_SIZES: if (for_each_word(optarg, parse_size, opt)) return -1; break;
+      case O_A2A:
+        opt->alltoall_64m = 1;
+        break;
+      case O_SELFTEST:
+        opt->selftest = 1;
+        break;
+      case O_QUICK:
+        opt->quick = 1;
+        break;
+      case O_COLLS:
+        if (for_each_word(optarg, parse_coll, &colls)) return -1;
+        break;
+      case O_TYPES:
+        if (for_each_word(optarg, parse_type, &types)) return -1;
+        break;
+      case O_OPS:
+        if (for_each_word(optarg, parse_op, &ops)) return -1;
+        break;
+      case O_SIZES:
+        if (for_each_word(optarg, parse_size, opt)) return -1;
+        break;
       case O_PLACEMENT:
         opt->placements = !strcmp(optarg, "out") ? 1 : !strcmp(optarg, "in") ? 2 : !strcmp(optarg, "both") ? 3 : 0;
         if (!opt->placements) {
@@ -147,14 +188,30 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
           return -1;
         }
         break;
-      case O_NOBIG: opt->big = 0; break;
-      case O_SEED: opt->seed = strtoull(optarg, NULL, 0); break;
-      case O_CASE_TIMEOUT: opt->case_timeout_s = atoi(optarg); break;
-      case O_TIMEOUT: opt->total_timeout_s = atoi(optarg); break;
-      case O_LIST: opt->list_only = 1; break;
-      case O_VERBOSE: opt->verbose = 1; break;
-      case O_FULL: opt->full_check = 1; break;
-      case O_ALL_ROOTS: opt->all_roots = 1; break;
+      case O_NOBIG:
+        opt->big = 0;
+        break;
+      case O_SEED:
+        opt->seed = strtoull(optarg, NULL, 0);
+        break;
+      case O_CASE_TIMEOUT:
+        opt->case_timeout_s = atoi(optarg);
+        break;
+      case O_TIMEOUT:
+        opt->total_timeout_s = atoi(optarg);
+        break;
+      case O_LIST:
+        opt->list_only = 1;
+        break;
+      case O_VERBOSE:
+        opt->verbose = 1;
+        break;
+      case O_FULL:
+        opt->full_check = 1;
+        break;
+      case O_ALL_ROOTS:
+        opt->all_roots = 1;
+        break;
       default:
         usage(argv[0]);
         return -1;

@@ -8,8 +8,8 @@
 #define REPORT_MAX_LINES 40
 
 /* NULL if case i passed, else why not; *rank_out names the rank concerned. */
-static const char *judge(const struct suite_case *cases, size_t ncases, const struct suite_record *records,
-                         int nranks, size_t i, uint64_t *hashes, int *rank_out) {
+static const char *judge(const struct suite_case *cases, size_t ncases, const struct suite_record *records, int nranks,
+                         size_t i, uint64_t *hashes, int *rank_out) {
   for (int r = 0; r < nranks; r++) {
     const struct suite_record *rec = &records[(size_t)r * ncases + i];
     *rank_out = r;
@@ -70,15 +70,15 @@ size_t suite_report_selftest(const struct suite_case *cases, size_t ncases, cons
   size_t passed = 0, failed = 0;
   const int last = nranks - 1;
   if (!hashes) return 1;
-#define EXPECTATION(ok, ...)          \
-  do {                                \
+#define EXPECTATION(ok, ...)                          \
+  do {                                                \
     printf("selftest: %s: ", (ok) ? "ok" : "FAILED"); \
-    printf(__VA_ARGS__);              \
-    printf("\n");                     \
-    if (ok)                           \
-      passed++;                       \
-    else                              \
-      failed++;                       \
+    printf(__VA_ARGS__);                              \
+    printf("\n");                                     \
+    if (ok)                                           \
+      passed++;                                       \
+    else                                              \
+      failed++;                                       \
   } while (0)
   for (size_t i = 0; i < ncases; i++) {
     const struct suite_case *c = &cases[i];

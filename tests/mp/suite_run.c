@@ -1,6 +1,9 @@
-/* Running and checking one case on one rank. Every rank checks its own output against the reference
- * (recomputing the other ranks' inputs from the seed), the guard zones around every buffer, and that the send
- * buffer of an out-of-place call was left alone; the cross-rank bitwise comparison happens later, on hashes. */
+/* Running and checking one case on one rank. Each rank checks its output against the reference (recomputing
+ * the other ranks' inputs from the seed): all of it where outputs differ per rank (reduce root, reduce-scatter,
+ * send/recv, broadcast), a 1/N share where every rank holds the same output (all-reduce, all-gather), the other
+ * shares being covered by the cross-rank bitwise comparison made later on hashes. It also checks the guard zones
+ * around every buffer, that the send buffer of an out-of-place call was left alone, and that a reduce left
+ * non-root receive buffers alone. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,9 +49,9 @@ static int call_failed(struct case_ctx *x, const char *call, ncclResult_t rc) {
   return -1;
 }
 
-#define CALL(x, expr)                                      \
-  do {                                                     \
-    ncclResult_t call_rc_ = (expr);                        \
+#define CALL(x, expr)                                                      \
+  do {                                                                     \
+    ncclResult_t call_rc_ = (expr);                                        \
     if (call_rc_ != ncclSuccess) return call_failed((x), #expr, call_rc_); \
   } while (0)
 
@@ -98,7 +101,8 @@ static void check_copied(struct case_ctx *x, const unsigned char *out, size_t co
   }
   if (wrong) {
     tc_gen(x->ti, x->cls, x->c->seed, src, idx0 + first, &v);
-    case_fail(x, "%s: %zu of %zu elements differ from rank %d's data; first at element %zu: got 0x%llx, expected 0x%llx",
+    case_fail(x,
+              "%s: %zu of %zu elements differ from rank %d's data; first at element %zu: got 0x%llx, expected 0x%llx",
               what, wrong, count, src, first, (unsigned long long)tc_load_bits(out + first * es, es),
               (unsigned long long)v.bits);
   }
@@ -122,11 +126,16 @@ static void apply_selftest_corruption(struct case_ctx *x, unsigned char *out, si
 
 static ncclRedOp_t builtin_op(enum tc_op op) {
   switch (op) {
-    case TC_OP_PROD: return ncclProd;
-    case TC_OP_MAX: return ncclMax;
-    case TC_OP_MIN: return ncclMin;
-    case TC_OP_AVG: return ncclAvg;
-    default: return ncclSum;
+    case TC_OP_PROD:
+      return ncclProd;
+    case TC_OP_MAX:
+      return ncclMax;
+    case TC_OP_MIN:
+      return ncclMin;
+    case TC_OP_AVG:
+      return ncclAvg;
+    default:
+      return ncclSum;
   }
 }
 
