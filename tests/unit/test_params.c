@@ -9,45 +9,8 @@
 
 #include "core/debug.h"
 #include "core/params.h"
+#include "forked_case.h"
 
-static int case_failures;
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      case_failures++;                                                           \
-    }                                                                            \
-  } while (0)
-
-/* Runs `body` in a child whose environment has no DCCL_/NCCL_ parameter but the "NAME=VALUE" entries given. */
-static int run_case(const char *name, void (*body)(void), const char *const *env) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int count;
-    const struct dccl_param_desc *table = dccl_param_table(&count); /* does not read the environment */
-    char var[64];
-    for (int i = 0; i < count; i++) {
-      snprintf(var, sizeof var, "DCCL_%s", table[i].name);
-      unsetenv(var);
-      snprintf(var, sizeof var, "NCCL_%s", table[i].name);
-      unsetenv(var);
-    }
-    for (int i = 0; env != NULL && env[i] != NULL; i++) {
-      const char *equals = strchr(env[i], '=');
-      snprintf(var, sizeof var, "%.*s", (int)(equals - env[i]), env[i]);
-      setenv(var, equals + 1, 1);
-    }
-    alarm(20); /* a deadlock fails the case instead of hanging the suite */
-    body();
-    fflush(NULL);
-    _exit(case_failures == 0 ? 0 : 1);
-  }
-  int status = 0;
-  int ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  printf("%s %s\n", ok ? "PASS" : "FAIL", name);
-  return ok;
-}
 
 /* The whole log file of this process (DCCL_DEBUG_FILE=/tmp/dccl_test_params_%p.log), then removes it. */
 static char *read_own_log(void) {
