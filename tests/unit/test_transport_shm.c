@@ -25,25 +25,7 @@
 #include "core/debug.h"
 #include "core/params.h"
 #include "transports/shm/shm_private.h"
-
-static int passed, failed;
-#define CHECK(cond, ...)                                                           \
-  do {                                                                             \
-    if (cond) {                                                                    \
-      passed++;                                                                    \
-    } else {                                                                       \
-      failed++;                                                                    \
-      fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-    }                                                                              \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "transport_harness.h"
 
 /* One rank of a fake two-rank communicator, holding one link. */
 struct side {
@@ -80,34 +62,6 @@ static void side_init(struct side *s, int rank, int is_send, uint64_t nonce) {
   s->conn.lane = 0;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t k = write(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    c += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-/* Reads n bytes, waiting at most timeout_s in all. */
-static int read_all(int fd, void *p, size_t n, double timeout_s) {
-  char *c = p;
-  double end = now_s() + timeout_s;
-  while (n) {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int left_ms = (int)((end - now_s()) * 1000);
-    if (left_ms <= 0 || poll(&pfd, 1, left_ms) <= 0) return -1;
-    ssize_t k = read(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    c += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
 struct blob_msg {
   int pid;
   char blob[DCCL_CONN_INFO_BYTES];
@@ -125,14 +79,6 @@ static ncclResult_t link_up(struct side *s, int sock) {
   return s->conn.transport->connect(&s->conn, theirs.blob);
 }
 
-static void notify(int sock) {
-  (void)!write(sock, "x", 1);
-}
-static int await(int sock, double timeout_s) {
-  char c;
-  return read_all(sock, &c, 1, timeout_s);
-}
-
 /* How many /dev/shm names carry this nonce (the name holds it as 16 hex digits). */
 static int shm_names_with(uint64_t nonce) {
   char key[32];
@@ -147,24 +93,6 @@ static int shm_names_with(uint64_t nonce) {
   return n;
 }
 
-/* The child's result: its failed-check count (or 100 + signal if it died). */
-static int child_failures(pid_t pid) {
-  int status;
-  if (waitpid(pid, &status, 0) != pid) return 1000;
-  if (WIFSIGNALED(status)) {
-    fprintf(stderr, "child %d died of signal %d\n", (int)pid, WTERMSIG(status));
-    return 100 + WTERMSIG(status);
-  }
-  return WEXITSTATUS(status);
-}
-
-/* --- patterned slots --- */
-static uint64_t slot_len(uint64_t i, uint64_t slot_bytes) {
-  if (i % 10 == 0) return slot_bytes;
-  if (i % 10 == 1) return 0;
-  if (i % 10 == 2) return 1;
-  return (i * 2654435761u) % (slot_bytes + 1);
-}
 static unsigned char pattern(uint64_t seq, uint64_t j) {
   return (unsigned char)(seq * 131 + j * 7 + (j >> 9));
 }

@@ -23,27 +23,9 @@
 #include "core/debug.h"
 #include "core/params.h"
 #include "transports/net_socket/socket_private.h"
-
-static int passed, failed;
-#define CHECK(cond, ...)                                                           \
-  do {                                                                             \
-    if (cond) {                                                                    \
-      passed++;                                                                    \
-    } else {                                                                       \
-      failed++;                                                                    \
-      fprintf(stderr, "FAIL %s:%d (pid %d): ", __FILE__, __LINE__, (int)getpid()); \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-    }                                                                              \
-  } while (0)
+#include "transport_harness.h"
 
 static const struct dccl_transport *T = &dccl_transport_socket;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 #define MAX_LANES 2
 /* One rank of a fake two-rank communicator, with up to MAX_LANES links to the other rank. */
@@ -81,40 +63,6 @@ static void side_free(struct side *s) {
   T->comm_free(&s->comm);
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t k = write(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    c += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-static int read_all(int fd, void *p, size_t n, double timeout_s) {
-  char *c = p;
-  double end = now_s() + timeout_s;
-  while (n) {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int left_ms = (int)((end - now_s()) * 1000);
-    if (left_ms <= 0 || poll(&pfd, 1, left_ms) <= 0) return -1;
-    ssize_t k = read(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    c += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-static void notify(int sock) {
-  (void)!write(sock, "x", 1);
-}
-static int await(int sock, double timeout_s) {
-  char c;
-  return read_all(sock, &c, 1, timeout_s);
-}
-
 /* Geometry of a test link: 0 slots means "from the parameters, through the ops' setup". */
 struct geometry {
   uint32_t nslots, nstreams;
@@ -146,23 +94,6 @@ static ncclResult_t link_up(struct side *s, int sock, const struct geometry *g, 
   return ncclSuccess;
 }
 
-static int child_failures(pid_t pid) {
-  int status;
-  if (waitpid(pid, &status, 0) != pid) return 1000;
-  if (WIFSIGNALED(status)) {
-    fprintf(stderr, "child %d died of signal %d\n", (int)pid, WTERMSIG(status));
-    return 100 + WTERMSIG(status);
-  }
-  return WEXITSTATUS(status);
-}
-
-/* --- patterned slots --- */
-static uint64_t slot_len(uint64_t i, uint64_t slot_bytes) {
-  if (i % 10 == 0) return slot_bytes;
-  if (i % 10 == 1) return 0;
-  if (i % 10 == 2) return 1;
-  return (i * 2654435761u) % (slot_bytes + 1);
-}
 static unsigned char pattern(uint64_t seq, uint64_t j, int lane) {
   return (unsigned char)(seq * 131 + j * 7 + (j >> 9) + (uint64_t)lane * 29);
 }
