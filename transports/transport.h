@@ -93,6 +93,12 @@ struct dccl_transport {
   ncclResult_t (*setup)(struct dccl_conn *conn, void *info);
   /* Completes the link with the peer's info. All ranks connect send sides before receive sides. */
   ncclResult_t (*connect)(struct dccl_conn *conn, const void *peer_info);
+  /* When set: both ends confirm over the bootstrap that connect() succeeded, then start() runs on each; nothing
+   * may be sent before (an RDMA queue pair drops what arrives before it is ready). */
+  ncclResult_t (*start)(struct dccl_conn *conn);
+  /* When setup, connect or the confirmation fails on either end, both ends use this transport instead (unless the
+   * user forced this one), with a warning saying why. NULL: a failure is an error. */
+  const struct dccl_transport *fallback;
   /* Moves bytes; returns an error naming the peer if the link broke (EOF, peer process gone). May be NULL. */
   ncclResult_t (*progress)(struct dccl_conn *conn);
   /* 1 when every slot this send side posted has left this process (the caller may then return). */
@@ -109,6 +115,9 @@ struct dccl_transport {
 
 extern const struct dccl_transport dccl_transport_shm;
 extern const struct dccl_transport dccl_transport_socket;
+#ifdef DCCL_HAVE_IBVERBS
+extern const struct dccl_transport dccl_transport_ib;
+#endif
 
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */
 

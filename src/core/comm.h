@@ -24,7 +24,15 @@ struct dccl_peer_info {
   uint64_t comm_nonce;     /* random per communicator, the same on every rank: names shm segments */
   char hostname[DCCL_HOSTNAME_LEN];
   char host_id[DCCL_HOSTNAME_LEN]; /* the identity behind host_hash, for messages */
+  uint8_t ib_ready;      /* an active RDMA port (transports/net_ib/ib_device.c) */
+  uint8_t ib_link_layer; /* IBV_LINK_LAYER_*: InfiniBand and RoCE do not talk to each other */
+  uint16_t net_family;   /* AF_INET / AF_INET6: the address other hosts reach this rank at (RoCE GID choice) */
+  uint8_t net_addr[16];
 };
+
+struct sockaddr_storage;
+/* The peer's network address as a socket address (port 0); -1 if it has none. */
+int dccl_peer_net_addr(const struct dccl_peer_info *peer, struct sockaddr_storage *out);
 
 /* One ring channel: the rank order, and where this rank sits. */
 struct dccl_ring {
@@ -93,7 +101,7 @@ struct dccl_comm {
   pthread_mutex_t error_lock;
 
   /* Per-communicator state a transport keeps (e.g. the socket transport's listener), freed by its comm_free. */
-  void *transport_state[2]; /* [0] shm, [1] net_socket */
+  void *transport_state[3]; /* [0] shm, [1] net_socket, [2] net_ib */
 
   int finalized, destroyed;
 };

@@ -58,6 +58,9 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   }
   if (dccl_transport_shm.comm_free) dccl_transport_shm.comm_free(comm);
   if (dccl_transport_socket.comm_free) dccl_transport_socket.comm_free(comm);
+#ifdef DCCL_HAVE_IBVERBS
+  dccl_transport_ib.comm_free(comm);
+#endif
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);

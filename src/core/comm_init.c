@@ -1,4 +1,5 @@
 /* Communicator creation: join the bootstrap, learn every rank, order rings, connect, measure. */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 #include "topo/host_id.h"
 #include "topo/ring_order.h"
 #include "tune/tune.h"
+#ifdef DCCL_HAVE_IBVERBS
+#include "transports/net_ib/ib_device.h"
+#endif
 
 /* Called from the bootstrap's monitor thread: only flags, never a blocking call or a socket. */
 static void on_peer_death(void *arg, int dead_rank) {
@@ -31,6 +35,29 @@ static void on_peer_death(void *arg, int dead_rank) {
   comm->abort_flag = 1;
   DCCL_WARN(DCCL_INIT, "rank %d (host %s, pid %d) died", dead_rank, comm->peers[dead_rank].hostname,
             comm->peers[dead_rank].pid);
+}
+
+/* What other ranks need to pick a network transport to this one: its RDMA port, its address. */
+static void describe_network(struct dccl_peer_info *me) {
+#ifdef DCCL_HAVE_IBVERBS
+  const struct dccl_ib_local *ib = dccl_ib_local();
+  me->ib_ready = (uint8_t)ib->ready;
+  me->ib_link_layer = (uint8_t)ib->link_layer;
+#endif
+  struct sockaddr_storage a;
+  if (dccl_socket_local_addr(&a) != ncclSuccess) return;
+  me->net_family = a.ss_family;
+  if (a.ss_family == AF_INET) memcpy(me->net_addr, &((struct sockaddr_in *)&a)->sin_addr, 4);
+  if (a.ss_family == AF_INET6) memcpy(me->net_addr, &((struct sockaddr_in6 *)&a)->sin6_addr, 16);
+}
+
+int dccl_peer_net_addr(const struct dccl_peer_info *peer, struct sockaddr_storage *out) {
+  memset(out, 0, sizeof(*out));
+  out->ss_family = peer->net_family;
+  if (peer->net_family == AF_INET) memcpy(&((struct sockaddr_in *)out)->sin_addr, peer->net_addr, 4);
+  else if (peer->net_family == AF_INET6) memcpy(&((struct sockaddr_in6 *)out)->sin6_addr, peer->net_addr, 16);
+  else return -1;
+  return 0;
 }
 
 static ncclResult_t build_rings(struct dccl_comm *comm) {
@@ -94,6 +121,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   me->rank = comm->rank;
   me->pid = (int)getpid();
   DCCLCHECK(dccl_host_identity(me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
+  describe_network(me);
   if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
     me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;
   DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));

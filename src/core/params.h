@@ -18,8 +18,14 @@
   X(SOCKET_NSTREAMS, INT, 2, "TCP streams per socket connection; data is striped across them.")                    \
   X(HOSTID, STR, "", "Overrides this process's host identity (default: hostname + boot id). Ranks with different " \
                      "ids are treated as different hosts.")                                                        \
-  X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm` or `socket`. Empty: shm within a "   \
-                        "host, sockets between hosts.")                                                            \
+  X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm`, `ib` or `socket`. Empty: shm "     \
+                        "within a host; between hosts net_ib where both have an active RDMA port, else sockets.")  \
+  X(IB_HCA, STR, "", "RDMA devices net_ib may use: comma-separated names with optional `:port`, matched as "      \
+                     "prefixes (`=mlx5_0` exact, a leading `^` excludes). Empty: the first active port.")        \
+  X(IB_GID_INDEX, INT, -1, "RoCE GID index to use (-1: the RoCEv2 GID of the address that routes to the peer).")  \
+  X(IB_QPS_PER_CONN, INT, 1, "Queue pairs per net_ib connection (1..8); slots are striped across them.")          \
+  X(IB_TIMEOUT, INT, 14, "net_ib ack timeout exponent: 4.096 us * 2^value per retry.")                            \
+  X(IB_RETRY_CNT, INT, 7, "net_ib retries before a write fails with `transport retry counter exceeded`.")          \
   X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce). Empty: the cost model "       \
                    "chooses per call.")               \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \

@@ -1,0 +1,38 @@
+/* A proxy thread: progresses a transport's links for the threads that issue operations (and, with device
+ * buffers, for GPU kernels, which cannot call a NIC's API). It spins and yields while work moves, then sleeps
+ * until a notification descriptor (e.g. a completion channel) is readable or dccl_proxy_wake() is called, so an
+ * idle communicator costs no CPU. */
+#ifndef DCCL_PROXY_H_
+#define DCCL_PROXY_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dccl.h"
+
+struct dccl_proxy_ops {
+  int (*progress)(void *arg); /* one round of work; returns how many things moved (0: idle) */
+  int (*arm)(void *arg);      /* before sleeping: request notifications; returns 1 if work appeared meanwhile */
+  void (*drain)(void *arg);   /* after waking: consume the notifications */
+};
+
+struct dccl_proxy {
+  pthread_t thread;
+  int started;
+  _Atomic int stop;
+  _Atomic int sleeping;
+  int wake_fd;  /* eventfd */
+  int sleep_fd; /* the transport's notification descriptor, or -1 */
+  int oversubscribed; /* no spinning: the cores are needed by the ranks */
+  const struct dccl_proxy_ops *ops;
+  void *arg;
+};
+
+ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops *ops, void *arg, int sleep_fd,
+                              int oversubscribed);
+/* Makes a sleeping proxy look at its work again; costs a load when it is awake. Any thread. */
+void dccl_proxy_wake(struct dccl_proxy *p);
+/* Stops and joins the thread (no-op if never started). */
+void dccl_proxy_stop(struct dccl_proxy *p);
+
+#endif

@@ -1,0 +1,146 @@
+/* Per-communicator net_ib state: the device opened once, one completion channel shared by every link's CQ, and
+ * the proxy thread that drives the links. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/debug.h"
+#include "transports/net_ib/ib_device.h"
+#include "transports/net_ib/ib_private.h"
+
+#define IB_STATE_INDEX 2
+
+static int proxy_progress(void *arg) {
+  struct dccl_ib_comm *ic = arg;
+  int moved = 0;
+  pthread_mutex_lock(&ic->lock);
+  for (struct dccl_ib_link *l = ic->links; l; l = l->next) moved += dccl_ib_link_progress(l);
+  pthread_mutex_unlock(&ic->lock);
+  return moved;
+}
+
+/* Before sleeping: ask every CQ for an event on its next completion, then look once more, so a completion that
+ * arrived before the request is not slept through. */
+static int proxy_arm(void *arg) {
+  struct dccl_ib_comm *ic = arg;
+  pthread_mutex_lock(&ic->lock);
+  for (struct dccl_ib_link *l = ic->links; l; l = l->next)
+    if (!l->cq_armed && ibv_req_notify_cq(l->cq, 0) == 0) l->cq_armed = 1;
+  pthread_mutex_unlock(&ic->lock);
+  return proxy_progress(ic) > 0;
+}
+
+static void proxy_drain(void *arg) {
+  struct dccl_ib_comm *ic = arg;
+  struct ibv_cq *cq;
+  void *ctx;
+  pthread_mutex_lock(&ic->lock);
+  while (ibv_get_cq_event(ic->channel, &cq, &ctx) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    ((struct dccl_ib_link *)ctx)->cq_armed = 0;
+  }
+  pthread_mutex_unlock(&ic->lock);
+}
+
+static const struct dccl_proxy_ops ib_proxy_ops = {proxy_progress, proxy_arm, proxy_drain};
+
+static ncclResult_t open_device(struct dccl_ib_comm *ic, const struct dccl_ib_local *dev) {
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  for (int i = 0; list && i < n && !ic->ctx; i++)
+    if (!strcmp(ibv_get_device_name(list[i]), dev->name)) ic->ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  if (!ic->ctx) return dccl_error(ncclSystemError, "net_ib: cannot open RDMA device %s", dev->name);
+  snprintf(ic->device, sizeof(ic->device), "%s", dev->name);
+  ic->port = dev->port;
+  if (ibv_query_device(ic->ctx, &ic->dev_attr) || ibv_query_port(ic->ctx, (uint8_t)ic->port, &ic->port_attr))
+    return dccl_error(ncclSystemError, "net_ib: cannot query %s port %d: %s", dev->name, ic->port, strerror(errno));
+  if (!(ic->pd = ibv_alloc_pd(ic->ctx)))
+    return dccl_error(ncclSystemError, "net_ib: cannot allocate a protection domain on %s: %s", dev->name,
+                      strerror(errno));
+  if (!(ic->channel = ibv_create_comp_channel(ic->ctx)))
+    return dccl_error(ncclSystemError, "net_ib: cannot create a completion channel on %s: %s", dev->name,
+                      strerror(errno));
+  int flags = fcntl(ic->channel->fd, F_GETFL);
+  if (flags < 0 || fcntl(ic->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return dccl_error(ncclSystemError, "net_ib: cannot make the completion channel non-blocking: %s", strerror(errno));
+  return ncclSuccess;
+}
+
+/* The port's GID table, with each entry's type, read once. */
+static void read_gids(struct dccl_ib_comm *ic) {
+  if (ic->port_attr.link_layer != IBV_LINK_LAYER_ETHERNET) return; /* InfiniBand routes by LID */
+  struct ibv_gid_entry entries[DCCL_IB_MAX_GIDS];
+  ssize_t n = ibv_query_gid_table(ic->ctx, entries, DCCL_IB_MAX_GIDS, 0);
+  for (ssize_t i = 0; i < n; i++) {
+    if (entries[i].port_num != (uint32_t)ic->port) continue;
+    struct dccl_ib_gid_entry *e = &ic->gids[ic->ngids++];
+    e->index = entries[i].gid_index;
+    e->type = entries[i].gid_type == IBV_GID_TYPE_ROCE_V2   ? DCCL_IB_GID_ROCE_V2
+              : entries[i].gid_type == IBV_GID_TYPE_ROCE_V1 ? DCCL_IB_GID_ROCE_V1
+                                                            : DCCL_IB_GID_IB;
+    memcpy(e->gid, entries[i].gid.raw, 16);
+  }
+}
+
+static void free_state(struct dccl_ib_comm *ic) {
+  dccl_proxy_stop(&ic->proxy);
+  if (ic->channel) ibv_destroy_comp_channel(ic->channel);
+  if (ic->pd) ibv_dealloc_pd(ic->pd);
+  if (ic->ctx) ibv_close_device(ic->ctx);
+  pthread_mutex_destroy(&ic->lock);
+  free(ic);
+}
+
+ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out) {
+  if (comm->transport_state[IB_STATE_INDEX]) {
+    *out = comm->transport_state[IB_STATE_INDEX];
+    return ncclSuccess;
+  }
+  const struct dccl_ib_local *dev = dccl_ib_local();
+  if (!dev->ready) return dccl_error(ncclSystemError, "net_ib: %s", dev->why);
+  struct dccl_ib_comm *ic = calloc(1, sizeof(*ic));
+  if (!ic) return dccl_error(ncclSystemError, "out of memory for net_ib state");
+  ic->comm = comm;
+  pthread_mutex_init(&ic->lock, NULL);
+  ncclResult_t res = open_device(ic, dev);
+  if (res == ncclSuccess) {
+    read_gids(ic);
+    res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, comm->oversubscribed);
+  }
+  if (res != ncclSuccess) {
+    free_state(ic);
+    return res;
+  }
+  comm->transport_state[IB_STATE_INDEX] = ic;
+  *out = ic;
+  return ncclSuccess;
+}
+
+void dccl_ib_comm_add_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l) {
+  pthread_mutex_lock(&ic->lock);
+  l->next = ic->links;
+  ic->links = l;
+  pthread_mutex_unlock(&ic->lock);
+}
+
+/* After this returns the proxy no longer touches the link. */
+void dccl_ib_comm_remove_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l) {
+  pthread_mutex_lock(&ic->lock);
+  for (struct dccl_ib_link **p = &ic->links; *p; p = &(*p)->next)
+    if (*p == l) {
+      *p = l->next;
+      break;
+    }
+  pthread_mutex_unlock(&ic->lock);
+}
+
+void dccl_ib_comm_free(struct dccl_comm *comm) {
+  struct dccl_ib_comm *ic = comm->transport_state[IB_STATE_INDEX];
+  if (!ic) return;
+  free_state(ic);
+  comm->transport_state[IB_STATE_INDEX] = NULL;
+}

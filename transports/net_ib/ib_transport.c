@@ -1,0 +1,211 @@
+/* The net_ib transport's ops table: links over RDMA (InfiniBand or RoCE) between hosts.
+ * Connection setup exchanges QP numbers, PSNs, GIDs/LIDs and the FIFO's address and keys through the blob every
+ * transport sends over the bootstrap (src/core/connect.c), rather than through librdmacm: the bootstrap already
+ * connects every pair of ranks, it works the same on InfiniBand without IPoIB, and it needs no listening port or
+ * address resolution per link. Because a QP drops what arrives before it is ready, connect.c confirms over the
+ * bootstrap that both ends are ready (`confirm_connect`) before either side sends. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "transports/net_ib/ib_device.h"
+#include "transports/net_ib/ib_private.h"
+
+static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
+  return self->ib_ready && peer->ib_ready && self->ib_link_layer == peer->ib_link_layer;
+}
+
+static const char *peer_host(const struct dccl_conn *conn) { return conn->comm->peers[conn->peer].hostname; }
+
+static ncclResult_t register_region(struct dccl_ib_link *l, void *addr, size_t bytes, struct ibv_mr **mr,
+                                    const char *what) {
+  if ((uint64_t)bytes > l->ic->dev_attr.max_mr_size)
+    return dccl_error(ncclInvalidUsage, "net_ib: a %s of %zu bytes exceeds %s's largest region (%llu bytes): lower "
+                      "DCCL_NSLOTS or DCCL_CHUNK_SIZE", what, bytes, l->ic->device,
+                      (unsigned long long)l->ic->dev_attr.max_mr_size);
+  *mr = ibv_reg_mr(l->ic->pd, addr, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!*mr)
+    return dccl_error(ncclSystemError, "net_ib: cannot register a %s of %zu bytes on %s: %s (is `ulimit -l` "
+                      "large enough?)", what, bytes, l->ic->device, strerror(errno));
+  return ncclSuccess;
+}
+
+static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
+  int64_t nslots = dccl_param_int(DCCL_PARAM_NSLOTS), slot_bytes = dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  int64_t nqps = dccl_param_int(DCCL_PARAM_IB_QPS_PER_CONN);
+  if (nslots < 1 || nslots > 4096 || slot_bytes < 1 || slot_bytes > (1ll << 30) || nqps < 1 || nqps > DCCL_IB_MAX_QPS)
+    return dccl_error(ncclInvalidArgument,
+                      "net_ib: DCCL_NSLOTS (%lld) must be 1..4096, DCCL_CHUNK_SIZE (%lld) 1..2^30 and "
+                      "DCCL_IB_QPS_PER_CONN (%lld) 1..%d",
+                      (long long)nslots, (long long)slot_bytes, (long long)nqps, DCCL_IB_MAX_QPS);
+  l->nslots = (uint32_t)nslots;
+  l->slot_bytes = (uint64_t)slot_bytes;
+  l->nqps = (int)nqps;
+  size_t fifo_bytes = dccl_fifo_bytes(l->nslots, l->slot_bytes);
+  void *mem = NULL;
+  if (posix_memalign(&mem, 4096, fifo_bytes) != 0) return dccl_error(ncclSystemError, "out of memory for a FIFO");
+  l->fifo = mem;
+  dccl_fifo_init(l->fifo, l->nslots, l->slot_bytes);
+  mem = NULL;
+  if (posix_memalign(&mem, 4096, 4096) != 0) return dccl_error(ncclSystemError, "out of memory for a FIFO");
+  l->ctrl = memset(mem, 0, 4096);
+  DCCLCHECK(register_region(l, l->fifo, fifo_bytes, &l->fifo_mr, "FIFO"));
+  DCCLCHECK(register_region(l, l->ctrl, 4096, &l->ctrl_mr, "control page"));
+  /* A send side writes data slots and the abort word; a receive side credits and the abort word. */
+  uint32_t send_wrs = (conn->is_send ? l->nslots : 0) + DCCL_IB_CTRL_WRS, recv_wrs = conn->is_send ? 1 : l->nslots;
+  l->cq = ibv_create_cq(l->ic->ctx, (int)((send_wrs + recv_wrs) * (uint32_t)l->nqps), l, l->ic->channel, 0);
+  if (!l->cq)
+    return dccl_error(ncclSystemError, "net_ib: cannot create a completion queue on %s: %s", l->ic->device,
+                      strerror(errno));
+  for (int i = 0; i < l->nqps; i++) DCCLCHECK(dccl_ib_qp_create(l, &l->qps[i], send_wrs, recv_wrs));
+  char why[256];
+  l->gid_index = dccl_ib_select_link_gid(l, why, sizeof(why));
+  if (l->gid_index < 0) return dccl_error(ncclSystemError, "net_ib: %s on %s: %s", "no usable GID", l->ic->device, why);
+  DCCL_INFO(DCCL_NET, "net_ib link %s rank %d: %s port %d, %s, %d QP(s)", conn->is_send ? "to" : "from", conn->peer,
+            l->ic->device, l->ic->port, why, l->nqps);
+  return ncclSuccess;
+}
+
+static void fill_info(const struct dccl_conn *conn, const struct dccl_ib_link *l, struct dccl_ib_conn_info *out) {
+  memset(out, 0, sizeof(*out));
+  out->magic = DCCL_IB_INFO_MAGIC;
+  out->is_send = conn->is_send;
+  out->nslots = l->nslots;
+  out->nqps = (uint32_t)l->nqps;
+  out->slot_bytes = l->slot_bytes;
+  for (int i = 0; i < l->nqps; i++) out->qpn[i] = l->qps[i].qp->qp_num;
+  out->psn = l->qps[0].psn;
+  out->lid = l->ic->port_attr.lid;
+  out->link_layer = l->ic->port_attr.link_layer;
+  out->mtu = (uint8_t)l->ic->port_attr.active_mtu;
+  union ibv_gid gid;
+  if (l->ic->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET &&
+      ibv_query_gid(l->ic->ctx, (uint8_t)l->ic->port, l->gid_index, &gid) == 0)
+    memcpy(out->gid, gid.raw, 16);
+  out->fifo_addr = (uintptr_t)l->fifo;
+  out->fifo_rkey = l->fifo_mr->rkey;
+  out->ctrl_addr = (uintptr_t)&l->ctrl->remote_head;
+  out->ctrl_rkey = l->ctrl_mr->rkey;
+  snprintf(out->device, sizeof(out->device), "%.31s", l->ic->device);
+}
+
+static void ib_close(struct dccl_conn *conn);
+
+static ncclResult_t ib_setup(struct dccl_conn *conn, void *info) {
+  struct dccl_ib_link *l = calloc(1, sizeof(*l));
+  if (!l) return dccl_error(ncclSystemError, "out of memory for an RDMA link");
+  l->conn = conn;
+  conn->priv = l;
+  ncclResult_t res = dccl_ib_comm_get(conn->comm, &l->ic);
+  if (res == ncclSuccess) res = make_link(conn, l);
+  if (res != ncclSuccess) {
+    ib_close(conn);
+    return res;
+  }
+  conn->fifo = l->fifo;
+  struct dccl_ib_conn_info out;
+  fill_info(conn, l, &out);
+  memset(info, 0, DCCL_CONN_INFO_BYTES);
+  memcpy(info, &out, sizeof(out));
+  return ncclSuccess;
+}
+
+/* The (all psn equal) QPs pair up index by index. */
+static ncclResult_t ib_connect(struct dccl_conn *conn, const void *peer_info) {
+  struct dccl_ib_link *l = conn->priv;
+  memcpy(&l->remote, peer_info, sizeof(l->remote));
+  const struct dccl_ib_conn_info *r = &l->remote;
+  if (r->magic != DCCL_IB_INFO_MAGIC || r->is_send == conn->is_send)
+    return dccl_error(ncclInternalError, "net_ib link with rank %d: the peer's connection info is not a net_ib %s side's",
+                      conn->peer, conn->is_send ? "receive" : "send");
+  if (r->nslots != l->nslots || r->slot_bytes != l->slot_bytes || r->nqps != (uint32_t)l->nqps)
+    return dccl_error(ncclInvalidUsage,
+                      "net_ib link with rank %d (host %s): settings differ (here %u slots of %llu bytes over %d QPs, "
+                      "there %u of %llu over %u): set DCCL_NSLOTS, DCCL_CHUNK_SIZE and DCCL_IB_QPS_PER_CONN alike",
+                      conn->peer, peer_host(conn), l->nslots, (unsigned long long)l->slot_bytes, l->nqps, r->nslots,
+                      (unsigned long long)r->slot_bytes, r->nqps);
+  if (!conn->is_send) DCCLCHECK(dccl_ib_post_initial_recvs(l));
+  for (int i = 0; i < l->nqps; i++) DCCLCHECK(dccl_ib_qp_connect(l, &l->qps[i], r->qpn[i], r->psn));
+  return ncclSuccess;
+}
+
+/* Both ends are ready (connect.c exchanged the confirmation): hand the link to the proxy. */
+static ncclResult_t ib_start(struct dccl_conn *conn) {
+  struct dccl_ib_link *l = conn->priv;
+  dccl_ib_comm_add_link(l->ic, l);
+  atomic_store_explicit(&l->connected, 1, memory_order_release);
+  dccl_proxy_wake(&l->ic->proxy);
+  return ncclSuccess;
+}
+
+static ncclResult_t link_error(struct dccl_ib_link *l) {
+  int err = atomic_load_explicit(&l->error, memory_order_acquire);
+  return err ? dccl_error((ncclResult_t)err, "%s", l->error_text) : ncclSuccess;
+}
+
+/* The executor's thread: report the proxy's verdict, and wake the proxy when it sleeps through new work. */
+static ncclResult_t ib_progress(struct dccl_conn *conn) {
+  struct dccl_ib_link *l = conn->priv;
+  if (!l || !atomic_load_explicit(&l->connected, memory_order_relaxed)) return ncclSuccess;
+  dccl_proxy_wake(&l->ic->proxy);
+  return link_error(l);
+}
+
+static int ib_send_flushed(struct dccl_conn *conn) {
+  struct dccl_fifo *f = conn->fifo;
+  return atomic_load_explicit(&f->head, memory_order_acquire) == atomic_load_explicit(&f->tail, memory_order_acquire);
+}
+
+static ncclResult_t ib_check_peer(struct dccl_conn *conn) {
+  struct dccl_ib_link *l = conn->priv;
+  return l ? link_error(l) : ncclSuccess;
+}
+
+static void ib_abort(struct dccl_conn *conn) {
+  struct dccl_ib_link *l = conn->priv;
+  if (!l || !atomic_load(&l->connected)) return;
+  atomic_store(&l->abort_requested, 1);
+  dccl_proxy_wake(&l->ic->proxy);
+}
+
+static void ib_close(struct dccl_conn *conn) {
+  struct dccl_ib_link *l = conn->priv;
+  if (!l) return;
+  if (l->ic) {
+    dccl_ib_comm_remove_link(l->ic, l);
+    for (int i = 0; i < l->nqps; i++) {
+      if (l->qps[i].qp) ibv_destroy_qp(l->qps[i].qp);
+      free(l->qps[i].marks);
+    }
+    pthread_mutex_lock(&l->ic->lock); /* no completion event of this CQ is being acknowledged */
+    if (l->cq) ibv_destroy_cq(l->cq);
+    pthread_mutex_unlock(&l->ic->lock);
+    if (l->fifo_mr) ibv_dereg_mr(l->fifo_mr);
+    if (l->ctrl_mr) ibv_dereg_mr(l->ctrl_mr);
+  }
+  free(l->fifo);
+  free(l->ctrl);
+  free(l);
+  conn->priv = NULL;
+  conn->fifo = NULL;
+}
+
+const struct dccl_transport dccl_transport_ib = {
+    .name = "net_ib",
+    .direct_slots = 0,
+    .fallback = &dccl_transport_socket,
+    .can_connect = ib_can_connect,
+    .setup = ib_setup,
+    .connect = ib_connect,
+    .start = ib_start,
+    .progress = ib_progress,
+    .send_flushed = ib_send_flushed,
+    .check_peer = ib_check_peer,
+    .abort = ib_abort,
+    .close = ib_close,
+    .comm_free = dccl_ib_comm_free,
+};
