@@ -158,7 +158,8 @@ static int send_side(struct dccl_ib_link *l) {
     uint64_t off = (uint64_t)((char *)slot - (char *)f);
     struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(sizeof(*slot) + slot->bytes), l->fifo_mr->lkey};
     uint32_t imm = (uint32_t)l->posted;
-    int signal = l->posted + 1 == tail || q->data_posted % SIGNAL_EVERY == SIGNAL_EVERY - 1;
+    /* The last slot this QP gets for now must be signalled, or the slots before it are never retired. */
+    int signal = l->posted + (uint64_t)l->nqps >= tail || q->data_posted % SIGNAL_EVERY == SIGNAL_EVERY - 1;
     if (post_write(l, q, &sge, 1, l->remote.fifo_addr + off, l->remote.fifo_rkey, &imm, 1, signal) != 0) break;
     l->posted++;
     moved++;

@@ -62,6 +62,7 @@ static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
     return dccl_error(ncclSystemError, "net_ib: cannot create a completion queue on %s: %s", l->ic->device,
                       strerror(errno));
   for (int i = 0; i < l->nqps; i++) DCCLCHECK(dccl_ib_qp_create(l, &l->qps[i], send_wrs, recv_wrs));
+  for (int i = 1; i < l->nqps; i++) l->qps[i].psn = l->qps[0].psn; /* the peer learns one PSN for all */
   char why[256];
   l->gid_index = dccl_ib_select_link_gid(l, why, sizeof(why));
   if (l->gid_index < 0) return dccl_error(ncclSystemError, "net_ib: %s on %s: %s", "no usable GID", l->ic->device, why);
@@ -114,7 +115,7 @@ static ncclResult_t ib_setup(struct dccl_conn *conn, void *info) {
   return ncclSuccess;
 }
 
-/* The (all psn equal) QPs pair up index by index. */
+/* The QPs pair up index by index; all of a link's QPs start at the same PSN. */
 static ncclResult_t ib_connect(struct dccl_conn *conn, const void *peer_info) {
   struct dccl_ib_link *l = conn->priv;
   memcpy(&l->remote, peer_info, sizeof(l->remote));
