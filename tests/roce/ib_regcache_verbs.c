@@ -8,15 +8,14 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <infiniband/verbs.h>
-#include <linux/capability.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../unit/cap_drop.h"
 #include "transports/net_ib/ib_regcache.h"
 
 static int failures;
@@ -61,15 +60,6 @@ static char *map_pages(void *at, size_t n, int fill) {
   }
   memset(p, fill, n * page);
   return p;
-}
-
-static void drop_cap_sys_admin(void) {
-  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-  struct __user_cap_data_struct data[2];
-  CHECK(syscall(SYS_capget, &header, data) == 0);
-  data[0].effective &= ~(1u << CAP_SYS_ADMIN);
-  data[0].permitted &= ~(1u << CAP_SYS_ADMIN);
-  CHECK(syscall(SYS_capset, &header, data) == 0);
 }
 
 int main(int argc, char **argv) {
@@ -150,7 +140,7 @@ int main(int argc, char **argv) {
   CHECK(mrs_before < 0 || device_mr_count() == mrs_before);
 
   /* without CAP_SYS_ADMIN: registered per use, never cached, nothing left behind */
-  drop_cap_sys_admin();
+  CHECK(drop_cap_sys_admin() == 0);
   cache = dccl_ib_regcache_create(&registrar, &limits);
   CHECK(dccl_ib_regcache_get(cache, buf, n * page, &reg) == DCCL_IB_REG_UNCACHED);
   CHECK(mrs_before < 0 || device_mr_count() == mrs_before + 1);

@@ -6,15 +6,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "cap_drop.h"
 #include "forked_case.h"
 #include "transports/net_ib/ib_regcache.h"
 
@@ -335,12 +334,7 @@ static void same_pages_remapped(void) {
 
 /* Without CAP_SYS_ADMIN the pagemap shows no frames: every get registers for that use only. */
 static void hidden_frames_register_per_use(void) {
-  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-  struct __user_cap_data_struct data[2];
-  CHECK(syscall(SYS_capget, &header, data) == 0);
-  data[0].effective &= ~(1u << CAP_SYS_ADMIN);
-  data[0].permitted &= ~(1u << CAP_SYS_ADMIN);
-  CHECK(syscall(SYS_capset, &header, data) == 0);
+  CHECK(drop_cap_sys_admin() == 0);
   CHECK(!frames_visible());
   struct dccl_ib_regcache *cache = new_cache(1, 0, 0, 0);
   char *buf = map_pages(4);
