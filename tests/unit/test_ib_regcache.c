@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +25,9 @@ static size_t page;
  * splicing them into a pipe), so the frames it registered stay allocated until it deregisters --- */
 struct fake {
   int fail_errno; /* nonzero: reg fails with it */
-  uint32_t next_key;
-  int live;       /* registrations not yet deregistered */
+  _Atomic uint32_t next_key;
+  _Atomic int live; /* registrations not yet deregistered */
   int pin;        /* hold the pages (needed by the pagemap cases) */
-  uintptr_t last_start;
-  size_t last_len;
 };
 struct fake_mr {
   int pipe_fd[2];
@@ -53,8 +53,6 @@ static int fake_reg(const struct dccl_ib_registrar *self, uintptr_t start, size_
   mr->lkey = ++f->next_key;
   mr->rkey = mr->lkey + 1000;
   f->live++;
-  f->last_start = start;
-  f->last_len = len;
   return 0;
 }
 
@@ -236,6 +234,37 @@ static void max_size_and_failures(void) {
   CHECK(fake.live == 0);
 }
 
+/* Threads getting and putting overlapping ranges, with a small bound (lookups, validation outside the lock,
+ * eviction and retirement racing). */
+static struct dccl_ib_regcache *shared_cache;
+static char *shared_buf;
+static void *hammer(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  for (int i = 0; i < 3000; i++) {
+    size_t first = rand_r(&seed) % 24, n = 1 + rand_r(&seed) % 8;
+    struct dccl_ib_reg reg;
+    enum dccl_ib_reg_result r = dccl_ib_regcache_get(shared_cache, shared_buf + first * page, n * page, &reg);
+    CHECK(r == DCCL_IB_REG_HIT || r == DCCL_IB_REG_MISS || r == DCCL_IB_REG_UNCACHED);
+    CHECK(reg.mr.start <= (uintptr_t)shared_buf + first * page &&
+          (uintptr_t)shared_buf + (first + n) * page <= reg.mr.start + reg.mr.len);
+    dccl_ib_regcache_put(shared_cache, &reg);
+  }
+  return NULL;
+}
+
+static void threads(void) {
+  shared_cache = new_cache(0, 0, 4, 100 * page);
+  shared_buf = map_pages(32);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, hammer, (void *)(uintptr_t)(i + 1)) == 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  struct dccl_ib_regcache_stats s = stats_of(shared_cache);
+  CHECK(s.hits + s.misses + s.uncached == 4 * 3000);
+  CHECK(s.entries <= 4 && s.registrations == s.entries && fake.live == (int)s.entries);
+  dccl_ib_regcache_destroy(shared_cache);
+  CHECK(fake.live == 0);
+}
+
 /* --- the real pagemap --- */
 
 static int frames_visible(void) {
@@ -358,6 +387,7 @@ int main(void) {
   ok &= run_case("eviction_lru", eviction_lru, NULL);
   ok &= run_case("references_block_eviction", references_block_eviction, NULL);
   ok &= run_case("max_size_and_failures", max_size_and_failures, NULL);
+  ok &= run_case("threads", threads, NULL);
   if (frames_visible()) {
     ok &= run_case("unchanged_keeps_hitting", unchanged_keeps_hitting, NULL);
     ok &= run_case("free_and_reuse", free_and_reuse, NULL);

@@ -98,7 +98,8 @@ struct dccl_ib_regcache;
 /* NULL limits: 1024 entries, 1 TiB. Returns NULL when out of memory. */
 struct dccl_ib_regcache *dccl_ib_regcache_create(const struct dccl_ib_registrar *registrar,
                                                  const struct dccl_ib_regcache_limits *limits);
-/* Deregisters every entry; entries still referenced are reported at WARN and deregistered anyway. */
+/* Deregisters every entry. Every get must have been put first: a cached entry still referenced is reported at
+ * WARN and deregistered anyway, a retired one (stale or per use) is the holder's to put, which it cannot now. */
 void dccl_ib_regcache_destroy(struct dccl_ib_regcache *cache);
 /* A registration covering [addr, addr+len), len > 0; reg->mr is valid for HIT, MISS and UNCACHED, each of which
  * must be matched by one put. */
