@@ -12,6 +12,8 @@ typedef int cu_result;
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_STREAM_CAPTURE_STATUS_NONE 0
+#define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
+#define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 
 static struct {
   int available;
@@ -19,6 +21,11 @@ static struct {
   cu_result (*pointer_get_attribute)(void *data, int attribute, uintptr_t ptr);
   cu_result (*stream_synchronize)(cudaStream_t stream);
   cu_result (*stream_is_capturing)(cudaStream_t stream, int *status);
+  /* Optional: older drivers lack them (no dma-buf export then). */
+  cu_result (*device_get)(int *device, int ordinal);
+  cu_result (*device_get_attribute)(int *value, int attribute, int device);
+  cu_result (*mem_get_handle_for_address_range)(void *handle, uintptr_t ptr, size_t size, int type,
+                                                unsigned long long flags);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -33,6 +40,10 @@ static void cu_load(void) {
   cu.pointer_get_attribute = (cu_result(*)(void *, int, uintptr_t))dlsym(lib, "cuPointerGetAttribute");
   cu.stream_synchronize = (cu_result(*)(cudaStream_t))dlsym(lib, "cuStreamSynchronize");
   cu.stream_is_capturing = (cu_result(*)(cudaStream_t, int *))dlsym(lib, "cuStreamIsCapturing");
+  cu.device_get = (cu_result(*)(int *, int))dlsym(lib, "cuDeviceGet");
+  cu.device_get_attribute = (cu_result(*)(int *, int, int))dlsym(lib, "cuDeviceGetAttribute");
+  cu.mem_get_handle_for_address_range = (cu_result(*)(void *, uintptr_t, size_t, int, unsigned long long))dlsym(
+      lib, "cuMemGetHandleForAddressRange");
   if (!cu.init || !cu.pointer_get_attribute || !cu.stream_synchronize || !cu.stream_is_capturing) {
     DCCL_WARN(DCCL_INIT, "libcuda.so.1 lacks an entry point DCCL needs: host buffers only");
     return;
@@ -68,5 +79,27 @@ ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) 
                       "%s: host buffers cannot be used while the stream is captured into a CUDA graph", call);
   r = cu.stream_synchronize(stream);
   if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamSynchronize failed (%d)", call, r);
+  return ncclSuccess;
+}
+
+int dccl_cuda_dmabuf_supported(int ordinal) {
+  if (!dccl_cuda_available() || !cu.mem_get_handle_for_address_range || !cu.device_get || !cu.device_get_attribute)
+    return 0;
+  int device = 0, supported = 0;
+  if (cu.device_get(&device, ordinal) != CU_SUCCESS) return 0;
+  if (cu.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device) != CU_SUCCESS) return 0;
+  return supported != 0;
+}
+
+ncclResult_t dccl_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd) {
+  if (!dccl_cuda_available() || !cu.mem_get_handle_for_address_range)
+    return dccl_error(ncclSystemError, "dma-buf export of device memory: the CUDA driver has no "
+                                       "cuMemGetHandleForAddressRange");
+  int handle = -1;
+  cu_result r = cu.mem_get_handle_for_address_range(&handle, (uintptr_t)ptr, len,
+                                                    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (r != CU_SUCCESS)
+    return dccl_error(ncclUnhandledCudaError, "cuMemGetHandleForAddressRange(%p, %zu) failed (%d)", ptr, len, r);
+  *fd = handle;
   return ncclSuccess;
 }

@@ -3,6 +3,8 @@
 #ifndef DCCL_CUDA_DRIVER_H_
 #define DCCL_CUDA_DRIVER_H_
 
+#include <stddef.h>
+
 #include "dccl.h"
 
 /* 1 when the driver loaded and initialised (a GPU is present). */
@@ -13,5 +15,13 @@ int dccl_cuda_is_device_ptr(const void *ptr);
  * (a host operation cannot be replayed), else the stream is synchronised, since the input may be produced by
  * GPU work queued on it. A NULL stream, or no driver, needs nothing. */
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call);
+
+/* GPUDirect RDMA through dma-buf (transports/net_ib/ib_gdr.c): 1 when the driver can export device memory as a
+ * dma-buf (it has cuMemGetHandleForAddressRange) and device `ordinal` reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED;
+ * 0 otherwise, or without a driver. */
+int dccl_cuda_dmabuf_supported(int ordinal);
+/* A dma-buf file descriptor for the device memory [ptr, ptr+len), both aligned to the host page size; the caller
+ * closes it. ncclSystemError when dma-buf export is not available, ncclUnhandledCudaError when the driver refuses. */
+ncclResult_t dccl_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd);
 
 #endif
