@@ -63,6 +63,14 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
   dccl_reduce_host(&plain, out, NULL, ordered, n, nelem, post);
 }
 
+/* A step that only forwards user input to one peer may leave the bytes where they are, if the transport can read
+ * them there (net_ib, from a registered buffer). Small payloads travel inline in the header: always copied. */
+static int sends_in_place(struct dccl_conn *const *sconn, const uint64_t *stail, int nsend, int nrecv, const char *in,
+                          const char *out, const struct dccl_redop *redop, int post, uint64_t bytes) {
+  if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || bytes <= DCCL_SLOT_INLINE_BYTES) return 0;
+  return sconn[0]->transport->send_from && sconn[0]->transport->send_from(sconn[0], stail[0], in, bytes);
+}
+
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
 static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
                               int *ready) {
@@ -120,6 +128,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   }
   if (st->nelem > 0 && (st->flags & DCCL_PRIM_RANK_ORDER)) {
     reduce_rank_order(op, out, in, rconn, srcs, nrecv, st->nelem, post);
+  } else if (st->nelem > 0 && sends_in_place(sconn, stail, nsend, nrecv, in, out, redop, post, bytes)) {
+    /* the transport reads the user's input itself */
   } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;

@@ -101,6 +101,10 @@ struct dccl_transport {
   const struct dccl_transport *fallback;
   /* Moves bytes; returns an error naming the peer if the link broke (EOF, peer process gone). May be NULL. */
   ncclResult_t (*progress)(struct dccl_conn *conn);
+  /* Offers the payload of send slot `tail` in place: `src` (user memory, untouched until the operation
+   * completes). Returns 1 when the transport will read it from there, so the executor copies nothing into the
+   * slot (zero-copy); 0 to have it copied as usual. May be NULL. */
+  int (*send_from)(struct dccl_conn *conn, uint64_t tail, const void *src, uint64_t bytes);
   /* 1 when every slot this send side posted has left this process (the caller may then return). */
   int (*send_flushed)(struct dccl_conn *conn);
   /* Slow-path check, called while a wait makes no progress: is the peer still there? */

@@ -103,8 +103,17 @@ struct dccl_comm {
   /* Per-communicator state a transport keeps (e.g. the socket transport's listener), freed by its comm_free. */
   void *transport_state[3]; /* [0] shm, [1] net_socket, [2] net_ib */
 
+  /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
+  pthread_mutex_t reg_lock;
+  struct dccl_reg_handle *regs;
+
   int finalized, destroyed;
 };
+
+/* 1 when [ptr, ptr+bytes) lies inside one range registered on comm (src/core/comm_register.c). */
+int dccl_comm_is_registered(struct dccl_comm *comm, const void *ptr, uint64_t bytes);
+/* Frees the handles the user did not deregister (at destroy). */
+void dccl_comm_free_registrations(struct dccl_comm *comm);
 
 /* Validates a user's handle: NULL, destroyed, or used in a forked child are refused with a reason. */
 ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call);

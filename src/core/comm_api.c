@@ -268,29 +268,6 @@ ncclResult_t ncclMemFree(void *ptr) {
   return dccl_error(ncclInvalidUsage, "ncclMemFree: DCCL allocated no GPU memory (%p)", ptr);
 }
 
-/* Registration is a hint for zero-copy paths; host buffers need none, so a handle just remembers the range. */
-struct dccl_reg_handle {
-  void *buff;
-  size_t size;
-};
-
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommRegister"));
-  if (!handle || (!buff && size)) return dccl_error(ncclInvalidArgument, "ncclCommRegister: NULL argument");
-  struct dccl_reg_handle *h = malloc(sizeof(*h));
-  if (!h) return dccl_error(ncclSystemError, "out of memory");
-  *h = (struct dccl_reg_handle){buff, size};
-  *handle = h;
-  return ncclSuccess;
-}
-
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommDeregister"));
-  if (!handle) return dccl_error(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
-  free(handle);
-  return ncclSuccess;
-}
-
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommWindowRegister"));
   (void)buff, (void)size, (void)win, (void)winFlags;

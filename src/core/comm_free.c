@@ -67,6 +67,8 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   free(comm->p2p_recv_seq);
   pthread_mutex_destroy(&comm->conn_lock);
   pthread_mutex_destroy(&comm->error_lock);
+  dccl_comm_free_registrations(comm);
+  pthread_mutex_destroy(&comm->reg_lock);
   comm->magic = 0;
   free(comm);
 }

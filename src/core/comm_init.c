@@ -158,6 +158,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   atomic_store(&comm->async_error, ncclSuccess);
   pthread_mutex_init(&comm->conn_lock, NULL);
   pthread_mutex_init(&comm->error_lock, NULL);
+  pthread_mutex_init(&comm->reg_lock, NULL);
   return comm;
 }
 

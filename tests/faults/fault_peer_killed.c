@@ -3,8 +3,9 @@
  * the kill with an error whose text (ncclGetLastError) names the dead rank, ncclCommGetAsyncError must report an
  * error too, ncclCommAbort / ncclCommDestroy must return promptly, and no dccl-* entry may remain in /dev/shm.
  *
- * Usage: fault_peer_killed shm|socket [trials]   (env FAULT_SEED repeats a run, FAULT_TRIALS overrides trials)
- * shm: DCCL_TRANSPORT=shm; socket: DCCL_TRANSPORT=socket (set before the library reads its parameters).
+ * Usage: fault_peer_killed shm|socket|ib [trials]   (env FAULT_SEED repeats a run, FAULT_TRIALS overrides trials)
+ * The mode is set as DCCL_TRANSPORT before the library reads its parameters (ib needs an RDMA device: the
+ * soft-RoCE VM of tests/roce).
  *
  * Survivors report through a shared mapping made before fork; times are CLOCK_MONOTONIC, one clock for every
  * process of the host, so the parent compares a survivor's error time with its own kill time. */
@@ -261,8 +262,8 @@ static int run_trial(int trial, const char *mode, struct trial_shared *sh, struc
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "shm";
-  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0) {
-    fprintf(stderr, "usage: %s shm|socket [trials]\n", argv[0]);
+  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0 && strcmp(mode, "ib") != 0) {
+    fprintf(stderr, "usage: %s shm|socket|ib [trials]\n", argv[0]);
     return 2;
   }
   /* Before any library call: the library reads its parameters once per process, and children inherit them. */

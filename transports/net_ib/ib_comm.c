@@ -88,6 +88,11 @@ static void read_gids(struct dccl_ib_comm *ic) {
 
 static void free_state(struct dccl_ib_comm *ic) {
   dccl_proxy_stop(&ic->proxy);
+  if (ic->regcache) {
+    DCCL_INFO(DCCL_NET, "net_ib: %llu slots were sent from registered user buffers without a copy",
+              (unsigned long long)atomic_load(&ic->zero_copy_slots));
+    dccl_ib_regcache_destroy(ic->regcache);
+  }
   if (ic->channel) ibv_destroy_comp_channel(ic->channel);
   if (ic->pd) ibv_dealloc_pd(ic->pd);
   if (ic->ctx) ibv_close_device(ic->ctx);
@@ -107,6 +112,10 @@ ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out)
   ic->comm = comm;
   pthread_mutex_init(&ic->lock, NULL);
   ncclResult_t res = open_device(ic, dev);
+  struct dccl_ib_registrar reg;
+  if (res == ncclSuccess && (dccl_ib_verbs_registrar(ic->pd, IBV_ACCESS_LOCAL_WRITE, &reg) != 0 ||
+                             !(ic->regcache = dccl_ib_regcache_create(&reg, NULL))))
+    res = dccl_error(ncclSystemError, "net_ib: cannot create the registration cache on %s", dev->name);
   if (res == ncclSuccess) {
     read_gids(ic);
     res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, comm->oversubscribed);

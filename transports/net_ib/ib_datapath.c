@@ -156,21 +156,40 @@ static int send_side(struct dccl_ib_link *l) {
     if (!sq_has_room(q)) break;
     struct dccl_slot_header *slot = dccl_fifo_slot(f, l->posted);
     uint64_t off = (uint64_t)((char *)slot - (char *)f);
-    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(sizeof(*slot) + slot->bytes), l->fifo_mr->lkey};
+    /* The header from the slot; the payload from the slot, or in place from the user's registered buffer. */
+    uint64_t i = l->posted % l->nslots;
+    struct ibv_sge sge[2] = {{(uintptr_t)slot, (uint32_t)(sizeof(*slot) + slot->bytes), l->fifo_mr->lkey}};
+    int nsge = 1;
+    if (l->slot_src[i]) {
+      sge[0].length = sizeof(*slot);
+      sge[1] = (struct ibv_sge){(uintptr_t)l->slot_src[i], (uint32_t)slot->bytes, l->slot_reg[i].mr.lkey};
+      nsge = 2;
+    }
     uint32_t imm = (uint32_t)l->posted;
     /* The last slot this QP gets for now must be signalled, or the slots before it are never retired. */
     int signal = l->posted + (uint64_t)l->nqps >= tail || q->data_posted % SIGNAL_EVERY == SIGNAL_EVERY - 1;
-    if (post_write(l, q, &sge, 1, l->remote.fifo_addr + off, l->remote.fifo_rkey, &imm, 1, signal) != 0) break;
+    if (post_write(l, q, sge, nsge, l->remote.fifo_addr + off, l->remote.fifo_rkey, &imm, 1, signal) != 0) break;
     l->posted++;
     moved++;
   }
   uint64_t head = first_pending(l, 0);
   if (head > l->posted) head = l->posted;
-  if (head != atomic_load_explicit(&f->head, memory_order_relaxed)) {
+  uint64_t old = atomic_load_explicit(&f->head, memory_order_relaxed);
+  if (head != old) {
+    dccl_ib_release_slots(l, old, head); /* before the executor may reuse them */
     atomic_store_explicit(&f->head, head, memory_order_release);
     moved++;
   }
   return moved;
+}
+
+void dccl_ib_release_slots(struct dccl_ib_link *l, uint64_t from, uint64_t to) {
+  for (uint64_t s = from; s < to && l->slot_src; s++) {
+    uint64_t i = s % l->nslots;
+    if (!l->slot_src[i]) continue;
+    dccl_ib_regcache_put(l->ic->regcache, &l->slot_reg[i]);
+    l->slot_src[i] = NULL;
+  }
 }
 
 static int recv_side(struct dccl_ib_link *l) {

@@ -16,6 +16,7 @@
 
 #include "proxy/proxy.h"
 #include "transports/net_ib/ib_gid.h"
+#include "transports/net_ib/ib_regcache.h"
 #include "transports/transport.h"
 
 #define DCCL_IB_MAX_QPS 8
@@ -90,6 +91,11 @@ struct dccl_ib_link {
   int gid_index;
   struct dccl_ib_conn_info remote;
   _Atomic int connected;
+  int max_sge;
+  /* Zero-copy sends: slot s's payload is read from slot_src[s % nslots] (user memory, registered as
+   * slot_reg[...]) instead of the slot; NULL when it was copied into the slot. */
+  const void **slot_src;
+  struct dccl_ib_reg *slot_reg;
   uint64_t posted;   /* send side: slots handed to the NIC */
   uint64_t credited; /* receive side: the head last written to the sender */
   _Atomic int abort_requested;
@@ -110,6 +116,8 @@ struct dccl_ib_comm {
   char device[64];
   struct dccl_ib_gid_entry gids[DCCL_IB_MAX_GIDS];
   int ngids;
+  struct dccl_ib_regcache *regcache; /* user buffers registered for zero-copy sends */
+  _Atomic uint64_t zero_copy_slots;   /* slots sent from user memory, for the log and the tests */
   pthread_mutex_t lock; /* the link list, against the proxy */
   struct dccl_ib_link *links;
   struct dccl_proxy proxy;
@@ -129,6 +137,8 @@ int dccl_ib_select_link_gid(struct dccl_ib_link *l, char *why, size_t why_len);
 
 /* ib_datapath.c: called by the proxy; returns how many things moved. */
 int dccl_ib_link_progress(struct dccl_ib_link *l);
+/* Releases the user-buffer registrations of slots [from, to). */
+void dccl_ib_release_slots(struct dccl_ib_link *l, uint64_t from, uint64_t to);
 /* Posts the receives a receive side needs before the sender may write. */
 ncclResult_t dccl_ib_post_initial_recvs(struct dccl_ib_link *l);
 

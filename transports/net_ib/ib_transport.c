@@ -61,7 +61,11 @@ static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
   if (!l->cq)
     return dccl_error(ncclSystemError, "net_ib: cannot create a completion queue on %s: %s", l->ic->device,
                       strerror(errno));
+  l->slot_src = calloc(l->nslots, sizeof(*l->slot_src));
+  l->slot_reg = calloc(l->nslots, sizeof(*l->slot_reg));
+  if (!l->slot_src || !l->slot_reg) return dccl_error(ncclSystemError, "out of memory for an RDMA link");
   for (int i = 0; i < l->nqps; i++) DCCLCHECK(dccl_ib_qp_create(l, &l->qps[i], send_wrs, recv_wrs));
+  l->max_sge = l->ic->dev_attr.max_sge;
   for (int i = 1; i < l->nqps; i++) l->qps[i].psn = l->qps[0].psn; /* the peer learns one PSN for all */
   char why[256];
   l->gid_index = dccl_ib_select_link_gid(l, why, sizeof(why));
@@ -156,6 +160,19 @@ static ncclResult_t ib_progress(struct dccl_conn *conn) {
   return link_error(l);
 }
 
+/* Zero-copy: a payload in a range the user registered (ncclCommRegister) is read by the NIC where it is. The
+ * registration cache re-validates the range's pages on every use, so a freed and reused range is re-registered. */
+static int ib_send_from(struct dccl_conn *conn, uint64_t tail, const void *src, uint64_t bytes) {
+  struct dccl_ib_link *l = conn->priv;
+  if (!l || l->max_sge < 2 || bytes > UINT32_MAX || !dccl_comm_is_registered(conn->comm, src, bytes)) return 0;
+  uint64_t i = tail % l->nslots;
+  enum dccl_ib_reg_result r = dccl_ib_regcache_get(l->ic->regcache, src, (size_t)bytes, &l->slot_reg[i]);
+  if (r != DCCL_IB_REG_HIT && r != DCCL_IB_REG_MISS && r != DCCL_IB_REG_UNCACHED) return 0;
+  l->slot_src[i] = src; /* published to the proxy by the tail's release store */
+  atomic_fetch_add_explicit(&l->ic->zero_copy_slots, 1, memory_order_relaxed);
+  return 1;
+}
+
 static int ib_send_flushed(struct dccl_conn *conn) {
   struct dccl_fifo *f = conn->fifo;
   return atomic_load_explicit(&f->head, memory_order_acquire) == atomic_load_explicit(&f->tail, memory_order_acquire);
@@ -185,11 +202,14 @@ static void ib_close(struct dccl_conn *conn) {
     pthread_mutex_lock(&l->ic->lock); /* no completion event of this CQ is being acknowledged */
     if (l->cq) ibv_destroy_cq(l->cq);
     pthread_mutex_unlock(&l->ic->lock);
+    dccl_ib_release_slots(l, 0, l->nslots); /* slots an aborted operation left behind */
     if (l->fifo_mr) ibv_dereg_mr(l->fifo_mr);
     if (l->ctrl_mr) ibv_dereg_mr(l->ctrl_mr);
   }
   free(l->fifo);
   free(l->ctrl);
+  free(l->slot_src);
+  free(l->slot_reg);
   free(l);
   conn->priv = NULL;
   conn->fifo = NULL;
@@ -204,6 +224,7 @@ const struct dccl_transport dccl_transport_ib = {
     .connect = ib_connect,
     .start = ib_start,
     .progress = ib_progress,
+    .send_from = ib_send_from,
     .send_flushed = ib_send_flushed,
     .check_peer = ib_check_peer,
     .abort = ib_abort,

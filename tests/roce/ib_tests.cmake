@@ -1,0 +1,36 @@
+# net_ib tests, run inside the soft-RoCE VM (label roce_guest; see roce.cmake): the collective suite with net_ib
+# forced and every rank its own pretend host, the all-to-all group, SIGKILL faults, verbs-object leaks,
+# completion errors, zero-copy from registered buffers, and the registration cache on a real device.
+# Sized for the VM's emulated CPU (about 10x slower than the host): three types and three ops per collective.
+if(NOT IBVERBS_LIBRARY OR NOT MPI_C_FOUND)
+  return()
+endif()
+
+add_executable(ib_resources ${DCCL_ROCE_DIR}/ib_resources.c)
+target_link_libraries(ib_resources PRIVATE dccl_static)
+
+set(DCCL_IB_SUITE_MATRIX --types float,int32,bfloat16 --ops sum,prod,max --sizes 0,1,7,1000,1048579)
+set(DCCL_IB_SUITE_ENV DCCL_TRANSPORT=ib DCCL_SOCKET_IFNAME=v0 DCCL_TIMEOUT=60)
+
+# dccl_ib_suite(NAME ranks QPS n ARGS suite arguments...)
+function(dccl_ib_suite name np qps)
+  dccl_add_roce_guest_test(NAME ${name} TIMEOUT 600
+    COMMAND env ${DCCL_IB_SUITE_ENV} DCCL_IB_QPS_PER_CONN=${qps}
+            ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none -np ${np}
+            sh ${DCCL_ROCE_DIR}/own_host_wrapper.sh $<TARGET_FILE:coll_suite> ${ARGN})
+endfunction()
+
+# Ring runs carry every collective; tree runs the three the tree serves. 1 and 2 QPs per link (striping).
+dccl_ib_suite(roce.ib.suite.np2.ring 2 2 --algo ring ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.suite.np2.tree 2 1 --algo tree --colls allreduce,broadcast,reduce ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.suite.np3.ring 3 1 --algo ring ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.suite.np3.tree 3 2 --algo tree --colls allreduce,broadcast,reduce ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.suite.np4.ring 4 2 --algo ring ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.suite.np4.tree 4 1 --algo tree --colls allreduce,broadcast,reduce ${DCCL_IB_SUITE_MATRIX})
+dccl_ib_suite(roce.ib.alltoall64m.np4 4 2 --alltoall-64m)
+
+dccl_add_roce_guest_test(NAME roce.ib.peer_killed TIMEOUT 900
+                         COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:fault_peer_killed> ib 50)
+dccl_add_roce_guest_test(NAME roce.ib.resources_errors_zero_copy TIMEOUT 300
+                         COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_resources>)
+dccl_add_roce_guest_test(NAME roce.ib.regcache_verbs TIMEOUT 120 COMMAND $<TARGET_FILE:ib_regcache_verbs> rxe0)
