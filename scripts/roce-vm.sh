@@ -64,6 +64,16 @@ check_tools() {
   fi
 }
 
+# The guest mounts its own tmpfs over /tmp and /dev/shm, hiding whatever the host has there.
+check_paths() {
+  local dir
+  for dir in "$PWD" "$repo" "${writable[@]}"; do
+    case $dir/ in
+      /tmp/* | /dev/shm/*) die "$dir is under /tmp or /dev/shm, which the guest has as its own empty tmpfs" ;;
+    esac
+  done
+}
+
 # The kernel to boot: the plain -amd64 flavour (the -cloud one has no rdma_rxe).
 kernel_version() {
   if [[ -n ${DCCL_ROCE_KERNEL:-} ]]; then
@@ -213,7 +223,7 @@ write_command() {
 }
 
 boot() {
-  local kver=$1 i virtfs=()
+  local kver=$1 i virtfs=() rc=0
   for i in "${!writable[@]}"; do
     virtfs+=(-virtfs "local,path=${writable[$i]},mount_tag=rw$i,security_model=none,multidevs=remap")
   done
@@ -226,14 +236,16 @@ boot() {
     -chardev stdio,id=console,signal=off -serial chardev:console \
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$run,mount_tag=results,security_model=none,multidevs=remap" \
-    "${virtfs[@]}" </dev/null
+    "${virtfs[@]}" </dev/null || rc=$?
   # The kernel's last line ("reboot: Power down") ends without a newline.
   echo
+  return "$rc"
 }
 
 main() {
   parse_args "$@"
   check_tools
+  check_paths
   local kver rc=0
   kver=$(kernel_version)
   prepare_kernel "$kver"
