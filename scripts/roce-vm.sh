@@ -26,6 +26,7 @@ timeout_s=600
 mem_mib=4096
 writable=()
 command=()
+cleanup=()  # folders removed on exit
 
 die() {
   echo "roce-vm: $*" >&2
@@ -96,15 +97,17 @@ prepare_kernel() {
   if [[ ! -f $dest/ready ]]; then
     echo "roce-vm: preparing kernel $kver in $cache (one-time download)" >&2
     work=$(mktemp -d "$cache/prepare.XXXXXX")
+    cleanup+=("$work")
     (cd "$work" && apt-get download "linux-image-$kver" >apt.log 2>&1) ||
-      { tail -n 3 "$work/apt.log" >&2; rm -rf "$work"; die "cannot download linux-image-$kver (network or apt lists?)"; }
+      { tail -n 3 "$work/apt.log" >&2; die "cannot download linux-image-$kver (network or apt lists?)"; }
     dpkg -x "$work"/linux-image-*.deb "$work/deb"
     mkdir -p "$work/kernel/lib/modules/$kver"
     cp "$work/deb/boot/vmlinuz-$kver" "$work/kernel/vmlinuz"
+    # depmod wants these lists (of all modules, and of those built in) beside the modules.
+    cp "$work/deb/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$work/kernel/lib/modules/$kver/"
     depmod -b "$work/deb" "$kver"
     for mod in "${modules[@]}"; do
-      modprobe -d "$work/deb" -S "$kver" --show-depends "$mod" >"$work/deps" ||
-        { rm -rf "$work"; die "kernel $kver has no module $mod"; }
+      modprobe -d "$work/deb" -S "$kver" --show-depends "$mod" >"$work/deps" || die "kernel $kver has no module $mod"
       while read -r _ path; do
         path=${path#"$work/deb"}
         mkdir -p "$work/kernel/$(dirname "$path")"
@@ -115,7 +118,6 @@ prepare_kernel() {
     rm -rf "$dest"
     mv "$work/kernel" "$dest"
     touch "$dest/ready"
-    rm -rf "$work"
   fi
   flock -u 9
 }
@@ -175,7 +177,13 @@ in_host ip addr add 10.9.0.1/24 dev v0
 in_host ip link set v0 up
 in_host ip link set v1 up
 in_host rdma link add rxe0 type rxe netdev v0
-grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null || fail "rxe0 port 1 is not ACTIVE"
+# The port follows the netdev's carrier, which may take a moment.
+i=0
+until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state; do
+  i=$((i + 1))
+  [ "$i" -le 10 ] || fail "rxe0 port 1 is not ACTIVE after 10 s"
+  sleep 1
+done
 
 echo "roce-vm: guest ready after $(cut -d ' ' -f 1 /proc/uptime) s of guest uptime"
 ulimit -l unlimited
@@ -206,11 +214,11 @@ write_initramfs() {
 
 # What the guest runs in the chroot: the caller's cwd, PATH and DCCL_*/NCCL_* variables, then the command.
 write_command() {
-  local dir=$run/cmd name
+  local dir=$run/cmd name path
   mkdir -p "$dir"
   : >"$dir/writable"
-  for name in "${writable[@]}"; do
-    echo "$name" >>"$dir/writable"
+  for path in "${writable[@]}"; do
+    echo "$path" >>"$dir/writable"
   done
   {
     echo "export DCCL_ROCE_VM=1 HOME=/root PATH=$(printf '%q' "$PATH")"
@@ -247,10 +255,11 @@ main() {
   check_tools
   check_paths
   local kver rc=0
+  trap 'rm -rf "${cleanup[@]}"' EXIT
   kver=$(kernel_version)
   prepare_kernel "$kver"
   run=$(mktemp -d "${TMPDIR:-/tmp}/roce-vm.XXXXXX")
-  trap 'rm -rf "$run"' EXIT
+  cleanup+=("$run")
   write_initramfs "$kver" "$run/initrd.gz"
   write_command
   boot "$kver" || rc=$?
