@@ -6,8 +6,10 @@ if(NOT IBVERBS_LIBRARY OR NOT MPI_C_FOUND)
   return()
 endif()
 
-add_executable(ib_resources ${DCCL_ROCE_DIR}/ib_resources.c)
-target_link_libraries(ib_resources PRIVATE dccl_static)
+foreach(prog ib_resources ib_regcache_verbs)
+  add_executable(${prog} ${DCCL_ROCE_DIR}/${prog}.c)
+  target_link_libraries(${prog} PRIVATE dccl_static)
+endforeach()
 
 set(DCCL_IB_SUITE_MATRIX --types float,int32,bfloat16 --ops sum,prod,max --sizes 0,1,7,1000,1048579)
 set(DCCL_IB_SUITE_ENV DCCL_TRANSPORT=ib DCCL_SOCKET_IFNAME=v0 DCCL_TIMEOUT=60)

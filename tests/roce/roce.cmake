@@ -22,7 +22,7 @@ endforeach()
 
 # Boots the VM once and runs every roce_guest test in it (booting takes about 10 s on 2 cores).
 add_test(NAME roce.vm_suite
-         COMMAND ${PROJECT_SOURCE_DIR}/scripts/roce-vm.sh --timeout 1200 --writable ${PROJECT_BINARY_DIR}
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/roce-vm.sh --timeout 2400 --writable ${PROJECT_BINARY_DIR}
                  -- ${DCCL_ROCE_DIR}/vm_suite.sh
          WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
-set_tests_properties(roce.vm_suite PROPERTIES LABELS "roce" TIMEOUT 1260 RUN_SERIAL TRUE PROCESSORS 2)
+set_tests_properties(roce.vm_suite PROPERTIES LABELS "roce" TIMEOUT 2460 RUN_SERIAL TRUE PROCESSORS 2)

@@ -116,6 +116,8 @@ ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out)
   if (res == ncclSuccess && (dccl_ib_verbs_registrar(ic->pd, IBV_ACCESS_LOCAL_WRITE, &reg) != 0 ||
                              !(ic->regcache = dccl_ib_regcache_create(&reg, NULL))))
     res = dccl_error(ncclSystemError, "net_ib: cannot create the registration cache on %s", dev->name);
+  /* DCCL_NET_GDR=1 without support is reported here (WARN) but does not stop host-buffer traffic. */
+  if (res == ncclSuccess && dccl_gdr_choose(0, &ic->gdr) != ncclSuccess) ic->gdr.path = DCCL_GDR_STAGING;
   if (res == ncclSuccess) {
     read_gids(ic);
     res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, comm->oversubscribed);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proxy/proxy.h"
+#include "transports/net_ib/ib_gdr.h"
 #include "transports/net_ib/ib_gid.h"
 #include "transports/net_ib/ib_regcache.h"
 #include "transports/transport.h"
@@ -117,6 +118,9 @@ struct dccl_ib_comm {
   struct dccl_ib_gid_entry gids[DCCL_IB_MAX_GIDS];
   int ngids;
   struct dccl_ib_regcache *regcache; /* user buffers registered for zero-copy sends */
+  /* How device buffers will reach the NIC (GPUDirect RDMA or host staging), decided once per communicator; the
+   * data path for device buffers arrives with the GPU engine. */
+  struct dccl_gdr_choice gdr;
   _Atomic uint64_t zero_copy_slots;   /* slots sent from user memory, for the log and the tests */
   pthread_mutex_t lock; /* the link list, against the proxy */
   struct dccl_ib_link *links;
