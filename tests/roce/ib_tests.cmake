@@ -54,3 +54,7 @@ foreach(case auto fallback)
   set_tests_properties(roce.ib.select_${case} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}"
                        FAIL_REGULAR_EXPRESSION " [1-9][0-9]* failed")
 endforeach()
+
+# An idle communicator over net_ib costs no CPU: its proxy thread falls asleep on the completion channel.
+dccl_add_roce_guest_test(NAME roce.ib.idle_cpu TIMEOUT 300 COMMAND env DCCL_SOCKET_IFNAME=v0
+                         $<TARGET_FILE:fault_idle_cpu> ib)
