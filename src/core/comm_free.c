@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/op.h"
 #include "core/comm.h"
 #include "core/clock.h"
 #include "core/comm_init.h"
@@ -58,6 +59,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   }
   if (dccl_transport_shm.comm_free) dccl_transport_shm.comm_free(comm);
   if (dccl_transport_socket.comm_free) dccl_transport_socket.comm_free(comm);
+  dccl_plan_cache_free(comm);
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);
