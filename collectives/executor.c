@@ -63,24 +63,6 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
   dccl_reduce_host(&plain, out, NULL, ordered, n, nelem, post);
 }
 
-/* Bytes reduced at a time before they are copied to the other destinations: the copies then read from L1
- * instead of from wherever a whole slot's worth had gone (a multiple of every element size). */
-#define COPY_BLOCK_BYTES 16384
-
-/* dst = reduction of the step's operands, and the same bytes to each of copies[]: reduced once, in blocks, each
- * block copied out while it is still in L1. Saves a full read of the step's result per extra destination. */
-static void reduce_then_copy(const struct dccl_redop *redop, char *dst, const char *in, const void *const *srcs,
-                             int nsrcs, uint64_t nelem, int post, void *const *copies, int ncopies) {
-  size_t esize = dccl_type_size(redop->type), block = ncopies > 0 ? COPY_BLOCK_BYTES / esize : nelem;
-  const void *at[DCCL_CONN_SLOTS];
-  for (uint64_t done = 0; done < nelem; done += block) {
-    size_t n = nelem - done < block ? (size_t)(nelem - done) : block, off = (size_t)done * esize;
-    for (int j = 0; j < nsrcs; j++) at[j] = (const char *)srcs[j] + off;
-    dccl_reduce_host(redop, dst + off, in ? in + off : NULL, at, nsrcs, n, post);
-    for (int j = 0; j < ncopies; j++) memcpy((char *)copies[j] + off, dst + off, n * esize);
-  }
-}
-
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
 static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
                               int *ready) {
@@ -139,12 +121,11 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   if (st->nelem > 0 && (st->flags & DCCL_PRIM_RANK_ORDER)) {
     reduce_rank_order(op, out, in, rconn, srcs, nrecv, st->nelem, post);
   } else if (st->nelem > 0) {
-    void *copies[DCCL_CONN_SLOTS + 1];
-    int ncopies = 0;
-    for (int j = 1; j < nsend; j++) copies[ncopies++] = sslot[j] + 1;
-    if (out && nsend > 0) copies[ncopies++] = out;
+    /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
-    if (dst) reduce_then_copy(redop, dst, in, srcs, nrecv, st->nelem, post, copies, ncopies);
+    if (dst) dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
+    for (int j = 1; j < nsend; j++) memcpy(sslot[j] + 1, dst, bytes);
+    if (out && dst != out) memcpy(out, dst, bytes);
   }
   for (int j = 0; j < nsend; j++)
     dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,
