@@ -153,6 +153,7 @@ static ncclResult_t progress_conn(struct dccl_op *op, struct dccl_conn *c) {
 }
 
 static ncclResult_t progress_conns(struct dccl_op *op, struct dccl_op_channel *ch) {
+  if (!ch->needs_progress) return ncclSuccess; /* shm: the executor's own stores move the bytes */
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     DCCLCHECK(progress_conn(op, ch->recv[i]));
     DCCLCHECK(progress_conn(op, ch->send[i]));

@@ -34,6 +34,7 @@ struct dccl_op_channel {
   int lane;
   struct dccl_conn *recv[DCCL_CONN_SLOTS], *send[DCCL_CONN_SLOTS];
   uint64_t nsteps[2], done[2];
+  int needs_progress; /* some connection's transport has a progress function (set when bound) */
 };
 
 struct dccl_op {
@@ -50,6 +51,7 @@ struct dccl_op {
   uint64_t seq;
   struct dccl_op *after; /* must finish before this one starts: same comm's previous collective or same link */
   int done;
+  int bound; /* its channels' connections are looked up (dccl_op_bind, or a plan cache hit) */
   const struct dccl_conn *waiting_on; /* the connection the op last found not ready, for error messages */
   struct dccl_op *next;
   int nchannels;
@@ -62,6 +64,12 @@ ncclResult_t dccl_op_plan(struct dccl_op *op);
 ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap);
 /* Looks up the (now connected) connections of every channel. */
 ncclResult_t dccl_op_bind(struct dccl_op *op);
+
+/* The plan cache (plan_cache.c), keyed by (kind, count, type, root): a hit fills op's algorithm and bound
+ * channels and returns 1. put remembers a bound op before it runs; free drops a communicator's cache. */
+int dccl_plan_cache_get(struct dccl_op *op);
+void dccl_plan_cache_put(const struct dccl_op *op);
+void dccl_plan_cache_free(struct dccl_comm *comm);
 
 /* Runs ops to completion, progressing all of them at once (a group's sends and receives can be posted in any
  * order). On failure the communicators of unfinished ops are marked failed and the error is returned. */

@@ -221,13 +221,17 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
     if (ch->nsteps[0] + ch->nsteps[1] == 0) continue;
+    ch->needs_progress = 0;
     for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
       ch->recv[i] = ch->recv_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->recv_peer[i], 0, ch->lane) : NULL;
       ch->send[i] = ch->send_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->send_peer[i], 1, ch->lane) : NULL;
       if ((ch->recv_peer[i] >= 0 && !ch->recv[i]) || (ch->send_peer[i] >= 0 && !ch->send[i]))
         return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind),
                           ch->recv_peer[i] >= 0 ? ch->recv_peer[i] : ch->send_peer[i]);
+      if ((ch->recv[i] && ch->recv[i]->transport->progress) || (ch->send[i] && ch->send[i]->transport->progress))
+        ch->needs_progress = 1;
     }
   }
+  op->bound = 1;
   return ncclSuccess;
 }

@@ -12,6 +12,8 @@ struct dccl_waiter {
   uint64_t sleep_ns;
   uint64_t last_check_ns;
   uint64_t spin_ns, yield_ns; /* DCCL_SPIN_NS, DCCL_YIELD_NS, read once per wait */
+  unsigned rounds;            /* idle rounds while spinning; the clock is read on every 8th */
+  int spinning;
 };
 
 /* oversubscribed: more ranks than cores share this host, so spinning only delays the rank being waited for. */

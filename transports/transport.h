@@ -155,9 +155,10 @@ static inline struct dccl_slot_header *dccl_conn_recv_slot(struct dccl_conn *c) 
   uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* only this side writes head */
   struct dccl_slot_header *slot = dccl_fifo_slot(f, head);
   if (c->transport->direct_slots) {
-    if (atomic_load_explicit(&slot->ready, memory_order_acquire) == head + 1) return slot;
+    /* `ready` is stored before `tail`, so tail cannot tell more; polling it too would pull a second line across. */
+    return atomic_load_explicit(&slot->ready, memory_order_acquire) == head + 1 ? slot : NULL;
   }
-  if (c->cached_peer_counter <= head) { /* (it lags behind when slots were taken by their ready word) */
+  if (c->cached_peer_counter <= head) {
     c->cached_peer_counter = atomic_load_explicit(&f->tail, memory_order_acquire);
     if (c->cached_peer_counter <= head) return NULL;
   }

@@ -89,6 +89,9 @@ struct dccl_comm {
   /* More ranks on this host than processing units: waits yield at once instead of spinning. */
   int oversubscribed;
 
+  /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
+  struct dccl_plan_cache *plan_cache;
+
   /* Cost model constants, measured at creation (src/tune). */
   double alpha_ns;  /* per pipeline step latency */
   double bw_bytes_per_ns;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/op.h"
 #include "core/comm.h"
 #include "core/clock.h"
 #include "core/comm_init.h"
@@ -61,6 +62,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
 #ifdef DCCL_HAVE_IBVERBS
   dccl_transport_ib.comm_free(comm);
 #endif
+  dccl_plan_cache_free(comm);
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);

@@ -1,5 +1,7 @@
 /* The set of live communicators, so a destroyed or made-up handle is refused without touching freed memory. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,6 +27,13 @@ static pid_t current_pid(void) {
 static struct dccl_comm **live;
 static int nlive, cap;
 
+/* Every API call checks its handle: a mutex and a scan each time cost more than the rest of a small call. Each
+ * thread remembers the last handle it found live and the registry's generation then; any add or remove bumps the
+ * generation, so a destroyed handle is never taken for live (a fresh one at the same address is found by the scan). */
+static _Atomic uint64_t generation = 1;
+static __thread const struct dccl_comm *checked_comm;
+static __thread uint64_t checked_generation;
+
 ncclResult_t dccl_registry_add(struct dccl_comm *comm) {
   pthread_mutex_lock(&registry_lock);
   if (nlive == cap) {
@@ -38,6 +47,7 @@ ncclResult_t dccl_registry_add(struct dccl_comm *comm) {
     cap = ncap;
   }
   live[nlive++] = comm;
+  atomic_fetch_add_explicit(&generation, 1, memory_order_release);
   pthread_mutex_unlock(&registry_lock);
   return ncclSuccess;
 }
@@ -47,16 +57,21 @@ void dccl_registry_remove(struct dccl_comm *comm) {
   for (int i = 0; i < nlive; i++)
     if (live[i] == comm) {
       live[i] = live[--nlive];
+      atomic_fetch_add_explicit(&generation, 1, memory_order_release);
       break;
     }
   pthread_mutex_unlock(&registry_lock);
 }
 
 int dccl_comm_is_live(const struct dccl_comm *comm) {
+  uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+  if (comm == checked_comm && gen == checked_generation) return 1;
   pthread_mutex_lock(&registry_lock);
   int found = 0;
   for (int i = 0; i < nlive && !found; i++) found = live[i] == comm;
   pthread_mutex_unlock(&registry_lock);
+  /* gen was read before the scan: a change since then makes the next call scan again. */
+  if (found) checked_comm = comm, checked_generation = gen;
   return found;
 }
 

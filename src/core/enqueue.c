@@ -60,7 +60,7 @@ static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuf
   if (kind == DCCL_OP_SEND) op->seq = comm->p2p_send_seq[peer]++;
   else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
   else op->seq = comm->coll_seq++;
-  ncclResult_t res = dccl_op_plan(op);
+  ncclResult_t res = dccl_plan_cache_get(op) ? ncclSuccess : dccl_op_plan(op);
   if (res != ncclSuccess) {
     free(op);
     return res;

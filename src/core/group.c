@@ -129,12 +129,16 @@ static ncclResult_t connect_ops(struct dccl_op **ops, int n) {
     if (seen) continue;
     int nreq = 0;
     for (int j = i; j < n && res == ncclSuccess; j++)
-      if (ops[j]->comm == ops[i]->comm && !ops[j]->done) res = dccl_op_conn_reqs(ops[j], &reqs, &nreq, &cap);
+      if (ops[j]->comm == ops[i]->comm && !ops[j]->done && !ops[j]->bound)
+        res = dccl_op_conn_reqs(ops[j], &reqs, &nreq, &cap);
     if (res == ncclSuccess && nreq) res = dccl_comm_connect(ops[i]->comm, reqs, nreq);
   }
   free(reqs);
-  for (int i = 0; i < n && res == ncclSuccess; i++)
-    if (!ops[i]->done) res = dccl_op_bind(ops[i]);
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    if (ops[i]->done || ops[i]->bound) continue;
+    res = dccl_op_bind(ops[i]);
+    if (res == ncclSuccess) dccl_plan_cache_put(ops[i]);
+  }
   return res;
 }
 
@@ -142,7 +146,10 @@ static ncclResult_t run_ops(struct dccl_op *head) {
   int n = 0;
   for (struct dccl_op *op = head; op; op = op->next) n++;
   if (n == 0) return ncclSuccess;
-  struct dccl_op **ops = malloc((size_t)n * sizeof(*ops));
+  /* The common case, one collective whose plan came from the cache: nothing to match, order or connect. */
+  if (n == 1 && head->bound) return dccl_exec_ops(&head, 1);
+  struct dccl_op *few[16];
+  struct dccl_op **ops = n <= 16 ? few : malloc((size_t)n * sizeof(*ops));
   if (!ops) return dccl_error(ncclSystemError, "out of memory");
   n = 0;
   for (struct dccl_op *op = head; op; op = op->next) ops[n++] = op;
@@ -161,7 +168,7 @@ static ncclResult_t run_ops(struct dccl_op *head) {
     }
   }
   if (res == ncclSuccess) res = dccl_exec_ops(ops, n);
-  free(ops);
+  if (ops != few) free(ops);
   return res;
 }
 
