@@ -131,6 +131,13 @@ struct dccl_conn_req {
 /* Connects every link in reqs that is not connected yet. Every rank named must call it with the mirror request
  * (its own is_send flipped) in the same batch; it exchanges setup info over the bootstrap. */
 ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int n);
+/* The links several communicators need, made together (one thread may drive communicators of one job). */
+struct dccl_conn_batch {
+  struct dccl_comm *comm;
+  const struct dccl_conn_req *reqs;
+  int n;
+};
+ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches);
 
 /* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
  * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */

@@ -77,11 +77,13 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, const str
 static uint32_t tag(int round, int lane, int sender_is_send) {
   return DCCL_TAG_CONNECT | ((uint32_t)round << 16) | ((uint32_t)lane << 1) | (uint32_t)sender_is_send;
 }
-static ncclResult_t send_msg(struct dccl_comm *comm, struct fresh_link *f, int round, size_t bytes) {
-  return dccl_bootstrap_send(comm->bootstrap, f->e->peer, tag(round, f->e->lane, f->e->is_send), &f->mine, bytes);
+static ncclResult_t send_msg(struct fresh_link *f, int round, size_t bytes) {
+  return dccl_bootstrap_send(f->e->conn.comm->bootstrap, f->e->peer, tag(round, f->e->lane, f->e->is_send), &f->mine,
+                             bytes);
 }
-static ncclResult_t recv_msg(struct dccl_comm *comm, struct fresh_link *f, int round, size_t bytes) {
-  return dccl_bootstrap_recv(comm->bootstrap, f->e->peer, tag(round, f->e->lane, !f->e->is_send), &f->theirs, bytes);
+static ncclResult_t recv_msg(struct fresh_link *f, int round, size_t bytes) {
+  return dccl_bootstrap_recv(f->e->conn.comm->bootstrap, f->e->peer, tag(round, f->e->lane, !f->e->is_send),
+                             &f->theirs, bytes);
 }
 
 /* A failure of a transport with a fallback is recorded for the peer instead of returned. */
@@ -97,20 +99,24 @@ static void close_conn(struct dccl_conn *c) {
   if (c->transport && c->transport->close) c->transport->close(c);
 }
 
+/* The rounds below take the links of one or several communicators at once: every rank sends for all of them
+ * before it receives for any, so one thread may make the links of several communicators of one job (a group over
+ * communicators from ncclCommInitAll). */
+
 /* Setup on this end, then the blobs both ways. */
-static ncclResult_t setup_round(struct dccl_comm *comm, struct fresh_link *fl, int n, int round) {
+static ncclResult_t setup_round(struct fresh_link *fl, int n, int round) {
   for (int i = 0; i < n; i++) {
     struct fresh_link *f = &fl[i];
     memset(&f->mine, 0, sizeof(f->mine));
     DCCLCHECK(note(f, f->e->conn.transport->setup(&f->e->conn, f->mine.info)));
-    DCCLCHECK(send_msg(comm, f, round, sizeof(f->mine)));
+    DCCLCHECK(send_msg(f, round, sizeof(f->mine)));
   }
-  for (int i = 0; i < n; i++) DCCLCHECK(recv_msg(comm, &fl[i], round, sizeof(fl[i].theirs)));
+  for (int i = 0; i < n; i++) DCCLCHECK(recv_msg(&fl[i], round, sizeof(fl[i].theirs)));
   return ncclSuccess;
 }
 
 /* Connect send sides first; then, for transports that need it, confirm both ends succeeded. */
-static ncclResult_t connect_round(struct dccl_comm *comm, struct fresh_link *fl, int n) {
+static ncclResult_t connect_round(struct fresh_link *fl, int n) {
   for (int i = 0; i < n; i++) fl[i].setup_ok = !fl[i].mine.failed && !fl[i].theirs.failed;
   for (int pass = 1; pass >= 0; pass--)
     for (int i = 0; i < n; i++) {
@@ -122,11 +128,11 @@ static ncclResult_t connect_round(struct dccl_comm *comm, struct fresh_link *fl,
   for (int i = 0; i < n; i++)
     if (fl[i].e->conn.transport->start && fl[i].setup_ok) {
       confirming = 1;
-      DCCLCHECK(send_msg(comm, &fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
+      DCCLCHECK(send_msg(&fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
     }
   for (int i = 0; i < n && confirming; i++)
     if (fl[i].e->conn.transport->start && fl[i].setup_ok)
-      DCCLCHECK(recv_msg(comm, &fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
+      DCCLCHECK(recv_msg(&fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
   for (int i = 0; i < n; i++) {
     struct fresh_link *f = &fl[i];
     f->fall_back = f->mine.failed || f->theirs.failed;
@@ -135,13 +141,20 @@ static ncclResult_t connect_round(struct dccl_comm *comm, struct fresh_link *fl,
   return ncclSuccess;
 }
 
-/* The links either end could not make switch, on both ends, to the fallback transport. */
-static ncclResult_t fall_back(struct dccl_comm *comm, struct fresh_link *fl, int n) {
+/* The links either end could not make switch, on both ends, to the fallback transport. They are made again in a
+ * separate array: the caller's array still owns every link. */
+static ncclResult_t fall_back(struct fresh_link *fl, int n) {
   int m = 0;
+  for (int i = 0; i < n; i++) m += fl[i].fall_back;
+  if (m == 0) return ncclSuccess;
+  struct fresh_link *fb = calloc((size_t)m, sizeof(*fb));
+  if (!fb) return dccl_error(ncclSystemError, "out of memory connecting");
+  m = 0;
   for (int i = 0; i < n; i++) {
     struct fresh_link *f = &fl[i];
     if (!f->fall_back) continue;
     struct dccl_conn *c = &f->e->conn;
+    struct dccl_comm *comm = c->comm;
     DCCL_WARN(DCCL_NET, "%s link %s rank %d (host %s) could not be made (%s: %s); using %s", c->transport->name,
               c->is_send ? "to" : "from", c->peer, comm->peers[c->peer].hostname,
               f->mine.failed ? "here" : "there", f->mine.failed ? f->mine.reason : f->theirs.reason,
@@ -150,64 +163,78 @@ static ncclResult_t fall_back(struct dccl_comm *comm, struct fresh_link *fl, int
     close_conn(c);
     int peer = c->peer, is_send = c->is_send, lane = c->lane;
     *c = (struct dccl_conn){.transport = next, .comm = comm, .peer = peer, .is_send = is_send, .lane = lane};
-    fl[m++] = *f;
+    fb[m++].e = f->e;
   }
-  if (m == 0) return ncclSuccess;
-  DCCLCHECK(setup_round(comm, fl, m, ROUND_FALLBACK));
-  for (int i = 0; i < m; i++)
-    if (fl[i].mine.failed || fl[i].theirs.failed)
-      return dccl_error(ncclSystemError, "connecting to rank %d: the fallback failed too (%s)", fl[i].e->peer,
-                        fl[i].mine.failed ? fl[i].mine.reason : fl[i].theirs.reason);
-  return connect_round(comm, fl, m);
+  ncclResult_t res = setup_round(fb, m, ROUND_FALLBACK);
+  for (int i = 0; i < m && res == ncclSuccess; i++)
+    if (fb[i].mine.failed || fb[i].theirs.failed)
+      res = dccl_error(ncclSystemError, "connecting to rank %d: the fallback failed too (%s)", fb[i].e->peer,
+                       fb[i].mine.failed ? fb[i].mine.reason : fb[i].theirs.reason);
+  if (res == ncclSuccess) res = connect_round(fb, m);
+  free(fb);
+  return res;
 }
 
-ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int n) {
-  int missing = 0; /* the common case, every link already made, allocates nothing */
-  for (int i = 0; i < n && !missing; i++) missing = !dccl_comm_find_conn(comm, reqs[i].peer, reqs[i].is_send, reqs[i].lane);
-  if (!missing) return ncclSuccess;
-  ncclResult_t res = ncclSuccess;
-  struct fresh_link *fl = calloc((size_t)(n ? n : 1), sizeof(*fl));
-  struct dccl_conn_entry **entries = calloc((size_t)(n ? n : 1), sizeof(*entries));
-  int nfresh = 0;
-  if (!fl || !entries) {
-    res = dccl_error(ncclSystemError, "out of memory connecting");
-    goto out;
-  }
-  for (int i = 0; i < n; i++) {
+/* A fresh entry for each wanted link that does not exist yet; *n counts them. */
+static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int nreq, struct fresh_link *fl,
+                              int *n) {
+  for (int i = 0; i < nreq; i++) {
     if (dccl_comm_find_conn(comm, reqs[i].peer, reqs[i].is_send, reqs[i].lane)) continue;
     struct dccl_conn_entry *e = calloc(1, sizeof(*e));
-    if (!e) {
-      res = dccl_error(ncclSystemError, "out of memory connecting");
-      goto out;
-    }
+    if (!e) return dccl_error(ncclSystemError, "out of memory connecting");
     e->peer = e->conn.peer = reqs[i].peer;
     e->is_send = e->conn.is_send = reqs[i].is_send;
     e->lane = e->conn.lane = reqs[i].lane;
     e->conn.comm = comm;
-    entries[nfresh] = e;
-    fl[nfresh++].e = e;
-    DCCLCHECKGOTO(choose_transport(comm, e->peer, &e->conn.transport), res, out);
+    fl[(*n)++].e = e;
+    DCCLCHECK(choose_transport(comm, e->peer, &e->conn.transport));
   }
-  DCCLCHECKGOTO(setup_round(comm, fl, nfresh, ROUND_SETUP), res, out);
-  DCCLCHECKGOTO(connect_round(comm, fl, nfresh), res, out);
-  DCCLCHECKGOTO(fall_back(comm, fl, nfresh), res, out);
+  return ncclSuccess;
+}
+
+/* Publishes a made link in its communicator's list (lookups are lock-free: release after the entry is done). */
+static void publish(struct dccl_conn_entry *e) {
+  struct dccl_comm *comm = e->conn.comm;
+  DCCL_INFO(DCCL_INIT, "connected %s rank %d lane %d via %s", e->is_send ? "to" : "from", e->peer, e->lane,
+            e->conn.transport->name);
   pthread_mutex_lock(&comm->conn_lock);
-  for (int i = 0; i < nfresh; i++) {
-    DCCL_INFO(DCCL_INIT, "connected %s rank %d lane %d via %s", entries[i]->is_send ? "to" : "from", entries[i]->peer,
-              entries[i]->lane, entries[i]->conn.transport->name);
-    entries[i]->next = atomic_load_explicit(&comm->conns, memory_order_relaxed);
-    atomic_store_explicit(&comm->conns, entries[i], memory_order_release);
-    entries[i] = NULL;
-  }
+  e->next = atomic_load_explicit(&comm->conns, memory_order_relaxed);
+  atomic_store_explicit(&comm->conns, e, memory_order_release);
   pthread_mutex_unlock(&comm->conn_lock);
+}
+
+ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches) {
+  int total = 0, missing = 0; /* the common case, every link already made, allocates nothing */
+  for (int b = 0; b < nbatches; b++) {
+    total += batches[b].n;
+    for (int i = 0; i < batches[b].n && !missing; i++)
+      missing = !dccl_comm_find_conn(batches[b].comm, batches[b].reqs[i].peer, batches[b].reqs[i].is_send,
+                                     batches[b].reqs[i].lane);
+  }
+  if (!missing) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  struct fresh_link *fl = calloc((size_t)total, sizeof(*fl));
+  int n = 0;
+  if (!fl) return dccl_error(ncclSystemError, "out of memory connecting");
+  for (int b = 0; b < nbatches; b++) DCCLCHECKGOTO(add_fresh(batches[b].comm, batches[b].reqs, batches[b].n, fl, &n), res, out);
+  DCCLCHECKGOTO(setup_round(fl, n, ROUND_SETUP), res, out);
+  DCCLCHECKGOTO(connect_round(fl, n), res, out);
+  DCCLCHECKGOTO(fall_back(fl, n), res, out);
+  for (int i = 0; i < n; i++) {
+    publish(fl[i].e);
+    fl[i].e = NULL;
+  }
 out:
-  if (entries)
-    for (int i = 0; i < nfresh; i++)
-      if (entries[i]) {
-        close_conn(&entries[i]->conn);
-        free(entries[i]);
-      }
-  free(entries);
+  for (int i = 0; i < n; i++)
+    if (fl[i].e) {
+      close_conn(&fl[i].e->conn);
+      free(fl[i].e);
+    }
   free(fl);
   return res;
+}
+
+ncclResult_t dccl_comm_connect(struct dccl_comm *comm, const struct dccl_conn_req *reqs, int n) {
+  struct dccl_conn_batch one = {comm, reqs, n};
+  return dccl_connect_many(&one, 1);
 }

@@ -118,22 +118,28 @@ static void chain_ops(struct dccl_op **ops, int n) {
   }
 }
 
-/* Connects what every op of each communicator needs, one communicator at a time. */
+/* Connects what the ops need, for every communicator of the group in one go (so one thread may drive several
+ * communicators of a job, each waiting on links the others make). */
 static ncclResult_t connect_ops(struct dccl_op **ops, int n) {
   ncclResult_t res = ncclSuccess;
-  struct dccl_conn_req *reqs = NULL;
-  int cap = 0;
+  int nb = 0, nreq = 0;
+  struct dccl_conn_batch *batches = calloc((size_t)n, sizeof(*batches)); /* one per communicator */
+  if (!batches) return dccl_error(ncclSystemError, "out of memory");
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     int seen = 0;
     for (int j = 0; j < i && !seen; j++) seen = ops[j]->comm == ops[i]->comm;
     if (seen) continue;
-    int nreq = 0;
+    struct dccl_conn_req *reqs = NULL;
+    int cap = 0, nr = 0;
     for (int j = i; j < n && res == ncclSuccess; j++)
       if (ops[j]->comm == ops[i]->comm && !ops[j]->done && !ops[j]->bound)
-        res = dccl_op_conn_reqs(ops[j], &reqs, &nreq, &cap);
-    if (res == ncclSuccess && nreq) res = dccl_comm_connect(ops[i]->comm, reqs, nreq);
+        res = dccl_op_conn_reqs(ops[j], &reqs, &nr, &cap);
+    batches[nb++] = (struct dccl_conn_batch){ops[i]->comm, reqs, nr};
+    nreq += nr;
   }
-  free(reqs);
+  if (res == ncclSuccess && nreq) res = dccl_connect_many(batches, nb);
+  for (int b = 0; b < nb; b++) free((void *)batches[b].reqs);
+  free(batches);
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     if (ops[i]->done || ops[i]->bound) continue;
     res = dccl_op_bind(ops[i]);
