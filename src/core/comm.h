@@ -109,6 +109,7 @@ struct dccl_comm {
   /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
   pthread_mutex_t reg_lock;
   struct dccl_reg_handle *regs;
+  _Atomic int nregs; /* lets the per-step lookup skip the lock when nothing is registered */
 
   int finalized, destroyed;
 };

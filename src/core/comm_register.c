@@ -21,6 +21,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
   pthread_mutex_lock(&comm->reg_lock);
   h->next = comm->regs;
   comm->regs = h;
+  atomic_fetch_add(&comm->nregs, 1);
   pthread_mutex_unlock(&comm->reg_lock);
   *handle = h;
   return ncclSuccess;
@@ -35,6 +36,7 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
     if (*p == handle) {
       found = *p;
       *p = found->next;
+      atomic_fetch_sub(&comm->nregs, 1);
       break;
     }
   pthread_mutex_unlock(&comm->reg_lock);
@@ -45,6 +47,7 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
 }
 
 int dccl_comm_is_registered(struct dccl_comm *comm, const void *ptr, uint64_t bytes) {
+  if (atomic_load_explicit(&comm->nregs, memory_order_relaxed) == 0) return 0; /* asked on every send step */
   uintptr_t a = (uintptr_t)ptr;
   int hit = 0;
   pthread_mutex_lock(&comm->reg_lock);

@@ -29,19 +29,16 @@ static struct dccl_ib_gid_entry entry(uint32_t index, uint32_t type, const char 
   return e;
 }
 
-static struct sockaddr_storage v4addr(const char *a) {
+/* A socket address from "10.0.0.5" or "2001:db8::5". */
+static struct sockaddr_storage addr(const char *a) {
   struct sockaddr_storage s;
   memset(&s, 0, sizeof(s));
-  s.ss_family = AF_INET;
-  inet_pton(AF_INET, a, &((struct sockaddr_in *)&s)->sin_addr);
-  return s;
-}
-
-static struct sockaddr_storage v6addr(const char *a) {
-  struct sockaddr_storage s;
-  memset(&s, 0, sizeof(s));
-  s.ss_family = AF_INET6;
-  inet_pton(AF_INET6, a, &((struct sockaddr_in6 *)&s)->sin6_addr);
+  if (inet_pton(AF_INET, a, &((struct sockaddr_in *)&s)->sin_addr) == 1) {
+    s.ss_family = AF_INET;
+  } else {
+    s.ss_family = AF_INET6;
+    inet_pton(AF_INET6, a, &((struct sockaddr_in6 *)&s)->sin6_addr);
+  }
   return s;
 }
 
@@ -61,8 +58,8 @@ static void typical_table(void) {
       entry(6, DCCL_IB_GID_ROCE_V2, "2001:db8::5"),
   };
   int n = (int)(sizeof(t) / sizeof(t[0]));
-  struct sockaddr_storage a = v4addr("192.168.1.5"), b = v4addr("10.0.0.5"), c = v6addr("2001:db8::5");
-  struct sockaddr_storage other = v4addr("172.16.0.9");
+  struct sockaddr_storage a = addr("192.168.1.5"), b = addr("10.0.0.5"), c = addr("2001:db8::5");
+  struct sockaddr_storage other = addr("172.16.0.9");
   check("routed IPv4 address picks its RoCEv2 entry (not the first)", pick(t, n, &a, -1) == 5);
   check("another routed IPv4 address picks its own", pick(t, n, &b, -1) == 3);
   check("routed IPv6 address picks its RoCEv2 entry", pick(t, n, &c, -1) == 6);
@@ -80,13 +77,13 @@ static void fallback_order(void) {
   check("any RoCEv2 entry before RoCEv1", pick(ll, 2, NULL, -1) == 7);
   struct dccl_ib_gid_entry v1[] = {entry(4, DCCL_IB_GID_ROCE_V1, "10.1.1.1")};
   check("RoCEv1 only: used", pick(v1, 1, NULL, -1) == 4);
-  struct sockaddr_storage a = v4addr("10.1.1.1");
+  struct sockaddr_storage a = addr("10.1.1.1");
   check("a RoCEv1 entry of the routed address does not beat the rules", pick(v1, 1, &a, -1) == 4);
   check("empty table: none", pick(NULL, 0, NULL, -1) == -1);
 }
 
 static void routing_lookup(void) {
-  struct sockaddr_storage peer = v4addr("127.0.0.1"), local;
+  struct sockaddr_storage peer = addr("127.0.0.1"), local;
   int r = dccl_ib_route_source(&peer, &local);
   char buf[64] = "";
   if (r == 0) inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, buf, sizeof(buf));
