@@ -65,12 +65,13 @@ check_tools() {
   fi
 }
 
-# The guest mounts its own tmpfs over /tmp and /dev/shm, hiding whatever the host has there.
+# The guest mounts its own tmpfs over /tmp and /dev/shm, hiding whatever the host has there; folders of ours under
+# /tmp (a clone made there) are bound back into it, /dev/shm ones are refused.
 check_paths() {
   local dir
   for dir in "$PWD" "$repo" "${writable[@]}"; do
     case $dir/ in
-      /tmp/* | /dev/shm/*) die "$dir is under /tmp or /dev/shm, which the guest has as its own empty tmpfs" ;;
+      /dev/shm/*) die "$dir is under /dev/shm, which the guest has as its own empty tmpfs" ;;
     esac
   done
 }
@@ -167,7 +168,12 @@ mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/shm /host/dev/pts
 mount -t tmpfs shm /host/dev/shm
 mount -t devpts devpts /host/dev/pts
+mkdir -p /hosttmp
+mount -o rbind /host/tmp /hosttmp || fail "cannot keep the host's /tmp"
 mount -t tmpfs tmp /host/tmp
+while read -r dir; do
+  mkdir -p "/host$dir" && mount -o rbind "/hosttmp/${dir#/tmp/}" "/host$dir" || fail "cannot bind $dir into the guest's /tmp"
+done </results/cmd/keep_tmp
 hostname roce0
 
 # The soft-RoCE device: rxe0 on one end of a veth pair; two processes on it reach each other through 10.9.0.1.
@@ -219,6 +225,10 @@ write_command() {
   : >"$dir/writable"
   for path in "${writable[@]}"; do
     echo "$path" >>"$dir/writable"
+  done
+  : >"$dir/keep_tmp"
+  for path in "$repo" "$PWD" "${writable[@]}"; do
+    case $path/ in /tmp/*) echo "$path" >>"$dir/keep_tmp" ;; esac
   done
   {
     echo "export DCCL_ROCE_VM=1 HOME=/root PATH=$(printf '%q' "$PATH")"
