@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/copy_stream.h"
 #include "collectives/op.h"
 #include "collectives/wait.h"
 #include "core/debug.h"
@@ -133,9 +134,17 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
-    if (dst) dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
+    if (dst == out && op->stream_out && !in && nrecv == 1 && !post)
+      dccl_copy_stream(out, srcs[0], bytes); /* a received block's last stop: straight out of the cache */
+    else if (dst)
+      dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
     for (int j = 1; j < nsend; j++) memcpy(sslot[j] + 1, dst, bytes);
-    if (out && dst != out) memcpy(out, dst, bytes);
+    if (out && dst != out) {
+      if (op->stream_out)
+        dccl_copy_stream(out, dst, bytes);
+      else
+        memcpy(out, dst, bytes);
+    }
   }
   for (int j = 0; j < nsend; j++)
     dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,

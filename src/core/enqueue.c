@@ -7,6 +7,7 @@
 #include "core/cuda_driver.h"
 #include "core/debug.h"
 #include "core/group.h"
+#include "core/params.h"
 #include "core/redop.h"
 
 /* The checks every call shares; fills esize. */
@@ -43,6 +44,13 @@ static ncclResult_t check_buffer(const char *call, const char *which, const void
   return ncclSuccess;
 }
 
+/* Whether an output of this size should bypass the caches (see collectives/copy_stream.c). */
+static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
+  int64_t limit = dccl_param_int(DCCL_PARAM_STREAM_BYTES);
+  if (kind == DCCL_OP_ALLGATHER) bytes *= (size_t)comm->nranks;
+  return limit >= 0 && bytes >= (uint64_t)limit;
+}
+
 static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
   struct dccl_op *op = dccl_op_new();
@@ -61,6 +69,7 @@ static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuf
   else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
   else op->seq = comm->coll_seq++;
   ncclResult_t res = dccl_plan_cache_get(op) ? ncclSuccess : dccl_op_plan(op);
+  op->stream_out = stream_output(comm, kind, count * esize);
   if (res != ncclSuccess) {
     free(op);
     return res;

@@ -30,6 +30,8 @@
                    "chooses per call.")               \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
+  X(STREAM_BYTES, INT, 4194304, "Outputs of at least this many bytes per rank are written with non-temporal "    \
+    "(cache-bypassing) stores; -1: never.")                                                                          \
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
   X(SPIN_NS, INT, 20000, "Nanoseconds a wait spins before it starts yielding the core (no spinning when a host "  \
                          "has more ranks than processing units).")                                                 \
