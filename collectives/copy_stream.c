@@ -1,9 +1,9 @@
 /* Copies into the user's output with non-temporal stores when the operation's output is too large to stay in the
  * caches: a normal store first reads the destination line from memory (read for ownership), so streaming stores
  * cut a copy's memory traffic from three passes to two. Sources (FIFO slots) are cache-resident either way. */
-#include <string.h>
-
 #include "collectives/copy_stream.h"
+
+#include <string.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -30,5 +30,7 @@ void dccl_copy_stream(void *dst, const void *src, size_t n) {
   _mm_sfence(); /* streaming stores are weakly ordered: make them visible before the caller publishes anything */
 }
 #else
-void dccl_copy_stream(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void dccl_copy_stream(void *dst, const void *src, size_t n) {
+  memcpy(dst, src, n);
+}
 #endif

@@ -21,6 +21,7 @@
 
 #include <string.h>
 
+#include "collectives/convert_f16c.h"
 #include "collectives/reduce.h"
 #include "collectives/reduce_math.h"
 #include "core/debug.h"
@@ -249,6 +250,44 @@ DEFINE_TYPE(bf16, uint16_t, float, dccl_bf16_to_f32, dccl_f32_to_bf16, f32, DIV_
 DEFINE_TYPE(e4m3, uint8_t, float, dccl_e4m3_to_f32, dccl_f32_to_e4m3, f32, DIV_FLOAT, WIDE_ISA)
 DEFINE_TYPE(e5m2, uint8_t, float, dccl_e5m2_to_f32, dccl_f32_to_e5m2, f32, DIV_FLOAT, WIDE_ISA)
 
+/* ---- fp16 in blocks, with F16C ---------------------------------------------------------------------------- */
+/* The same arithmetic in the same order as the element loops above (so the same bits), but each operand of a
+ * block in L1 is first widened to float by the CPU's conversion instructions, 8 elements at a time, and the result
+ * narrowed once: 4x the element loops' speed, whose software conversions are long per-element chains. (bf16 and
+ * fp8 blocks with software conversions were measured no faster than their element loops.) */
+
+/* acc = acc (op) x over a block. */
+#define COMBINE_LOOP(fn) IVDEP for (size_t j = 0; j < m; j++) acc[j] = fn(acc[j], x[j])
+static void combine_f32(enum dccl_red_kind kind, float *acc, const float *x, size_t m) {
+  if (kind == DCCL_RED_SUM) COMBINE_LOOP(dccl_f32_sum);
+  if (kind == DCCL_RED_PROD) COMBINE_LOOP(dccl_f32_prod);
+  if (kind == DCCL_RED_MAX) COMBINE_LOOP(dccl_f32_max);
+  if (kind == DCCL_RED_MIN) COMBINE_LOOP(dccl_f32_min);
+}
+
+static void reduce_fp16_f16c(const struct dccl_redop *op, uint16_t *dst, const uint16_t *input, const void *const *srcs,
+                             int nsrcs, size_t n, int div) {
+  float acc[ACC_BLOCK], x[ACC_BLOCK], scale = 0;
+  int has_pre = input && op->has_pre;
+  if (has_pre) {
+    uint16_t raw;
+    memcpy(&raw, op->pre, sizeof raw);
+    scale = dccl_fp16_to_f32(raw);
+  }
+  for (size_t base = 0; base < n; base += ACC_BLOCK) {
+    size_t m = n - base < ACC_BLOCK ? n - base : ACC_BLOCK;
+    int k = 0;
+    dccl_fp16_widen_f16c(acc, (input ? input : (const uint16_t *)srcs[k++]) + base, m);
+    if (has_pre) IVDEP for (size_t j = 0; j < m; j++) acc[j] = dccl_f32_prod(acc[j], scale);
+    for (; k < nsrcs; k++) {
+      dccl_fp16_widen_f16c(x, (const uint16_t *)srcs[k] + base, m);
+      combine_f32(op->kind, acc, x, m);
+    }
+    if (div) IVDEP for (size_t j = 0; j < m; j++) acc[j] = acc[j] / (float)div;
+    dccl_fp16_narrow_f16c(dst + base, acc, m);
+  }
+}
+
 typedef void (*reduce_fn)(const struct dccl_redop *op, void *dst, const void *input, const void *const *srcs, int nsrcs,
                           size_t n, int div);
 
@@ -278,5 +317,8 @@ void dccl_reduce_host(const struct dccl_redop *op, void *dst, const void *input,
     if (from != dst) memcpy(dst, from, n * dccl_type_size(op->type));
     return;
   }
-  reduce_table[op->type][op->kind](op, dst, input, srcs, nsrcs, n, div);
+  if (op->type == ncclFloat16 && dccl_have_f16c())
+    reduce_fp16_f16c(op, dst, input, srcs, nsrcs, n, div);
+  else
+    reduce_table[op->type][op->kind](op, dst, input, srcs, nsrcs, n, div);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collectives/convert_f16c.h"
 #include "collectives/reduce.h"
 #include "collectives/reduce_math.h"
 
@@ -753,6 +754,41 @@ static void report_throughput(void) {
   }
 }
 
+/* The F16C array conversions (used by fp16 reductions where the CPU has them) give the element functions' bits:
+ * every fp16 value widened, and floats narrowed over a stride of all 2^32 patterns plus each fp16 value's
+ * neighbours and halfway points (where rounding decides). Quiet-NaN payloads must match too. */
+static void test_f16c_conversions(void) {
+  if (!dccl_have_f16c()) {
+    printf("F16C: not on this CPU, array conversions not tested (the element loops run instead)\n");
+    return;
+  }
+  enum { N = 4096 };
+  static uint16_t h[N], h_hw[N];
+  static float f[N], f_hw[N];
+  long bad = 0, cases = 0;
+  for (uint32_t base = 0; base < 65536; base += N) {
+    for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)(base + i);
+    dccl_fp16_widen_f16c(f_hw, h, N);
+    for (uint32_t i = 0; i < N; i++, cases++) bad += dccl_f32_bits(f_hw[i]) != dccl_f32_bits(dccl_fp16_to_f32(h[i]));
+  }
+  uint32_t filled = 0;
+  for (uint64_t bits = 0; bits < (1ull << 32); bits += 997) {
+    f[filled++] = dccl_f32_from_bits((uint32_t)bits);
+    /* every fp16 value, one float ulp either side and the halfway point to its upper neighbour */
+    uint32_t hv = (uint32_t)(bits / 997) & 0xffffu, w = dccl_f32_bits(dccl_fp16_to_f32((uint16_t)hv));
+    uint32_t up = dccl_f32_bits(dccl_fp16_to_f32((uint16_t)(hv + 1)));
+    f[filled++] = dccl_f32_from_bits(w + 1), f[filled++] = dccl_f32_from_bits(w - 1);
+    f[filled++] = dccl_f32_from_bits(w / 2 + up / 2 + (w & up & 1));
+    if (filled + 4 > N || bits + 997 >= (1ull << 32)) {
+      dccl_fp16_narrow_f16c(h_hw, f, filled);
+      for (uint32_t i = 0; i < filled; i++, cases++) bad += h_hw[i] != dccl_f32_to_fp16(f[i]);
+      filled = 0;
+    }
+  }
+  printf("F16C conversions: %ld cases, %ld differ from the element functions\n", cases, bad);
+  check(bad == 0, "F16C conversions equal dccl_fp16_to_f32 / dccl_f32_to_fp16", NULL);
+}
+
 int main(void) {
   build_tables();
   test_exhaustive_roundtrip();
@@ -762,6 +798,7 @@ int main(void) {
   test_narrow_ops();
   test_builtin_ops();
   test_reduce_host();
+  test_f16c_conversions();
   report_throughput();
   printf("test_reduce: %d passed, %d failed\n", n_passed, n_failed);
   for (int id = 0; id < FMT_COUNT; id++) free(fmts[id].value);
