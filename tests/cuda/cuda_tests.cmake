@@ -12,6 +12,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   target_compile_options(device_shared_test PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wshadow,-Wno-unused-parameter>
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${DCCL_WERROR}>>:--Werror=all-warnings>)
-  # Built, not run: there is no GPU in CI.
+  # The host-buffer library's behaviour next to a real GPU (device pointers refused, streams waited for,
+  # dma-buf export). A C program on the CUDA runtime; the library itself still only dlopens the driver.
+  find_package(CUDAToolkit REQUIRED)
+  add_executable(cuda_host_paths ${CMAKE_CURRENT_SOURCE_DIR}/cuda/cuda_host_paths.c)
+  target_link_libraries(cuda_host_paths PRIVATE dccl_static CUDA::cudart)
+  # Built, not run: there is no GPU in CI. scripts/gpu-lab.sh runs both on the GPU machine.
   add_test(NAME cuda.device_shared_compiles COMMAND test -x $<TARGET_FILE:device_shared_test>)
+  add_test(NAME cuda.host_paths_compiles COMMAND test -x $<TARGET_FILE:cuda_host_paths>)
 endif()

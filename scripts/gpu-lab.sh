@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU machine's one call: builds DCCL with the CUDA toolkit and runs everything that needs a GPU, writing the
+# logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Today that is the shared device code and the
+# host-buffer library's behaviour next to a GPU; GPU collectives and their benchmarks join here as they land.
+# Usage: bash scripts/gpu-lab.sh [build dir=build-gpu]
+set -uo pipefail
+build=${1:-build-gpu}
+out=${OUT:-gpu-lab-out}
+mkdir -p "$out"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvcc --version | tail -2
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCCL_BUILD_PERF=OFF &&
+       ninja -C "$build" device_shared_test cuda_host_paths; } > "$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  echo "gpu-lab: build failed"
+  exit 1
+fi
+
+status=0
+for t in device_shared_test cuda_host_paths; do
+  "$build/tests/$t" > "$out/$t.log" 2>&1
+  rc=$?
+  tail -15 "$out/$t.log"
+  echo "gpu-lab: $t exit $rc"
+  [ "$rc" = 0 ] || status=1
+done
+echo "gpu-lab: $([ $status = 0 ] && echo 'all passed' || echo FAILED)"
+exit $status

@@ -1,0 +1,125 @@
+/* What this host-buffer build does on a machine with a GPU, through the driver it dlopens (src/core/cuda_driver.c):
+ * - a device pointer passed as a buffer is refused with ncclInvalidUsage and a reason, and the communicator
+ *   still works afterwards;
+ * - a host-buffer collective issued on a stream waits for the GPU work queued on that stream before reading
+ *   its input (the input is copied from the device by that work);
+ * - the same call while the stream is captured into a graph is refused;
+ * - ncclMemAlloc (GPU memory) is refused;
+ * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib).
+ * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU (cannot run, not a pass). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cuda_driver.h"
+#include "dccl.h"
+
+static int n_failed;
+
+static void check(int ok, const char *what, const char *detail) {
+  printf("%s: %s%s%s\n", ok ? "ok" : "FAIL", what, detail ? ": " : "", detail ? detail : "");
+  if (!ok) n_failed++;
+}
+
+#define CUDA_OK(call)                                                                        \
+  do {                                                                                       \
+    cudaError_t err_ = (call);                                                               \
+    if (err_ != cudaSuccess) {                                                               \
+      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
+      exit(1);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+static void device_pointer_refused(ncclComm_t comm) {
+  float *dev = NULL;
+  CUDA_OK(cudaMalloc((void **)&dev, 1024 * sizeof(float)));
+  ncclResult_t r = ncclAllReduce(dev, dev, 1024, ncclFloat32, ncclSum, comm, NULL);
+  const char *why = ncclGetLastError(comm);
+  check(r == ncclInvalidUsage && strstr(why, "GPU memory") != NULL, "a device buffer is refused", why);
+  float host[4] = {1, 2, 3, 4}, out[4] = {0};
+  r = ncclAllReduce(host, out, 4, ncclFloat32, ncclSum, comm, NULL);
+  check(r == ncclSuccess && out[3] == 4, "the communicator works after the refusal", NULL);
+  CUDA_OK(cudaFree(dev));
+}
+
+/* The input reaches host memory only when the stream's queued copies finish: a large copy first keeps the stream
+ * busy for milliseconds, so a collective that did not wait would read the old contents. */
+static void waits_for_stream(ncclComm_t comm) {
+  enum { N = 1 << 20 };
+  size_t big = (size_t)512 << 20;
+  float *in = NULL, *out = malloc(N * sizeof(float)), *dev = NULL, *want = malloc(N * sizeof(float));
+  void *big_dev = NULL, *big_host = NULL;
+  CUDA_OK(cudaMallocHost((void **)&in, N * sizeof(float)));
+  CUDA_OK(cudaMallocHost(&big_host, big));
+  CUDA_OK(cudaMalloc(&big_dev, big));
+  CUDA_OK(cudaMalloc((void **)&dev, N * sizeof(float)));
+  for (int i = 0; i < N; i++) want[i] = (float)(i % 1000) + 0.5f, in[i] = -1;
+  CUDA_OK(cudaMemcpy(dev, want, N * sizeof(float), cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMemcpyAsync(big_host, big_dev, big, cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaMemcpyAsync(in, dev, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+  ncclResult_t r = ncclAllReduce(in, out, N, ncclFloat32, ncclSum, comm, s);
+  check(r == ncclSuccess && memcmp(out, want, N * sizeof(float)) == 0,
+        "a host collective on a stream reads its input after the stream's copies",
+        r == ncclSuccess ? NULL : ncclGetLastError(comm));
+
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  r = ncclAllReduce(in, out, N, ncclFloat32, ncclSum, comm, s);
+  const char *why = ncclGetLastError(comm);
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  check(r == ncclInvalidUsage && strstr(why, "graph") != NULL, "a host collective under graph capture is refused", why);
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaFree(big_dev));
+  CUDA_OK(cudaFreeHost(big_host));
+  CUDA_OK(cudaFreeHost(in));
+  free(out), free(want);
+}
+
+static void mem_alloc_refused(ncclComm_t comm) {
+  void *p = NULL;
+  ncclResult_t r = ncclMemAlloc(&p, 1 << 20);
+  check(r == ncclInvalidUsage && p == NULL, "ncclMemAlloc (GPU memory) is refused", ncclGetLastError(comm));
+}
+
+static void dmabuf_export(void) {
+  check(dccl_cuda_dmabuf_supported(0), "device 0 can export memory as a dma-buf", NULL);
+  size_t len = (size_t)4 << 20;
+  void *dev = NULL;
+  CUDA_OK(cudaMalloc(&dev, len + (64 << 10)));
+  char *aligned = (char *)(((uintptr_t)dev + 65535) & ~(uintptr_t)65535);
+  int fd = -1;
+  ncclResult_t r = dccl_cuda_dmabuf_fd(aligned, len, &fd);
+  check(r == ncclSuccess && fd >= 0, "4 MiB of cudaMalloc memory exported as a dma-buf fd",
+        r == ncclSuccess ? NULL : ncclGetLastError(NULL));
+  if (fd >= 0) close(fd);
+  CUDA_OK(cudaFree(dev));
+}
+
+int main(void) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("no usable GPU: not run\n");
+    return 77;
+  }
+  CUDA_OK(cudaSetDevice(0));
+  check(dccl_cuda_available(), "DCCL loaded the CUDA driver", NULL);
+  ncclComm_t comm;
+  int dev0 = 0;
+  if (ncclCommInitAll(&comm, 1, &dev0) != ncclSuccess) {
+    printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
+    return 1;
+  }
+  device_pointer_refused(comm);
+  waits_for_stream(comm);
+  mem_alloc_refused(comm);
+  dmabuf_export();
+  ncclCommDestroy(comm);
+  printf("cuda_host_paths: %s\n", n_failed ? "FAILED" : "all passed");
+  return n_failed ? 1 : 0;
+}
