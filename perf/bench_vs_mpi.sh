@@ -18,11 +18,13 @@ for np in $ranks; do
   bind=(--bind-to core)
   [ "$np" -gt "$(nproc)" ] && bind=(--oversubscribe --bind-to none)
   for r in $(seq "$repeat"); do
-    # Small sizes: many iterations; large sizes: fewer (Open MPI is slow above 16 MiB here).
-    mpirun "${root_flags[@]}" "${bind[@]}" -np "$np" "$build/perf/all_reduce_perf" -b 8 -e 64K -f 8 -c 0 -M 1 -a 3 \
-      -n 2000 -w 100 | grep -E '^ +[0-9]' >> "$tmp/np$np"
-    mpirun "${root_flags[@]}" "${bind[@]}" -np "$np" "$build/perf/all_reduce_perf" -b 1M -e 64M -f 4 -c 0 -M 1 -a 3 \
-      -n 10 -w 2 | grep -E '^ +[0-9]' >> "$tmp/np$np"
+    # Small sizes: many iterations; the largest fewer (Open MPI takes 10-60 ms per call above 16 MiB here). Too
+    # few iterations at 1-4 MiB time cold caches and page faults rather than the steady state.
+    for sizes in "8 64K 8 2000 100" "1M 4M 4 200 20" "16M 64M 4 20 3"; do
+      read -r b e f n w <<< "$sizes"
+      mpirun "${root_flags[@]}" "${bind[@]}" -np "$np" "$build/perf/all_reduce_perf" -b "$b" -e "$e" -f "$f" -c 0 \
+        -M 1 -a 3 -n "$n" -w "$w" | grep -E '^ +[0-9]' >> "$tmp/np$np"
+    done
   done
   echo
   echo "## $np ranks (median of $repeat runs)"
