@@ -21,9 +21,9 @@
 
 #include <string.h>
 
-#include "collectives/convert_f16c.h"
 #include "collectives/reduce.h"
 #include "collectives/reduce_math.h"
+#include "collectives/reduce_x86.h"
 #include "core/debug.h"
 
 size_t dccl_type_size(ncclDataType_t type) {
@@ -250,7 +250,7 @@ DEFINE_TYPE(bf16, uint16_t, float, dccl_bf16_to_f32, dccl_f32_to_bf16, f32, DIV_
 DEFINE_TYPE(e4m3, uint8_t, float, dccl_e4m3_to_f32, dccl_f32_to_e4m3, f32, DIV_FLOAT, WIDE_ISA)
 DEFINE_TYPE(e5m2, uint8_t, float, dccl_e5m2_to_f32, dccl_f32_to_e5m2, f32, DIV_FLOAT, WIDE_ISA)
 
-/* ---- fp16 in blocks, with F16C ---------------------------------------------------------------------------- */
+/* ---- fp16 in blocks, with F16C (the two-operand fp16 and bf16 sums have their own loops: reduce_x86.c) ----- */
 /* The same arithmetic in the same order as the element loops above (so the same bits), but each operand of a
  * block in L1 is first widened to float by the CPU's conversion instructions, 8 elements at a time, and the result
  * narrowed once: 4x the element loops' speed, whose software conversions are long per-element chains. (bf16 and
@@ -277,14 +277,14 @@ static void reduce_fp16_f16c(const struct dccl_redop *op, uint16_t *dst, const u
   for (size_t base = 0; base < n; base += ACC_BLOCK) {
     size_t m = n - base < ACC_BLOCK ? n - base : ACC_BLOCK;
     int k = 0;
-    dccl_fp16_widen_f16c(acc, (input ? input : (const uint16_t *)srcs[k++]) + base, m);
+    dccl_fp16_widen_x86(acc, (input ? input : (const uint16_t *)srcs[k++]) + base, m);
     if (has_pre) IVDEP for (size_t j = 0; j < m; j++) acc[j] = dccl_f32_prod(acc[j], scale);
     for (; k < nsrcs; k++) {
-      dccl_fp16_widen_f16c(x, (const uint16_t *)srcs[k] + base, m);
+      dccl_fp16_widen_x86(x, (const uint16_t *)srcs[k] + base, m);
       combine_f32(op->kind, acc, x, m);
     }
     if (div) IVDEP for (size_t j = 0; j < m; j++) acc[j] = acc[j] / (float)div;
-    dccl_fp16_narrow_f16c(dst + base, acc, m);
+    dccl_fp16_narrow_x86(dst + base, acc, m);
   }
 }
 
@@ -317,8 +317,17 @@ void dccl_reduce_host(const struct dccl_redop *op, void *dst, const void *input,
     if (from != dst) memcpy(dst, from, n * dccl_type_size(op->type));
     return;
   }
-  if (op->type == ncclFloat16 && dccl_have_f16c())
+  int narrow16 = (op->type == ncclFloat16 || op->type == ncclBfloat16) && dccl_have_avx2_f16c();
+  if (narrow16 && op->kind == DCCL_RED_SUM && !div && !has_pre && nsrcs + (input != NULL) == 2) {
+    /* the ring's step: one received slot plus the own input, or two slots */
+    const uint16_t *a = input ? input : srcs[0], *b = input ? srcs[0] : srcs[1];
+    if (op->type == ncclFloat16)
+      dccl_fp16_sum2_x86(dst, a, b, n);
+    else
+      dccl_bf16_sum2_x86(dst, a, b, n);
+  } else if (narrow16 && op->type == ncclFloat16) {
     reduce_fp16_f16c(op, dst, input, srcs, nsrcs, n, div);
-  else
+  } else {
     reduce_table[op->type][op->kind](op, dst, input, srcs, nsrcs, n, div);
+  }
 }
