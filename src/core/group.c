@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@ static __thread struct dccl_op *group_head, *group_tail;
 static __thread struct deferred_init *inits;
 static __thread int ninits, inits_cap;
 
-int dccl_group_depth(void) { return group_depth; }
+int dccl_group_depth(void) {
+  return group_depth;
+}
 
 ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
   if (ninits == inits_cap) {
@@ -58,8 +61,40 @@ static ncclResult_t run_inits(void) {
   return res;
 }
 
-/* One finished op kept per thread: back-to-back calls (the common case) then allocate nothing. */
+/* One finished op kept per thread: back-to-back calls (the common case) then allocate nothing. A thread-specific
+ * key frees it when its thread exits (the key's value only marks the thread as having one). */
 static __thread struct dccl_op *spare_op;
+static __thread int spare_registered;
+static pthread_key_t spare_key;
+static pthread_once_t spare_key_once = PTHREAD_ONCE_INIT;
+static int spare_key_made;
+
+static void spare_release(void *unused) {
+  (void)unused;
+  free(spare_op);
+  spare_op = NULL;
+}
+
+static void spare_key_create(void) {
+  spare_key_made = pthread_key_create(&spare_key, spare_release) == 0;
+}
+
+/* Unloading the library must not leave threads a destructor in unmapped code. */
+__attribute__((destructor)) static void spare_key_drop(void) {
+  if (spare_key_made) pthread_key_delete(spare_key);
+}
+
+static void keep_spare(struct dccl_op *op) {
+  if (!spare_registered) {
+    pthread_once(&spare_key_once, spare_key_create);
+    if (!spare_key_made || pthread_setspecific(spare_key, &spare_registered) != 0) {
+      free(op); /* no way to free it at thread exit: keep none */
+      return;
+    }
+    spare_registered = 1;
+  }
+  spare_op = op;
+}
 
 struct dccl_op *dccl_op_new(void) {
   struct dccl_op *op = spare_op ? spare_op : malloc(sizeof(*op));
@@ -71,7 +106,10 @@ struct dccl_op *dccl_op_new(void) {
 static void free_ops(struct dccl_op *op) {
   while (op) {
     struct dccl_op *next = op->next;
-    if (!spare_op) spare_op = op; else free(op);
+    if (!spare_op)
+      keep_spare(op);
+    else
+      free(op);
     op = next;
   }
 }
@@ -85,8 +123,9 @@ static ncclResult_t match_self(struct dccl_op **ops, int n) {
     for (int j = 0; j < n && !r; j++)
       if (!ops[j]->done && ops[j]->kind == DCCL_OP_RECV && ops[j]->comm == s->comm && ops[j]->peer == s->comm->rank)
         r = ops[j];
-    if (!r) return dccl_error(ncclInvalidUsage, "ncclSend to self (rank %d) without a matching ncclRecv in the same group",
-                              s->comm->rank);
+    if (!r)
+      return dccl_error(ncclInvalidUsage, "ncclSend to self (rank %d) without a matching ncclRecv in the same group",
+                        s->comm->rank);
     if (r->count * r->esize != s->count * s->esize)
       return dccl_error(ncclInvalidUsage, "ncclSend to self of %zu bytes, but ncclRecv from self of %zu bytes",
                         s->count * s->esize, r->count * r->esize);
@@ -185,7 +224,10 @@ ncclResult_t dccl_group_enqueue(struct dccl_op *op) {
     free_ops(op);
     return res;
   }
-  if (group_tail) group_tail->next = op; else group_head = op;
+  if (group_tail)
+    group_tail->next = op;
+  else
+    group_head = op;
   group_tail = op;
   return ncclSuccess;
 }

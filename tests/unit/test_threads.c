@@ -1,6 +1,8 @@
 /* Several communicators in one process, each used from its own thread at the same time: two jobs of four
  * ranks made by ncclCommInitAll, eight threads running collectives concurrently, while another thread polls
- * ncclCommGetAsyncError on all of them. */
+ * ncclCommGetAsyncError on all of them. Then many short-lived threads each make one call: what a call keeps per
+ * thread must be freed when its thread exits (the heap may not grow with the number of threads). */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,6 +58,38 @@ static void *poll_thread(void *arg) {
   return NULL;
 }
 
+/* One call on a one-rank communicator from a thread that then exits. */
+static void *short_thread(void *arg) {
+  float x = 1, y = 0;
+  if (ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, (ncclComm_t)arg, NULL) != ncclSuccess || y != 1) failures++;
+  return NULL;
+}
+
+/* Heap bytes in use after `n` short threads, each joined before the next starts. */
+static size_t heap_after_threads(ncclComm_t comm, int n) {
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    pthread_create(&t, NULL, short_thread, comm);
+    pthread_join(t, NULL);
+  }
+  return mallinfo2().uordblks;
+}
+
+static void thread_exit_frees(void) {
+  ncclComm_t comm;
+  int dev = 0;
+  if (ncclCommInitAll(&comm, 1, &dev) != ncclSuccess) {
+    failures++;
+    return;
+  }
+  size_t before = heap_after_threads(comm, 20), after = heap_after_threads(comm, 500);
+  /* A kept operation is about 5 KiB: 500 exited threads keeping theirs would add 2.5 MiB. */
+  long growth = (long)after - (long)before;
+  printf("heap after 20 short threads %zu bytes, after 500 more %zu (%+ld)\n", before, after, growth);
+  if (growth > 256 * 1024) failures++;
+  ncclCommDestroy(comm);
+}
+
 int main(void) {
   for (int j = 0; j < NJOBS; j++)
     if (ncclCommInitAll(comms[j], NRANKS, NULL) != ncclSuccess) {
@@ -71,6 +105,7 @@ int main(void) {
   for (int j = 0; j < NJOBS; j++)
     for (int r = 0; r < NRANKS; r++)
       if (ncclCommDestroy(comms[j][r]) != ncclSuccess) failures++;
+  thread_exit_frees();
   int f = atomic_load(&failures);
   printf("%d ranks x %d iterations in %d concurrent communicators, %d async-error polls\n", NRANKS, ITERS,
          NJOBS * NRANKS, atomic_load(&polls));
