@@ -162,6 +162,7 @@ static void chain_ops(struct dccl_op **ops, int n) {
 static ncclResult_t connect_ops(struct dccl_op **ops, int n) {
   ncclResult_t res = ncclSuccess;
   int nb = 0, nreq = 0;
+  if (n <= 0) return ncclSuccess;
   struct dccl_conn_batch *batches = calloc((size_t)n, sizeof(*batches)); /* one per communicator */
   if (!batches) return dccl_error(ncclSystemError, "out of memory");
   for (int i = 0; i < n && res == ncclSuccess; i++) {

@@ -215,10 +215,11 @@ static int run_trial(int trial, const char *mode, struct trial_shared *sh, struc
               rep->rc);
     if (!fh_text_names_rank(rep->text_null, victim) || !fh_text_names_rank(rep->text_comm, victim)) {
       st->unnamed++;
+      const char *comm_text = rep->text_comm; /* printed only where it differs from the thread's text */
+      int differ = strncmp(rep->text_null, comm_text, sizeof rep->text_null) != 0;
       FH_FAIL("%s: rank %d: the error text does not name dead rank %d: ncclGetLastError(NULL) \"%s\"%s%s%s", where,
-              r, victim, rep->text_null, strcmp(rep->text_null, rep->text_comm) ? ", ncclGetLastError(comm) \"" : "",
-              strcmp(rep->text_null, rep->text_comm) ? rep->text_comm : "",
-              strcmp(rep->text_null, rep->text_comm) ? "\"" : "");
+              r, victim, rep->text_null, differ ? ", ncclGetLastError(comm) \"" : "", differ ? comm_text : "",
+              differ ? "\"" : "");
     }
     if (!(rep->async_query_rc == ncclSuccess && rep->async_err != ncclSuccess && rep->async_err != ncclInProgress)) {
       st->no_async++;
