@@ -8,14 +8,11 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
-void dccl_copy_stream(void *dst, const void *src, size_t n) {
+void *dccl_copy_stream(void *dst, const void *src, size_t n) {
   char *d = dst;
   const char *s = src;
   size_t head = (size_t)(-(uintptr_t)d & 15);
-  if (n < 256 || head >= n) {
-    memcpy(d, s, n);
-    return;
-  }
+  if (n < 256 || head >= n) return memcpy(d, s, n);
   memcpy(d, s, head);
   d += head, s += head, n -= head;
   for (; n >= 64; d += 64, s += 64, n -= 64) {
@@ -28,9 +25,10 @@ void dccl_copy_stream(void *dst, const void *src, size_t n) {
   }
   memcpy(d, s, n);
   _mm_sfence(); /* streaming stores are weakly ordered: make them visible before the caller publishes anything */
+  return dst;
 }
 #else
-void dccl_copy_stream(void *dst, const void *src, size_t n) {
-  memcpy(dst, src, n);
+void *dccl_copy_stream(void *dst, const void *src, size_t n) {
+  return memcpy(dst, src, n);
 }
 #endif

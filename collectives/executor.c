@@ -28,8 +28,8 @@ static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer
 }
 
 /* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
-static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn *c,
-                               const struct dccl_slot_header *h, uint64_t bytes) {
+static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn *c, const struct dccl_slot_header *h,
+                               uint64_t bytes) {
   if (h->abort)
     return dccl_error(ncclRemoteError, "%s #%llu: rank %d aborted the operation", dccl_op_name(op->kind),
                       (unsigned long long)op->seq, c->peer);
@@ -86,7 +86,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
     if (!c) continue;
-    if (atomic_load_explicit(&c->fifo->aborted, memory_order_relaxed)) return explain_failure(op, ncclRemoteError, c->peer);
+    if (atomic_load_explicit(&c->fifo->aborted, memory_order_relaxed))
+      return explain_failure(op, ncclRemoteError, c->peer);
     struct dccl_slot_header *h = dccl_conn_recv_slot(c);
     if (!h) {
       op->waiting_on = c;
@@ -101,9 +102,9 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     struct dccl_conn *c = (smask >> i) & 1 ? ch->send[i] : NULL;
     if (!c) continue;
     if (bytes > c->fifo->slot_bytes)
-      return dccl_error(ncclInternalError, "%s: a step of %llu bytes exceeds the %llu-byte slots of the link to rank %d",
-                        dccl_op_name(op->kind), (unsigned long long)bytes, (unsigned long long)c->fifo->slot_bytes,
-                        c->peer);
+      return dccl_error(
+          ncclInternalError, "%s: a step of %llu bytes exceeds the %llu-byte slots of the link to rank %d",
+          dccl_op_name(op->kind), (unsigned long long)bytes, (unsigned long long)c->fifo->slot_bytes, c->peer);
     struct dccl_slot_header *h = dccl_conn_send_slot(c, &stail[nsend]);
     if (!h) {
       op->waiting_on = c;
@@ -134,17 +135,13 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
-    if (dst == out && op->stream_out && !in && nrecv == 1 && !post)
-      dccl_copy_stream(out, srcs[0], bytes); /* a received block's last stop: straight out of the cache */
+    void *(*copy_out)(void *, const void *, size_t) = op->stream_out ? dccl_copy_stream : memcpy;
+    if (dst == out && !in && nrecv == 1 && !post)
+      copy_out(out, srcs[0], bytes); /* a received block's last stop */
     else if (dst)
       dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
     for (int j = 1; j < nsend; j++) memcpy(sslot[j] + 1, dst, bytes);
-    if (out && dst != out) {
-      if (op->stream_out)
-        dccl_copy_stream(out, dst, bytes);
-      else
-        memcpy(out, dst, bytes);
-    }
+    if (out && dst != out) copy_out(out, dst, bytes);
   }
   for (int j = 0; j < nsend; j++)
     dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,

@@ -17,12 +17,8 @@
 #define X86_TARGET __attribute__((target("avx2,f16c")))
 
 int dccl_have_avx2_f16c(void) {
-  static int have = -1; /* racing first calls store the same answer */
-  if (have < 0) {
-    __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  }
-  return have;
+  __builtin_cpu_init(); /* returns at once after the first call; needed if called before libgcc's constructor */
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
 
 X86_TARGET void dccl_fp16_widen_x86(float *out, const uint16_t *in, size_t n) {
