@@ -75,7 +75,7 @@ static int sends_in_place(struct dccl_conn *const *sconn, const uint64_t *stail,
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
 static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
                               int *ready) {
-  struct dccl_slot_header *rslot[DCCL_CONN_SLOTS], *sslot[DCCL_CONN_SLOTS];
+  struct dccl_slot_header *sslot[DCCL_CONN_SLOTS];
   struct dccl_conn *rconn[DCCL_CONN_SLOTS], *sconn[DCCL_CONN_SLOTS];
   uint64_t stail[DCCL_CONN_SLOTS];
   const void *srcs[DCCL_CONN_SLOTS];
@@ -95,7 +95,6 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     }
     DCCLCHECK(check_slot(op, c, h, bytes));
     rconn[nrecv] = c;
-    rslot[nrecv] = h;
     srcs[nrecv++] = dccl_slot_payload(h);
   }
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
@@ -147,7 +146,6 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,
                         (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind));
   for (int j = 0; j < nrecv; j++) dccl_conn_recv_done(rconn[j]);
-  (void)rslot;
   *ready = 1;
   return ncclSuccess;
 }

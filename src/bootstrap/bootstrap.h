@@ -9,6 +9,7 @@
 #ifndef DCCL_BOOTSTRAP_H_
 #define DCCL_BOOTSTRAP_H_
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,7 +24,7 @@ ncclResult_t dccl_bootstrap_check_id(const ncclUniqueId *id);
 
 /* Joins the ranks of `id`. Blocks until all `nranks` ranks have joined (or the bootstrap timeout). `abort_flag`,
  * if not NULL, is polled: a nonzero value makes a blocked call return ncclRemoteError. */
-ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, volatile int *abort_flag,
+ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, _Atomic int *abort_flag,
                                  struct dccl_bootstrap **out);
 /* A bootstrap for a subset of the ranks of `parent`: `members[i]` is the parent rank of new rank i. Every member
  * calls it with the same `members`; collective over the members only. */
@@ -32,7 +33,7 @@ ncclResult_t dccl_bootstrap_split(struct dccl_bootstrap *parent, int new_rank, i
 
 /* Points a bootstrap at the flag that interrupts its blocking calls (a split's bootstrap is made before its
  * communicator's flag exists). */
-void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, volatile int *abort_flag);
+void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, _Atomic int *abort_flag);
 
 /* data holds nranks * size bytes; this rank's block is at rank * size. On return every block is filled. */
 ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *b, void *data, size_t size);
@@ -67,7 +68,7 @@ ncclResult_t dccl_socket_listen(struct sockaddr_storage *addr, int *fd);
 ncclResult_t dccl_socket_connect(const struct sockaddr_storage *addr, int timeout_ms, int *fd);
 /* Full send/recv on a blocking socket; an EOF is ncclRemoteError. `abort_flag` may be NULL. */
 ncclResult_t dccl_socket_send_all(int fd, const void *data, size_t size);
-ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, volatile int *abort_flag);
+ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, _Atomic int *abort_flag);
 /* "1.2.3.4:5678" for logs. */
 const char *dccl_socket_addr_str(const struct sockaddr_storage *addr, char *buf, size_t len);
 

@@ -111,7 +111,7 @@ struct dccl_incoming {
 struct dccl_bootstrap {
   int rank, nranks;
   pid_t creator_pid; /* a forked child must not touch the monitor thread or talk for the parent */
-  volatile int *abort_flag;
+  _Atomic int *abort_flag;
   uint8_t secret[DCCL_SECRET_BYTES];
   int listen_fd;
   struct sockaddr_storage listen_addr;
@@ -144,18 +144,17 @@ struct dccl_bootstrap {
 /* Time and deadlines (CLOCK_MONOTONIC ns; deadline 0 means none). */
 int64_t dccl_deadline_after_s(int64_t seconds);
 enum { DCCL_WAIT_OK = 0, DCCL_WAIT_ABORTED = 1, DCCL_WAIT_TIMED_OUT = 2 };
-int dccl_wait_state(volatile int *abort_flag, int64_t deadline_ns);
+int dccl_wait_state(_Atomic int *abort_flag, int64_t deadline_ns);
 /* ncclRemoteError with a reason if the abort flag is set or the deadline passed; `what` names the wait. */
-ncclResult_t dccl_wait_check(volatile int *abort_flag, int64_t deadline_ns, const char *what);
+ncclResult_t dccl_wait_check(_Atomic int *abort_flag, int64_t deadline_ns, const char *what);
 /* Milliseconds to pass to poll(): at most DCCL_POLL_SLICE_MS and never past the deadline. */
 int dccl_poll_slice_ms(int64_t deadline_ns);
 
 /* Socket helpers with a deadline and an abort flag. */
-ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns,
-                                      volatile int *abort_flag, int *fd);
-ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, volatile int *abort_flag,
-                                   int64_t deadline_ns);
-ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, volatile int *abort_flag, int64_t deadline_ns);
+ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns, _Atomic int *abort_flag,
+                                      int *fd);
+ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, _Atomic int *abort_flag, int64_t deadline_ns);
+ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, _Atomic int *abort_flag, int64_t deadline_ns);
 /* Accepts one pending connection on a nonblocking listener: *fd = -1 if none is waiting. */
 ncclResult_t dccl_socket_accept(int listen_fd, int *fd, struct sockaddr_storage *peer);
 void dccl_socket_set_nodelay(int fd);

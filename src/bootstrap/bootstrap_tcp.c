@@ -20,7 +20,7 @@ int dccl_bootstrap_nranks(const struct dccl_bootstrap *b) {
   return b->nranks;
 }
 
-void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, volatile int *abort_flag) {
+void dccl_bootstrap_set_abort_flag(struct dccl_bootstrap *b, _Atomic int *abort_flag) {
   b->abort_flag = abort_flag;
 }
 
@@ -34,7 +34,7 @@ int64_t dccl_bootstrap_op_deadline(const struct dccl_bootstrap *b) {
 }
 
 /* An empty bootstrap for `rank` of `nranks`: no sockets yet, every fd -1. */
-static ncclResult_t bootstrap_alloc(int rank, int nranks, volatile int *abort_flag, struct dccl_bootstrap **out) {
+static ncclResult_t bootstrap_alloc(int rank, int nranks, _Atomic int *abort_flag, struct dccl_bootstrap **out) {
   struct dccl_bootstrap *b = calloc(1, sizeof(*b));
   if (!b) return dccl_error(ncclSystemError, "out of memory");
   b->rank = rank;
@@ -155,7 +155,7 @@ static ncclResult_t join_rendezvous(struct dccl_bootstrap *b, const struct dccl_
   return res;
 }
 
-ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, volatile int *abort_flag,
+ncclResult_t dccl_bootstrap_init(const ncclUniqueId *id, int rank, int nranks, _Atomic int *abort_flag,
                                  struct dccl_bootstrap **out) {
   if (!out) return dccl_error(ncclInvalidArgument, "bootstrap init: out is NULL");
   *out = NULL;

@@ -25,14 +25,13 @@ int64_t dccl_deadline_after_s(int64_t seconds) {
   return seconds > 0 ? dccl_now_ns() + seconds * 1000000000ll : 0;
 }
 
-int dccl_wait_state(volatile int *abort_flag, int64_t deadline_ns) {
-  /* Another thread sets the flag: read it atomically (volatile alone is no memory model). */
-  if (abort_flag && __atomic_load_n(abort_flag, __ATOMIC_RELAXED)) return DCCL_WAIT_ABORTED;
+int dccl_wait_state(_Atomic int *abort_flag, int64_t deadline_ns) {
+  if (abort_flag && atomic_load_explicit(abort_flag, memory_order_acquire)) return DCCL_WAIT_ABORTED;
   if (deadline_ns && dccl_now_ns() >= deadline_ns) return DCCL_WAIT_TIMED_OUT;
   return DCCL_WAIT_OK;
 }
 
-ncclResult_t dccl_wait_check(volatile int *abort_flag, int64_t deadline_ns, const char *what) {
+ncclResult_t dccl_wait_check(_Atomic int *abort_flag, int64_t deadline_ns, const char *what) {
   switch (dccl_wait_state(abort_flag, deadline_ns)) {
     case DCCL_WAIT_ABORTED:
       return dccl_error(ncclRemoteError, "socket: aborted while %s", what);
@@ -321,7 +320,7 @@ ncclResult_t dccl_socket_accept(int listen_fd, int *fd, struct sockaddr_storage 
 
 /* One nonblocking connect attempt, waited for until the deadline: *fd >= 0 if connected, else *last_err says why
  * (the caller retries). Fails only for local errors, an abort or the deadline. */
-static ncclResult_t connect_once(const struct sockaddr_storage *addr, int64_t deadline_ns, volatile int *abort_flag,
+static ncclResult_t connect_once(const struct sockaddr_storage *addr, int64_t deadline_ns, _Atomic int *abort_flag,
                                  int *fd, int *last_err) {
   *fd = -1;
   int s = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -368,8 +367,8 @@ static ncclResult_t connect_once(const struct sockaddr_storage *addr, int64_t de
   return ncclSuccess;
 }
 
-ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns,
-                                      volatile int *abort_flag, int *fd) {
+ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns, _Atomic int *abort_flag,
+                                      int *fd) {
   int backoff_ms = 10, last_err = 0;
   char buf[80];
   for (;;) {
@@ -399,7 +398,7 @@ ncclResult_t dccl_socket_connect(const struct sockaddr_storage *addr, int timeou
   return dccl_socket_connect_wait(addr, deadline, NULL, fd);
 }
 
-ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, volatile int *abort_flag,
+ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, _Atomic int *abort_flag,
                                    int64_t deadline_ns) {
   const char *p = data;
   while (size > 0) {
@@ -420,7 +419,7 @@ ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, volati
   return ncclSuccess;
 }
 
-ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, volatile int *abort_flag, int64_t deadline_ns) {
+ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, _Atomic int *abort_flag, int64_t deadline_ns) {
   char *p = data;
   while (size > 0) {
     ssize_t n = recv(fd, p, size, MSG_DONTWAIT);
@@ -445,6 +444,6 @@ ncclResult_t dccl_socket_send_all(int fd, const void *data, size_t size) {
   return dccl_socket_send_wait(fd, data, size, NULL, 0);
 }
 
-ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, volatile int *abort_flag) {
+ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, _Atomic int *abort_flag) {
   return dccl_socket_recv_wait(fd, data, size, abort_flag, 0);
 }

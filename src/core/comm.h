@@ -41,13 +41,6 @@ struct dccl_ring {
   int prev, next;
 };
 
-/* A tree as seen from this rank: parent -1 at the root; up to two children (-1 if absent). */
-struct dccl_tree {
-  int parent;
-  int child[2];
-  int depth; /* levels below the root, for the cost model */
-};
-
 /* A cached connection: (peer, direction, lane) -> conn. Lanes 0..nchannels-1 serve collectives; lanes from
  * DCCL_LANE_P2P serve send/recv, so a group may run a collective and point-to-point at once. */
 #define DCCL_LANE_P2P 64
@@ -98,7 +91,7 @@ struct dccl_comm {
 
   /* Failure state. async_error is what ncclCommGetAsyncError reports; readable from any thread. */
   _Atomic int async_error;
-  volatile int abort_flag;  /* nonzero: every wait stops */
+  _Atomic int abort_flag;    /* nonzero: every wait stops */
   _Atomic int dead_rank;    /* -1, or the rank whose death was reported */
   char error_text[512];
   pthread_mutex_t error_lock;

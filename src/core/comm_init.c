@@ -94,8 +94,8 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   return ncclSuccess;
 }
 
-/* The ring links of every channel and the two all-reduce trees' links, made up front (the trees are lazily
- * connected otherwise; doing it here keeps the first tree call fast and single-threaded groups deadlock-free). */
+/* The ring links of every channel, made up front: every call needs them, and the cost model measures over them.
+ * Tree and point-to-point links are made on the first call that uses them. */
 static ncclResult_t connect_rings(struct dccl_comm *comm) {
   if (comm->nranks == 1) return ncclSuccess;
   struct dccl_conn_req *reqs = calloc((size_t)comm->nchannels * 2, sizeof(*reqs));

@@ -21,6 +21,7 @@ static struct {
   cu_result (*pointer_get_attribute)(void *data, int attribute, uintptr_t ptr);
   cu_result (*stream_synchronize)(cudaStream_t stream);
   cu_result (*stream_is_capturing)(cudaStream_t stream, int *status);
+  cu_result (*ctx_get_current)(void **ctx);
   /* Optional: older drivers lack them (no dma-buf export then). */
   cu_result (*device_get)(int *device, int ordinal);
   cu_result (*device_get_attribute)(int *value, int attribute, int device);
@@ -40,11 +41,13 @@ static void cu_load(void) {
   cu.pointer_get_attribute = (cu_result(*)(void *, int, uintptr_t))dlsym(lib, "cuPointerGetAttribute");
   cu.stream_synchronize = (cu_result(*)(cudaStream_t))dlsym(lib, "cuStreamSynchronize");
   cu.stream_is_capturing = (cu_result(*)(cudaStream_t, int *))dlsym(lib, "cuStreamIsCapturing");
+  cu.ctx_get_current = (cu_result(*)(void **))dlsym(lib, "cuCtxGetCurrent");
   cu.device_get = (cu_result(*)(int *, int))dlsym(lib, "cuDeviceGet");
   cu.device_get_attribute = (cu_result(*)(int *, int, int))dlsym(lib, "cuDeviceGetAttribute");
   cu.mem_get_handle_for_address_range = (cu_result(*)(void *, uintptr_t, size_t, int, unsigned long long))dlsym(
       lib, "cuMemGetHandleForAddressRange");
-  if (!cu.init || !cu.pointer_get_attribute || !cu.stream_synchronize || !cu.stream_is_capturing) {
+  if (!cu.init || !cu.pointer_get_attribute || !cu.stream_synchronize || !cu.stream_is_capturing ||
+      !cu.ctx_get_current) {
     DCCL_WARN(DCCL_INIT, "libcuda.so.1 lacks an entry point DCCL needs: host buffers only");
     return;
   }
@@ -70,7 +73,13 @@ int dccl_cuda_is_device_ptr(const void *ptr) {
 }
 
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) {
-  if (!stream || !dccl_cuda_available()) return ncclSuccess;
+  if (!dccl_cuda_available()) return ncclSuccess;
+  if (!stream) {
+    /* NULL is the legacy default stream of the calling thread's context, which may hold the GPU work that made
+     * the input. A thread with no current context has no such stream, so nothing to wait for. */
+    void *ctx = NULL;
+    if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx) return ncclSuccess;
+  }
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   cu_result r = cu.stream_is_capturing(stream, &status);
   if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamIsCapturing failed (%d)", call, r);

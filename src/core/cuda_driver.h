@@ -13,7 +13,8 @@ int dccl_cuda_available(void);
 int dccl_cuda_is_device_ptr(const void *ptr);
 /* Prepares a host-buffer operation issued on `stream`: refused while the stream is being captured into a graph
  * (a host operation cannot be replayed), else the stream is synchronised, since the input may be produced by
- * GPU work queued on it. A NULL stream, or no driver, needs nothing. */
+ * GPU work queued on it. A NULL stream is the legacy default stream of the calling thread's current context (as
+ * in NCCL), synchronised the same way; with no current context, or no driver, there is nothing to wait for. */
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call);
 
 /* GPUDirect RDMA through dma-buf (transports/net_ib/ib_gdr.c): 1 when the driver can export device memory as a

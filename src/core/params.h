@@ -41,9 +41,10 @@
   X(BOOTSTRAP_TIMEOUT, INT, 300, "Seconds communicator creation waits for the other ranks.")                       \
   X(TUNE_ALPHA_NS, INT, 0, "Overrides the measured per-step latency of the cost model (ns; 0: measure).")          \
   X(TUNE_BW_MBPS, INT, 0, "Overrides the measured copy bandwidth of the cost model (MB/s; 0: measure).")        \
-  X(NET_GDR, STR, "auto", "GPUDirect RDMA for device buffers on InfiniBand/RoCE: `auto` uses it where the GPU "  \
-                          "driver and the NIC support it (dma-buf, else nvidia-peermem), `0` never (buffers are " \
-                          "staged through host memory), `1` requires it (an error names what is missing).")
+  X(NET_GDR, STR, "auto", "GPUDirect RDMA decision of net_ib, made and logged when it opens its device: `auto` "  \
+                          "picks it where the GPU driver and the NIC support it (dma-buf, else nvidia-peermem), `0` " \
+                          "never, `1` requires it (a WARN names what is missing). Only the decision exists today: " \
+                          "device buffers are not carried between hosts yet.")
 
 enum dccl_param_id {
 #define DCCL_PARAM_ENUM(name, kind, def, doc) DCCL_PARAM_##name,

@@ -3,6 +3,7 @@
  *   still works afterwards;
  * - a host-buffer collective issued on a stream waits for the GPU work queued on that stream before reading
  *   its input (the input is copied from the device by that work);
+ * - with stream NULL it waits for the legacy default stream, where a kernel writes the input late;
  * - the same call while the stream is captured into a graph is refused;
  * - ncclMemAlloc (GPU memory) is refused;
  * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib).
@@ -15,6 +16,7 @@
 
 #include "core/cuda_driver.h"
 #include "dccl.h"
+#include "late_writer.h"
 
 static int n_failed;
 
@@ -81,6 +83,26 @@ static void waits_for_stream(ncclComm_t comm) {
   free(out), free(want);
 }
 
+/* Stream NULL is the legacy default stream: a kernel there writes the input 50 ms late, so a call that did not
+ * synchronise it would read the old contents. */
+static void waits_for_null_stream(ncclComm_t comm) {
+  enum { N = 1 << 20 };
+  float *in = NULL, *out = malloc(N * sizeof(float));
+  CUDA_OK(cudaMallocHost((void **)&in, N * sizeof(float)));
+  for (int i = 0; i < N; i++) in[i] = -1, out[i] = 0;
+  CUDA_OK(late_writer_launch(in, N, 0.5f, 50, NULL));
+  ncclResult_t r = ncclAllReduce(in, out, N, ncclFloat32, ncclSum, comm, NULL);
+  long wrong = 0;
+  for (int i = 0; i < N; i++) wrong += out[i] != 0.5f + (float)(i % 1000);
+  char detail[96];
+  snprintf(detail, sizeof detail, "%ld of %d elements read before the kernel wrote them", wrong, N);
+  check(r == ncclSuccess && wrong == 0, "a host collective on stream NULL waits for the legacy default stream",
+        r == ncclSuccess ? detail : ncclGetLastError(comm));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaFreeHost(in));
+  free(out);
+}
+
 static void mem_alloc_refused(ncclComm_t comm) {
   void *p = NULL;
   ncclResult_t r = ncclMemAlloc(&p, 1 << 20);
@@ -117,6 +139,7 @@ int main(void) {
   }
   device_pointer_refused(comm);
   waits_for_stream(comm);
+  waits_for_null_stream(comm);
   mem_alloc_refused(comm);
   dmabuf_export();
   ncclCommDestroy(comm);

@@ -190,7 +190,7 @@ static int exercise_allgather(struct dccl_bootstrap *b, int salt, size_t block) 
 static int rank_full(const ncclUniqueId *id, int rank, int n, void *arg) {
   struct dccl_bootstrap *b;
   _Atomic int deaths = 0;
-  RANK_OK(dccl_bootstrap_init(id, rank, n, (volatile int *)arg, &b));
+  RANK_OK(dccl_bootstrap_init(id, rank, n, (_Atomic int *)arg, &b));
   RANK_CHECK(dccl_bootstrap_rank(b) == rank && dccl_bootstrap_nranks(b) == n);
   RANK_OK(dccl_bootstrap_monitor_start(b, count_death, &deaths));
   RANK_RUN(exercise_allgather(b, 1, 8));
@@ -261,7 +261,7 @@ static void test_full(int n) {
 struct thread_rank {
   const ncclUniqueId *id;
   int rank, nranks;
-  volatile int *abort_flag;
+  _Atomic int *abort_flag;
   int result;
   pthread_t thread;
 };
@@ -275,7 +275,7 @@ static void *thread_rank_main(void *p) {
 static void test_threads(void) {
   enum { JOB_A = 3, JOB_B = 2 };
   ncclUniqueId ids[2];
-  volatile int abort_flag = 0;
+  _Atomic int abort_flag = 0;
   int ok = dccl_bootstrap_create_id(&ids[0]) == ncclSuccess && dccl_bootstrap_create_id(&ids[1]) == ncclSuccess;
   struct thread_rank ranks[JOB_A + JOB_B];
   int started = 0;
@@ -288,15 +288,15 @@ static void test_threads(void) {
   double end = now_s() + 60;
   for (int i = 0; i < started; i++) {
     while (pthread_tryjoin_np(ranks[i].thread, NULL) != 0) {
-      if (now_s() > end && !__atomic_load_n(&abort_flag, __ATOMIC_RELAXED)) {
+      if (now_s() > end && !atomic_load(&abort_flag)) {
         fprintf(stderr, "thread ranks still running after 60 s; aborting them\n");
-        __atomic_store_n(&abort_flag, 1, __ATOMIC_RELAXED);
+        atomic_store(&abort_flag, 1);
       }
       usleep(2000);
     }
     ok = ok && ranks[i].result == 0;
   }
-  report("two jobs of 3 and 2 ranks as threads of one process", ok && !abort_flag);
+  report("two jobs of 3 and 2 ranks as threads of one process", ok && !atomic_load(&abort_flag));
 }
 
 /* ---- Bad clients ---- */
@@ -394,21 +394,21 @@ static void test_intruders(void) {
 /* ---- Abort ---- */
 
 struct delayed_flag {
-  volatile int *flag;
+  _Atomic int *flag;
   int delay_ms;
 };
 
 static void *set_flag_later(void *arg) {
   struct delayed_flag *d = arg;
   usleep((useconds_t)d->delay_ms * 1000);
-  __atomic_store_n(d->flag, 1, __ATOMIC_RELAXED);
+  atomic_store(d->flag, 1);
   return NULL;
 }
 
 static int abort_child(void) {
   ncclUniqueId id;
   struct dccl_bootstrap *b = NULL;
-  volatile int flag = 1;
+  _Atomic int flag = 1;
   /* Already set: returns at once. */
   RANK_OK(dccl_bootstrap_create_id(&id));
   double t0 = now_s();

@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,7 +202,7 @@ static void test_roundtrip(void) {
   pthread_t th;
   if (ok) {
     pthread_create(&th, NULL, sender_main, &arg);
-    volatile int never = 0;
+    _Atomic int never = 0;
     ok = dccl_socket_recv_all(s, in, size, &never) == ncclSuccess;
     pthread_join(th, NULL);
     ok = ok && arg.res == ncclSuccess && memcmp(in, out, size) == 0;
@@ -232,7 +233,7 @@ static void test_roundtrip(void) {
 static void test_abort_and_timeouts(void) {
   int c, s;
   int ok = make_pair(&c, &s);
-  volatile int flag = 1;
+  _Atomic int flag = 1;
   char buf[16];
   double t0 = now_s();
   ok = ok && dccl_socket_recv_all(s, buf, sizeof(buf), &flag) == ncclRemoteError && now_s() - t0 < 0.5;
