@@ -134,7 +134,9 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
     void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
-    void *(*copy_out)(void *, const void *, size_t) = op->stream_out ? dccl_copy_stream : memcpy;
+    /* Large outputs bypass the caches, except where the output is this step's input (in-place): its lines were
+     * just read, so plain stores find them in cache, and non-temporal ones would first have to evict them. */
+    void *(*copy_out)(void *, const void *, size_t) = op->stream_out && out != in ? dccl_copy_stream : memcpy;
     if (dst == out && !in && nrecv == 1 && !post)
       copy_out(out, srcs[0], bytes); /* a received block's last stop */
     else if (dst)
