@@ -69,7 +69,7 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
 static int sends_in_place(struct dccl_conn *const *sconn, const uint64_t *stail, int nsend, int nrecv, const char *in,
                           const char *out, const struct dccl_redop *redop, int post, uint64_t bytes) {
   if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || bytes <= DCCL_SLOT_INLINE_BYTES) return 0;
-  return sconn[0]->transport->send_from && sconn[0]->transport->send_from(sconn[0], stail[0], in, bytes);
+  return sconn[0]->transport->send_from(sconn[0], stail[0], in, bytes);
 }
 
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
@@ -153,7 +153,7 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
 }
 
 static ncclResult_t progress_conn(struct dccl_op *op, struct dccl_conn *c) {
-  if (!c || !c->transport->progress) return ncclSuccess;
+  if (!c) return ncclSuccess;
   ncclResult_t r = c->transport->progress(c);
   return r == ncclSuccess ? r : explain_failure(op, r, c->peer);
 }
@@ -169,7 +169,7 @@ static ncclResult_t progress_conns(struct dccl_op *op, struct dccl_op_channel *c
 
 static int channel_flushed(const struct dccl_op_channel *ch) {
   for (int i = 0; i < DCCL_CONN_SLOTS; i++)
-    if (ch->send[i] && ch->send[i]->transport->send_flushed && !ch->send[i]->transport->send_flushed(ch->send[i]))
+    if (ch->send[i] && !ch->send[i]->transport->send_flushed(ch->send[i]))
       return 0;
   return 1;
 }
@@ -216,7 +216,7 @@ static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
                       comm->error_text[0] ? comm->error_text : "the communicator was aborted");
   }
   const struct dccl_conn *w = op->waiting_on;
-  if (w && w->transport->check_peer) {
+  if (w) {
     ncclResult_t r = w->transport->check_peer((struct dccl_conn *)w);
     if (r != ncclSuccess) return explain_failure(op, r, w->peer);
   }

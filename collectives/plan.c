@@ -228,7 +228,7 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
       if ((ch->recv_peer[i] >= 0 && !ch->recv[i]) || (ch->send_peer[i] >= 0 && !ch->send[i]))
         return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind),
                           ch->recv_peer[i] >= 0 ? ch->recv_peer[i] : ch->send_peer[i]);
-      if ((ch->recv[i] && ch->recv[i]->transport->progress) || (ch->send[i] && ch->send[i]->transport->progress))
+      if ((ch->recv[i] && ch->recv[i]->transport->moves_bytes) || (ch->send[i] && ch->send[i]->transport->moves_bytes))
         ch->needs_progress = 1;
     }
   }

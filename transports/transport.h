@@ -81,42 +81,69 @@ struct dccl_conn {
   uint64_t cached_peer_counter;
 };
 
-/* A transport: one ops table (style.md: a provider fills one table). */
+/* Room each transport has in every rank's peer info (struct dccl_peer_info) for what its peers must know before
+ * they choose it (e.g. net_ib: an active RDMA port and its link layer). */
+#define DCCL_MAX_TRANSPORTS 8
+#define DCCL_TRANSPORT_PEER_BYTES 32
+
+/* A transport: one ops table (style.md: a provider fills one table). A provider defines a const table starting
+ * with its size and lists it once in transports/registry.c; the registry keeps a completed copy, in which every
+ * op the provider left out (or that lies past its size) is a "not supported" default, so callers never test for
+ * NULL. Connections point at the registered copy. */
 struct dccl_transport {
+  size_t size; /* sizeof(struct dccl_transport) as the provider was built: later fields take the defaults */
   const char *name;
+  const char *alias; /* another name DCCL_TRANSPORT accepts, or NULL */
+  int index;         /* set by the registry: this transport's slot in comm->transport_state and the peer info */
+  /* Chosen by itself only between ranks of one host as DCCL_HOSTID sees it (shared memory): pretend hosts then
+   * use a network transport between them, although shm could reach. */
+  int host_local;
   /* 1 when the producer's stores land in the consumer's FIFO itself (shared memory), so the consumer may poll each
    * slot's `ready` word; 0 when a transport copies whole slots in (sockets: a header may arrive before its payload). */
   int direct_slots;
-  /* May these two ranks use this transport? Both ends evaluate it with the same two infos, so they agree. */
-  int (*can_connect)(const struct dccl_peer_info *self, const struct dccl_peer_info *peer);
-  /* Creates this side's resources and writes what the peer needs into `info` (DCCL_CONN_INFO_BYTES bytes). */
+  /* 1 when progress() moves the bytes (sockets, RDMA), so the executor calls it while it waits. */
+  int moves_bytes;
+  /* 1: both ends confirm over the bootstrap that connect() succeeded before start() runs on either; nothing may be
+   * sent before (an RDMA queue pair drops what arrives before it is ready). */
+  int confirm_start;
+  /* When setup, connect or the confirmation fails on either end, both ends use the transport of this name instead
+   * (unless the user forced this one), with a warning saying why. NULL: a failure is an error. */
+  const char *fallback;
+  /* Why can_connect may refuse, for the error when DCCL_TRANSPORT forces this transport. */
+  const char *unreachable;
+
+  /* Writes what peers need to choose this transport into `mine` (DCCL_TRANSPORT_PEER_BYTES, zeroed). Default: nothing. */
+  void (*describe_self)(void *mine);
+  /* May these two ranks use this transport? Both ends evaluate it with the same two infos, so they agree. `mine`
+   * and `theirs` are the two ranks' describe_self() bytes. Required. */
+  int (*can_connect)(const struct dccl_peer_info *self, const struct dccl_peer_info *peer, const void *mine,
+                     const void *theirs);
+  /* Creates this side's resources and writes what the peer needs into `info` (DCCL_CONN_INFO_BYTES bytes). Required. */
   ncclResult_t (*setup)(struct dccl_conn *conn, void *info);
-  /* Completes the link with the peer's info. All ranks connect send sides before receive sides. */
+  /* Completes the link with the peer's info. All ranks connect send sides before receive sides. Required. */
   ncclResult_t (*connect)(struct dccl_conn *conn, const void *peer_info);
-  /* When set: both ends confirm over the bootstrap that connect() succeeded, then start() runs on each; nothing
-   * may be sent before (an RDMA queue pair drops what arrives before it is ready). */
+  /* Runs on each end once both confirmed (confirm_start). Default: nothing to do. */
   ncclResult_t (*start)(struct dccl_conn *conn);
-  /* When setup, connect or the confirmation fails on either end, both ends use this transport instead (unless the
-   * user forced this one), with a warning saying why. NULL: a failure is an error. */
-  const struct dccl_transport *fallback;
-  /* Moves bytes; returns an error naming the peer if the link broke (EOF, peer process gone). May be NULL. */
+  /* Moves bytes (moves_bytes); returns an error naming the peer if the link broke. Default: nothing to move. */
   ncclResult_t (*progress)(struct dccl_conn *conn);
   /* Offers the payload of send slot `tail` in place: `src` (user memory, untouched until the operation
    * completes). Returns 1 when the transport will read it from there, so the executor copies nothing into the
-   * slot (zero-copy); 0 to have it copied as usual. May be NULL. */
+   * slot (zero-copy); 0 to have it copied as usual (the default). */
   int (*send_from)(struct dccl_conn *conn, uint64_t tail, const void *src, uint64_t bytes);
-  /* 1 when every slot this send side posted has left this process (the caller may then return). */
+  /* 1 when every slot this send side posted has left this process (the caller may then return). Default: 1. */
   int (*send_flushed)(struct dccl_conn *conn);
-  /* Slow-path check, called while a wait makes no progress: is the peer still there? */
+  /* Slow-path check, called while a wait makes no progress: is the peer still there? Default: yes. */
   ncclResult_t (*check_peer)(struct dccl_conn *conn);
-  /* Tells the peer we gave up (best effort, never blocks). */
+  /* Tells the peer we gave up (best effort, never blocks). Default: nothing. */
   void (*abort)(struct dccl_conn *conn);
-  /* Frees everything setup/connect made; never blocks on the peer. */
+  /* Frees everything setup/connect made; never blocks on the peer. Default: nothing. */
   void (*close)(struct dccl_conn *conn);
-  /* Frees the transport's per-communicator state (comm->transport_state[i]), after every conn is closed. */
-  void (*comm_free)(struct dccl_comm *comm);
+  /* Frees the transport's per-communicator state (comm->transport_state[index], passed here), after every conn is
+   * closed; `aborted` says whether the communicator failed. Default: nothing. */
+  void (*comm_free)(void *state, int aborted);
 };
 
+/* The providers' own tables; everything else uses the registry's copies (transports/registry.h). */
 extern const struct dccl_transport dccl_transport_shm;
 extern const struct dccl_transport dccl_transport_socket;
 #ifdef DCCL_HAVE_IBVERBS

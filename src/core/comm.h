@@ -24,10 +24,15 @@ struct dccl_peer_info {
   uint64_t comm_nonce;     /* random per communicator, the same on every rank: names shm segments */
   char hostname[DCCL_HOSTNAME_LEN];
   char host_id[DCCL_HOSTNAME_LEN]; /* the identity behind host_hash, for messages */
-  uint8_t ib_ready;      /* an active RDMA port (transports/net_ib/ib_device.c) */
-  uint8_t ib_link_layer; /* IBV_LINK_LAYER_*: InfiniBand and RoCE do not talk to each other */
-  uint16_t net_family;   /* AF_INET / AF_INET6: the address other hosts reach this rank at (RoCE GID choice) */
+  uint16_t net_family; /* AF_INET / AF_INET6: the address other hosts reach this rank at (RoCE GID choice) */
   uint8_t net_addr[16];
+  /* The GPU current at creation, if any (what a CUDA IPC transport needs to tell same-GPU and peer GPUs). */
+  uint8_t has_device;
+  int32_t cuda_device;     /* the ordinal in this process */
+  uint8_t device_uuid[16]; /* the same GPU in every process */
+  char pci_bus_id[16];     /* "0000:19:00.0" */
+  /* Each transport's own part, written by its describe_self and read by its can_connect: opaque to core. */
+  uint8_t transport_info[DCCL_MAX_TRANSPORTS][DCCL_TRANSPORT_PEER_BYTES];
 };
 
 struct sockaddr_storage;
@@ -96,8 +101,9 @@ struct dccl_comm {
   char error_text[512];
   pthread_mutex_t error_lock;
 
-  /* Per-communicator state a transport keeps (e.g. the socket transport's listener), freed by its comm_free. */
-  void *transport_state[3]; /* [0] shm, [1] net_socket, [2] net_ib */
+  /* Per-communicator state a transport keeps (e.g. the socket transport's listener), by registry index; opaque to
+   * core, freed by the transport's comm_free. */
+  void *transport_state[DCCL_MAX_TRANSPORTS];
 
   /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
   pthread_mutex_t reg_lock;

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/comm_init.h"
 #include "core/debug.h"
+#include "transports/registry.h"
 
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text) {
   pthread_mutex_lock(&comm->error_lock);
@@ -21,7 +22,7 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
   /* Tell the peers at once, so they stop waiting for us instead of discovering it later. */
   pthread_mutex_lock(&comm->conn_lock);
   for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
-    if (e->conn.transport && e->conn.transport->abort) e->conn.transport->abort(&e->conn);
+    if (e->conn.transport) e->conn.transport->abort(&e->conn);
   pthread_mutex_unlock(&comm->conn_lock);
 }
 
@@ -53,15 +54,14 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {
     struct dccl_conn_entry *next = e->next;
-    if (e->conn.transport && e->conn.transport->close) e->conn.transport->close(&e->conn);
+    if (e->conn.transport) e->conn.transport->close(&e->conn);
     free(e);
     e = next;
   }
-  if (dccl_transport_shm.comm_free) dccl_transport_shm.comm_free(comm);
-  if (dccl_transport_socket.comm_free) dccl_transport_socket.comm_free(comm);
-#ifdef DCCL_HAVE_IBVERBS
-  dccl_transport_ib.comm_free(comm);
-#endif
+  for (int i = 0; i < dccl_transport_count(); i++) {
+    dccl_transport_at(i)->comm_free(comm->transport_state[i], atomic_load(&comm->abort_flag));
+    comm->transport_state[i] = NULL;
+  }
   dccl_plan_cache_free(comm);
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->rings[c].order);
   free(comm->peers);

@@ -16,9 +16,8 @@
 #include "topo/host_id.h"
 #include "topo/ring_order.h"
 #include "tune/tune.h"
-#ifdef DCCL_HAVE_IBVERBS
-#include "transports/net_ib/ib_device.h"
-#endif
+#include "core/cuda_driver.h"
+#include "transports/registry.h"
 
 /* Called from the bootstrap's monitor thread: only flags, never a blocking call or a socket. */
 static void on_peer_death(void *arg, int dead_rank) {
@@ -37,13 +36,11 @@ static void on_peer_death(void *arg, int dead_rank) {
             comm->peers[dead_rank].pid);
 }
 
-/* What other ranks need to pick a network transport to this one: its RDMA port, its address. */
-static void describe_network(struct dccl_peer_info *me) {
-#ifdef DCCL_HAVE_IBVERBS
-  const struct dccl_ib_local *ib = dccl_ib_local();
-  me->ib_ready = (uint8_t)ib->ready;
-  me->ib_link_layer = (uint8_t)ib->link_layer;
-#endif
+/* What other ranks need to choose a transport to this one: its address, its GPU, and each transport's own part. */
+static void describe_self(struct dccl_peer_info *me) {
+  for (int i = 0; i < dccl_transport_count(); i++) dccl_transport_at(i)->describe_self(me->transport_info[i]);
+  me->has_device = (uint8_t)dccl_cuda_current_device(&me->cuda_device, me->device_uuid, me->pci_bus_id,
+                                                     sizeof(me->pci_bus_id));
   struct sockaddr_storage a;
   if (dccl_socket_local_addr(&a) != ncclSuccess) return;
   me->net_family = a.ss_family;
@@ -121,7 +118,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   me->rank = comm->rank;
   me->pid = (int)getpid();
   DCCLCHECK(dccl_host_identity(me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
-  describe_network(me);
+  describe_self(me);
   if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
     me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;
   DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));

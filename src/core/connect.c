@@ -1,4 +1,4 @@
-/* Making connections: choose the transport both ends agree on, run setup, swap the info blobs over the
+/* Making connections: choose the transport both ends agree on (the first of the registry that accepts the pair), run setup, swap the info blobs over the
  * bootstrap, connect send sides, then receive sides (a send side's connect never waits for its peer, so no
  * ordering between ranks can deadlock). Transports with a start() confirm readiness in one more exchange, and a
  * transport with a fallback (net_ib -> sockets) is replaced on both ends when either end could not make it. */
@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/debug.h"
 #include "core/params.h"
+#include "transports/registry.h"
 
 /* Tags: round << 16 | lane << 1 | sender's is_send. */
 #define DCCL_TAG_CONNECT 0x43000000u
@@ -37,13 +38,9 @@ struct dccl_conn *dccl_comm_find_conn(struct dccl_comm *comm, int peer, int is_s
   return e ? &e->conn : NULL;
 }
 
-static const struct dccl_transport *named_transport(const char *name) {
-  if (!strcmp(name, "shm")) return &dccl_transport_shm;
-  if (!strcmp(name, "socket")) return &dccl_transport_socket;
-#ifdef DCCL_HAVE_IBVERBS
-  if (!strcmp(name, "ib") || !strcmp(name, "net_ib")) return &dccl_transport_ib;
-#endif
-  return NULL;
+static int can_connect(const struct dccl_transport *t, const struct dccl_peer_info *me,
+                       const struct dccl_peer_info *them) {
+  return t->can_connect(me, them, me->transport_info[t->index], them->transport_info[t->index]);
 }
 
 /* The same answer on both ends: it depends only on the two peer infos and the (uniform) environment. */
@@ -51,27 +48,23 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, const str
   const char *forced = dccl_param_str(DCCL_PARAM_TRANSPORT);
   const struct dccl_peer_info *me = &comm->peers[comm->rank], *them = &comm->peers[peer];
   if (forced[0]) {
-    *out = named_transport(forced);
+    *out = dccl_transport_find(forced);
     if (!*out)
-      return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: expected shm, socket%s", forced,
-#ifdef DCCL_HAVE_IBVERBS
-                        " or ib"
-#else
-                        " (this build has no libibverbs, so no ib)"
-#endif
-      );
-    if (!(*out)->can_connect(me, them))
+      return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
+    if (!can_connect(*out, me, them))
       return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s, but it cannot reach rank %d (host %s) from rank %d%s",
-                        forced, peer, them->hostname, comm->rank,
-                        *out == &dccl_transport_shm ? " (another host)" : " (no active RDMA port on both ends)");
+                        forced, peer, them->hostname, comm->rank, (*out)->unreachable);
     return ncclSuccess;
   }
-  if (dccl_transport_shm.can_connect(me, them) && me->host_hash == them->host_hash) *out = &dccl_transport_shm;
-#ifdef DCCL_HAVE_IBVERBS
-  else if (dccl_transport_ib.can_connect(me, them)) *out = &dccl_transport_ib;
-#endif
-  else *out = &dccl_transport_socket;
-  return ncclSuccess;
+  for (int i = 0; i < dccl_transport_count(); i++) {
+    const struct dccl_transport *t = dccl_transport_at(i);
+    if ((!t->host_local || me->host_hash == them->host_hash) && can_connect(t, me, them)) {
+      *out = t;
+      return ncclSuccess;
+    }
+  }
+  return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
+                    dccl_transport_names(), peer, them->hostname, comm->rank);
 }
 
 static uint32_t tag(int round, int lane, int sender_is_send) {
@@ -96,7 +89,7 @@ static ncclResult_t note(struct fresh_link *f, ncclResult_t r) {
 }
 
 static void close_conn(struct dccl_conn *c) {
-  if (c->transport && c->transport->close) c->transport->close(c);
+  if (c->transport) c->transport->close(c);
 }
 
 /* The rounds below take the links of one or several communicators at once: every rank sends for all of them
@@ -126,17 +119,17 @@ static ncclResult_t connect_round(struct fresh_link *fl, int n) {
     }
   int confirming = 0;
   for (int i = 0; i < n; i++)
-    if (fl[i].e->conn.transport->start && fl[i].setup_ok) {
+    if (fl[i].e->conn.transport->confirm_start && fl[i].setup_ok) {
       confirming = 1;
       DCCLCHECK(send_msg(&fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
     }
   for (int i = 0; i < n && confirming; i++)
-    if (fl[i].e->conn.transport->start && fl[i].setup_ok)
+    if (fl[i].e->conn.transport->confirm_start && fl[i].setup_ok)
       DCCLCHECK(recv_msg(&fl[i], ROUND_CONFIRM, offsetof(struct conn_msg, info)));
   for (int i = 0; i < n; i++) {
     struct fresh_link *f = &fl[i];
     f->fall_back = f->mine.failed || f->theirs.failed;
-    if (!f->fall_back && f->e->conn.transport->start) DCCLCHECK(f->e->conn.transport->start(&f->e->conn));
+    if (!f->fall_back) DCCLCHECK(f->e->conn.transport->start(&f->e->conn));
   }
   return ncclSuccess;
 }
@@ -158,8 +151,13 @@ static ncclResult_t fall_back(struct fresh_link *fl, int n) {
     DCCL_WARN(DCCL_NET, "%s link %s rank %d (host %s) could not be made (%s: %s); using %s", c->transport->name,
               c->is_send ? "to" : "from", c->peer, comm->peers[c->peer].hostname,
               f->mine.failed ? "here" : "there", f->mine.failed ? f->mine.reason : f->theirs.reason,
-              c->transport->fallback->name);
-    const struct dccl_transport *next = c->transport->fallback;
+              c->transport->fallback);
+    const struct dccl_transport *next = dccl_transport_find(c->transport->fallback);
+    if (!next) {
+      free(fb);
+      return dccl_error(ncclInternalError, "%s falls back to %s, which this build lacks", c->transport->name,
+                        c->transport->fallback);
+    }
     close_conn(c);
     int peer = c->peer, is_send = c->is_send, lane = c->lane;
     *c = (struct dccl_conn){.transport = next, .comm = comm, .peer = peer, .is_send = is_send, .lane = lane};

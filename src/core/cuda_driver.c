@@ -22,6 +22,9 @@ static struct {
   cu_result (*stream_synchronize)(cudaStream_t stream);
   cu_result (*stream_is_capturing)(cudaStream_t stream, int *status);
   cu_result (*ctx_get_current)(void **ctx);
+  cu_result (*ctx_get_device)(int *device);
+  cu_result (*device_get_uuid)(unsigned char uuid[16], int device);
+  cu_result (*device_get_pci_bus_id)(char *bus_id, int len, int device);
   /* Optional: older drivers lack them (no dma-buf export then). */
   cu_result (*device_get)(int *device, int ordinal);
   cu_result (*device_get_attribute)(int *value, int attribute, int device);
@@ -42,6 +45,10 @@ static void cu_load(void) {
   cu.stream_synchronize = (cu_result(*)(cudaStream_t))dlsym(lib, "cuStreamSynchronize");
   cu.stream_is_capturing = (cu_result(*)(cudaStream_t, int *))dlsym(lib, "cuStreamIsCapturing");
   cu.ctx_get_current = (cu_result(*)(void **))dlsym(lib, "cuCtxGetCurrent");
+  cu.ctx_get_device = (cu_result(*)(int *))dlsym(lib, "cuCtxGetDevice");
+  void *uuid = dlsym(lib, "cuDeviceGetUuid_v2"); /* CUDA 13 keeps only the _v2 name */
+  cu.device_get_uuid = (cu_result(*)(unsigned char *, int))(uuid ? uuid : dlsym(lib, "cuDeviceGetUuid"));
+  cu.device_get_pci_bus_id = (cu_result(*)(char *, int, int))dlsym(lib, "cuDeviceGetPCIBusId");
   cu.device_get = (cu_result(*)(int *, int))dlsym(lib, "cuDeviceGet");
   cu.device_get_attribute = (cu_result(*)(int *, int, int))dlsym(lib, "cuDeviceGetAttribute");
   cu.mem_get_handle_for_address_range = (cu_result(*)(void *, uintptr_t, size_t, int, unsigned long long))dlsym(
@@ -89,6 +96,15 @@ ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) 
   r = cu.stream_synchronize(stream);
   if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamSynchronize failed (%d)", call, r);
   return ncclSuccess;
+}
+
+int dccl_cuda_current_device(int *ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len) {
+  void *ctx = NULL;
+  if (!dccl_cuda_available() || !cu.ctx_get_device || !cu.device_get_uuid || !cu.device_get_pci_bus_id) return 0;
+  if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx || cu.ctx_get_device(ordinal) != CU_SUCCESS) return 0;
+  if (cu.device_get_uuid(uuid, *ordinal) != CU_SUCCESS) return 0;
+  if (cu.device_get_pci_bus_id(bus_id, (int)bus_id_len, *ordinal) != CU_SUCCESS) return 0;
+  return 1;
 }
 
 int dccl_cuda_dmabuf_supported(int ordinal) {

@@ -17,6 +17,10 @@ int dccl_cuda_is_device_ptr(const void *ptr);
  * in NCCL), synchronised the same way; with no current context, or no driver, there is nothing to wait for. */
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call);
 
+/* The device of the calling thread's current context: its ordinal, UUID and PCI bus id ("0000:19:00.0"). Returns
+ * 1, or 0 when there is no driver or no current context (nothing is created). */
+int dccl_cuda_current_device(int *ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len);
+
 /* GPUDirect RDMA through dma-buf (transports/net_ib/ib_gdr.c): 1 when the driver can export device memory as a
  * dma-buf (it has cuMemGetHandleForAddressRange) and device `ordinal` reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED;
  * 0 otherwise, or without a driver. */

@@ -6,14 +6,17 @@
  * - with stream NULL it waits for the legacy default stream, where a kernel writes the input late;
  * - the same call while the stream is captured into a graph is refused;
  * - ncclMemAlloc (GPU memory) is refused;
- * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib).
+ * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib);
+ * - a communicator's peer info names the rank's current GPU (ordinal, UUID, PCI bus id), as CUDA IPC will need.
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU (cannot run, not a pass). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "core/comm.h"
 #include "core/cuda_driver.h"
 #include "dccl.h"
 #include "late_writer.h"
@@ -123,6 +126,20 @@ static void dmabuf_export(void) {
   CUDA_OK(cudaFree(dev));
 }
 
+static void peer_info_names_the_gpu(ncclComm_t comm) {
+  struct cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  char bus[32];
+  snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  char detail[128];
+  snprintf(detail, sizeof detail, "has_device %d, device %d, bus id '%s' (runtime says '%s')", me->has_device,
+           me->cuda_device, me->pci_bus_id, bus);
+  check(me->has_device && me->cuda_device == 0 && !memcmp(me->device_uuid, prop.uuid.bytes, 16) &&
+            !strcasecmp(me->pci_bus_id, bus),
+        "the peer info names the current GPU", detail);
+}
+
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -137,6 +154,7 @@ int main(void) {
     printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
     return 1;
   }
+  peer_info_names_the_gpu(comm);
   device_pointer_refused(comm);
   waits_for_stream(comm);
   waits_for_null_stream(comm);

@@ -4,30 +4,16 @@
  * them together instead of one communicator at a time (which would wait forever). A watchdog turns a hang into a
  * failure. Checked: a ring of sends, then an all-to-all, with every received byte verified. */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dccl.h"
+#include "unit_check.h"
 
 #define NCOMMS 3
 #define COUNT 100003
-
-static int failures;
-
-static void CHECK(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void CHECK(int ok, const char *fmt, ...) {
-  if (ok) return;
-  va_list ap;
-  va_start(ap, fmt);
-  printf("FAIL: ");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  failures++;
-}
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -36,7 +22,9 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-static int value(int from, int to, size_t i) { return (int)(from * 1000003 + to * 7919 + (int)i); }
+static int value(int from, int to, size_t i) {
+  return (int)(from * 1000003 + to * 7919 + (int)i);
+}
 
 static void ring_of_sends(ncclComm_t *comms, int **send, int **recv) {
   ncclGroupStart();
@@ -45,11 +33,11 @@ static void ring_of_sends(ncclComm_t *comms, int **send, int **recv) {
     ncclRecv(recv[r], COUNT, ncclInt32, (r + NCOMMS - 1) % NCOMMS, comms[r], NULL);
   }
   ncclResult_t res = ncclGroupEnd();
-  CHECK(res == ncclSuccess, "ring of sends: %s", ncclGetLastError(NULL));
+  check(res == ncclSuccess, "ring of sends: %s", ncclGetLastError(NULL));
   for (int r = 0; r < NCOMMS; r++) {
     int from = (r + NCOMMS - 1) % NCOMMS, bad = 0;
     for (size_t i = 0; i < COUNT && !bad; i++) bad = recv[r][i] != value(from, 0, i);
-    CHECK(!bad, "comm %d received wrong data from comm %d", r, from);
+    check(!bad, "comm %d received wrong data from comm %d", r, from);
   }
 }
 
@@ -61,12 +49,12 @@ static void all_to_all(ncclComm_t *comms, int **send, int **recv) {
       ncclRecv(recv[r] + (size_t)p * COUNT, COUNT, ncclInt32, p, comms[r], NULL);
     }
   ncclResult_t res = ncclGroupEnd();
-  CHECK(res == ncclSuccess, "all-to-all: %s", ncclGetLastError(NULL));
+  check(res == ncclSuccess, "all-to-all: %s", ncclGetLastError(NULL));
   for (int r = 0; r < NCOMMS; r++)
     for (int p = 0; p < NCOMMS; p++) {
       int bad = 0;
       for (size_t i = 0; i < COUNT && !bad; i++) bad = recv[r][(size_t)p * COUNT + i] != value(p, r, i);
-      CHECK(!bad, "all-to-all: comm %d received wrong data from comm %d", r, p);
+      check(!bad, "all-to-all: comm %d received wrong data from comm %d", r, p);
     }
 }
 
@@ -89,10 +77,10 @@ int main(void) {
   ring_of_sends(comms, send, recv);
   all_to_all(comms, send, recv);
   for (int r = 0; r < NCOMMS; r++) {
-    CHECK(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy %d", r);
+    check(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy %d", r);
     free(send[r]);
     free(recv[r]);
   }
-  printf("%s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  printf("test_group_many_comms: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed ? 1 : 0;
 }

@@ -26,6 +26,7 @@
 #include "core/params.h"
 #include "transports/shm/shm_private.h"
 #include "transport_harness.h"
+#include "transports/registry.h"
 
 /* One rank of a fake two-rank communicator, holding one link. */
 struct side {
@@ -55,7 +56,7 @@ static void side_init(struct side *s, int rank, int is_send, uint64_t nonce) {
     snprintf(s->peers[r].hostname, sizeof(s->peers[r].hostname), "host%d", r);
   }
   s->peers[rank].pid = getpid();
-  s->conn.transport = &dccl_transport_shm;
+  s->conn.transport = dccl_transport_find("shm");
   s->conn.comm = &s->comm;
   s->conn.peer = 1 - rank;
   s->conn.is_send = is_send;
@@ -156,10 +157,11 @@ static int recv_slots(struct dccl_conn *c, uint64_t n) {
 static void test_can_connect(void) {
   struct dccl_peer_info a = {.real_host_hash = 1, .host_hash = 1}, b = {.real_host_hash = 1, .host_hash = 2},
                         c = {.real_host_hash = 2, .host_hash = 1};
-  CHECK(dccl_transport_shm.can_connect(&a, &b) == 1, "same real host must allow shm");
-  CHECK(dccl_transport_shm.can_connect(&a, &c) == 0, "different real hosts must refuse shm");
-  CHECK(dccl_transport_shm.can_connect(&c, &a) == 0, "the answer must be symmetric");
-  CHECK(dccl_transport_shm.progress == NULL && dccl_transport_shm.send_flushed != NULL, "ops table shape");
+  const struct dccl_transport *t = dccl_transport_find("shm");
+  CHECK(t->can_connect(&a, &b, NULL, NULL) == 1, "same real host must allow shm");
+  CHECK(t->can_connect(&a, &c, NULL, NULL) == 0, "different real hosts must refuse shm");
+  CHECK(t->can_connect(&c, &a, NULL, NULL) == 0, "the answer must be symmetric");
+  CHECK(!t->moves_bytes && t->direct_slots && t->host_local, "ops table shape");
 }
 
 static int make_segment(const char *name) {
@@ -230,12 +232,12 @@ static void test_transfer(void) {
     side_init(&s, 1, 1, nonce);
     int bad = link_up(&s, sv[1]) != ncclSuccess;
     if (!bad) {
-      bad += dccl_transport_shm.send_flushed(&s.conn) != 1;
+      bad += s.conn.transport->send_flushed(&s.conn) != 1;
       notify(sv[1]); /* connected */
       bad += send_slots(&s.conn, 1000);
       bad += await(sv[1], 30) != 0; /* receiver done */
     }
-    dccl_transport_shm.close(&s.conn);
+    s.conn.transport->close(&s.conn);
     _exit(bad);
   }
   close(sv[1]);
@@ -355,13 +357,13 @@ static void test_abort(void) {
     int bad = link_up(&s, sv[1]) != ncclSuccess;
     if (!bad) {
       (void)dccl_error(ncclRemoteError, "the original reason");
-      dccl_transport_shm.abort(&s.conn);
-      bad += dccl_transport_shm.check_peer(&s.conn) != ncclRemoteError;
+      s.conn.transport->abort(&s.conn);
+      bad += s.conn.transport->check_peer(&s.conn) != ncclRemoteError;
       bad += strcmp(dccl_last_error(), "the original reason") != 0; /* its own abort must not bury the reason */
       notify(sv[1]);
       bad += await(sv[1], 20) != 0;
     }
-    dccl_transport_shm.close(&s.conn);
+    s.conn.transport->close(&s.conn);
     _exit(bad);
   }
   close(sv[1]);

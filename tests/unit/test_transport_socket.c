@@ -24,8 +24,9 @@
 #include "core/params.h"
 #include "transports/net_socket/socket_private.h"
 #include "transport_harness.h"
+#include "transports/registry.h"
 
-static const struct dccl_transport *T = &dccl_transport_socket;
+static const struct dccl_transport *T;
 
 #define MAX_LANES 2
 /* One rank of a fake two-rank communicator, with up to MAX_LANES links to the other rank. */
@@ -60,7 +61,8 @@ static void side_init(struct side *s, int rank, int is_send) {
 
 static void side_free(struct side *s) {
   for (int l = 0; l < MAX_LANES; l++) T->close(&s->conn[l]);
-  T->comm_free(&s->comm);
+  T->comm_free(s->comm.transport_state[T->index], 0);
+  s->comm.transport_state[T->index] = NULL;
 }
 
 /* Geometry of a test link: 0 slots means "from the parameters, through the ops' setup". */
@@ -179,7 +181,7 @@ static int recv_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full)
 
 static void test_can_connect(void) {
   struct dccl_peer_info a = {.real_host_hash = 1}, b = {.real_host_hash = 2};
-  CHECK(T->can_connect(&a, &b) == 1 && T->can_connect(&a, &a) == 1, "sockets reach every peer");
+  CHECK(T->can_connect(&a, &b, NULL, NULL) == 1 && T->can_connect(&a, &a, NULL, NULL) == 1, "sockets reach every peer");
 }
 
 /* Parent receives, child sends, `n` slots on each of `nlanes` links; the receiver connects in `order`. */
@@ -210,7 +212,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
     uint32_t want_slots = g->nslots ? g->nslots : (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
     CHECK(s.conn[0].fifo->nslots == want_slots, "%s: FIFO has %u slots, want %u", what, s.conn[0].fifo->nslots,
           want_slots);
-    struct dccl_socket_comm_state *st = s.comm.transport_state[1];
+    struct dccl_socket_comm_state *st = s.comm.transport_state[T->index];
     CHECK(st && st->nstash == 0 && st->ntokens == 0, "%s: stash or tokens left after every link connected", what);
     /* Lanes are sent one after the other, so the lane sent last is read last. */
     for (int l = 0; l < nlanes; l++) {
@@ -222,7 +224,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
   notify(sv[0]);
   CHECK(child_failures(child) == 0, "%s: send side failed", what);
   side_free(&s);
-  CHECK(s.comm.transport_state[1] == NULL, "comm_free must clear the state");
+  CHECK(s.comm.transport_state[T->index] == NULL, "comm_free must clear the state");
   close(sv[0]);
 }
 
@@ -484,7 +486,7 @@ static void test_stash_and_strangers(void) {
   ncclResult_t res = dccl_socket_setup_geometry(&s.conn[0], blob[0], g.nslots, g.slot_bytes, g.nstreams);
   res = res ? res : dccl_socket_setup_geometry(&s.conn[1], blob[1], g.nslots, g.slot_bytes, g.nstreams);
   CHECK(res == ncclSuccess, "setup: %s", dccl_last_error());
-  struct dccl_socket_comm_state *st = s.comm.transport_state[1];
+  struct dccl_socket_comm_state *st = s.comm.transport_state[T->index];
   if (res == ncclSuccess) {
     for (int k = 0; k < 2; k++) {
       strangers[k] = socket(st->addr.ss_family, SOCK_STREAM, 0);
@@ -560,6 +562,7 @@ static void test_mismatch_and_abort_wait(void) {
 
 int main(void) {
   setenv("DCCL_DEBUG", "NONE", 0); /* the failures provoked here would otherwise fill the log */
+  T = dccl_transport_find("socket");
   signal(SIGPIPE, SIG_DFL);        /* a write to a dead peer must not raise it (MSG_NOSIGNAL) */
   test_can_connect();
   struct geometry from_params = {0, 0, 0};

@@ -11,7 +11,6 @@
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
 
-#define IB_STATE_INDEX 2
 
 static int proxy_progress(void *arg) {
   struct dccl_ib_comm *ic = arg;
@@ -100,9 +99,11 @@ static void free_state(struct dccl_ib_comm *ic) {
   free(ic);
 }
 
-ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out) {
-  if (comm->transport_state[IB_STATE_INDEX]) {
-    *out = comm->transport_state[IB_STATE_INDEX];
+ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out) {
+  struct dccl_comm *comm = conn->comm;
+  void **slot = &comm->transport_state[conn->transport->index];
+  if (*slot) {
+    *out = *slot;
     return ncclSuccess;
   }
   const struct dccl_ib_local *dev = dccl_ib_local();
@@ -126,7 +127,7 @@ ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out)
     free_state(ic);
     return res;
   }
-  comm->transport_state[IB_STATE_INDEX] = ic;
+  *slot = ic;
   *out = ic;
   return ncclSuccess;
 }
@@ -149,9 +150,6 @@ void dccl_ib_comm_remove_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l) {
   pthread_mutex_unlock(&ic->lock);
 }
 
-void dccl_ib_comm_free(struct dccl_comm *comm) {
-  struct dccl_ib_comm *ic = comm->transport_state[IB_STATE_INDEX];
-  if (!ic) return;
-  free_state(ic);
-  comm->transport_state[IB_STATE_INDEX] = NULL;
+void dccl_ib_comm_free(void *state, int aborted) {
+  if (state) free_state(state);
 }

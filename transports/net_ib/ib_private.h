@@ -105,7 +105,7 @@ struct dccl_ib_link {
   char error_text[400];
 };
 
-/* Per communicator (comm->transport_state[2]): the opened device, the completion channel, the links, the proxy. */
+/* Per communicator (comm->transport_state[index]): the opened device, the completion channel, the links, the proxy. */
 struct dccl_ib_comm {
   struct dccl_comm *comm;
   struct ibv_context *ctx;
@@ -128,10 +128,10 @@ struct dccl_ib_comm {
 };
 
 /* ib_comm.c */
-ncclResult_t dccl_ib_comm_get(struct dccl_comm *comm, struct dccl_ib_comm **out);
+ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out);
 void dccl_ib_comm_add_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l);
 void dccl_ib_comm_remove_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l);
-void dccl_ib_comm_free(struct dccl_comm *comm);
+void dccl_ib_comm_free(void *state, int aborted);
 
 /* ib_qp.c */
 ncclResult_t dccl_ib_qp_create(struct dccl_ib_link *l, struct dccl_ib_qp *q, uint32_t send_wrs, uint32_t recv_wrs);

@@ -15,8 +15,24 @@
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
 
-static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
-  return self->ib_ready && peer->ib_ready && self->ib_link_layer == peer->ib_link_layer;
+/* What peers learn of this rank's RDMA port before they choose net_ib. */
+struct ib_peer_info {
+  uint8_t ready;      /* an active RDMA port (ib_device.c) */
+  uint8_t link_layer; /* IBV_LINK_LAYER_*: InfiniBand and RoCE do not talk to each other */
+};
+_Static_assert(sizeof(struct ib_peer_info) <= DCCL_TRANSPORT_PEER_BYTES, "fits the peer info");
+
+static void ib_describe_self(void *mine) {
+  const struct dccl_ib_local *dev = dccl_ib_local();
+  struct ib_peer_info *me = mine;
+  me->ready = (uint8_t)dev->ready;
+  me->link_layer = (uint8_t)dev->link_layer;
+}
+
+static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer, const void *mine,
+                          const void *theirs) {
+  const struct ib_peer_info *a = mine, *b = theirs;
+  return a->ready && b->ready && a->link_layer == b->link_layer;
 }
 
 static const char *peer_host(const struct dccl_conn *conn) { return conn->comm->peers[conn->peer].hostname; }
@@ -105,7 +121,7 @@ static ncclResult_t ib_setup(struct dccl_conn *conn, void *info) {
   if (!l) return dccl_error(ncclSystemError, "out of memory for an RDMA link");
   l->conn = conn;
   conn->priv = l;
-  ncclResult_t res = dccl_ib_comm_get(conn->comm, &l->ic);
+  ncclResult_t res = dccl_ib_comm_get(conn, &l->ic);
   if (res == ncclSuccess) res = make_link(conn, l);
   if (res != ncclSuccess) {
     ib_close(conn);
@@ -216,9 +232,15 @@ static void ib_close(struct dccl_conn *conn) {
 }
 
 const struct dccl_transport dccl_transport_ib = {
+    .size = sizeof(struct dccl_transport),
     .name = "net_ib",
+    .alias = "ib",
     .direct_slots = 0,
-    .fallback = &dccl_transport_socket,
+    .moves_bytes = 1,
+    .confirm_start = 1,
+    .fallback = "socket",
+    .unreachable = " (no active RDMA port on both ends)",
+    .describe_self = ib_describe_self,
     .can_connect = ib_can_connect,
     .setup = ib_setup,
     .connect = ib_connect,

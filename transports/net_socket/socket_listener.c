@@ -52,10 +52,12 @@ ncclResult_t dccl_socket_tune_stream(int fd) {
   return ncclSuccess;
 }
 
-ncclResult_t dccl_socket_comm_state(struct dccl_comm *comm, struct dccl_socket_comm_state **out) {
+ncclResult_t dccl_socket_comm_state(struct dccl_conn *conn, struct dccl_socket_comm_state **out) {
   ncclResult_t res = ncclSuccess;
+  struct dccl_comm *comm = conn->comm;
+  void **slot = &comm->transport_state[conn->transport->index];
   pthread_mutex_lock(&state_create_lock);
-  struct dccl_socket_comm_state *st = comm->transport_state[1];
+  struct dccl_socket_comm_state *st = *slot;
   if (st) goto done;
   st = calloc(1, sizeof(*st));
   if (!st) {
@@ -72,7 +74,7 @@ ncclResult_t dccl_socket_comm_state(struct dccl_comm *comm, struct dccl_socket_c
   char buf[128];
   DCCL_INFO(DCCL_NET, "rank %d: socket transport listening on %s", comm->rank,
             dccl_socket_addr_str(&st->addr, buf, sizeof(buf)));
-  comm->transport_state[1] = st;
+  *slot = st;
   goto done;
 fail:
   if (st->listen_fd >= 0) close(st->listen_fd);

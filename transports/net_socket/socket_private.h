@@ -37,7 +37,7 @@ struct dccl_socket_pending {
   double accepted_at;
 };
 
-/* Per communicator (comm->transport_state[1]): one listener for every receive side, and the stash. */
+/* Per communicator (comm->transport_state[index]): one listener for every receive side, and the stash. */
 struct dccl_socket_comm_state {
   pthread_mutex_t lock;
   int listen_fd;
@@ -67,7 +67,7 @@ struct dccl_socket_conn {
 };
 
 /* The communicator's state, made on first use (with its listener). */
-ncclResult_t dccl_socket_comm_state(struct dccl_comm *comm, struct dccl_socket_comm_state **out);
+ncclResult_t dccl_socket_comm_state(struct dccl_conn *conn, struct dccl_socket_comm_state **out);
 /* A fresh token, registered as expected by `state`. */
 ncclResult_t dccl_socket_register_token(struct dccl_socket_comm_state *state, uint64_t *token);
 /* Forgets a token and closes any stashed connection that carries it. */

@@ -31,7 +31,8 @@ static const char *peer_host(const struct dccl_conn *conn) {
   return conn->comm->peers[conn->peer].hostname;
 }
 
-static int socket_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
+static int socket_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer, const void *mine,
+                              const void *theirs) {
   return 1; /* TCP reaches every peer the bootstrap reached */
 }
 
@@ -73,7 +74,7 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
   out.is_send = conn->is_send;
   if (!conn->is_send) {
     struct dccl_socket_comm_state *st;
-    ncclResult_t res = dccl_socket_comm_state(conn->comm, &st);
+    ncclResult_t res = dccl_socket_comm_state(conn, &st);
     if (res == ncclSuccess) res = dccl_socket_register_token(st, &sc->token);
     if (res != ncclSuccess) {
       free(sc->fifo);
@@ -140,7 +141,7 @@ static ncclResult_t socket_connect(struct dccl_conn *conn, const void *peer_info
   if (conn->is_send) {
     DCCLCHECK(connect_streams(conn, &in));
   } else {
-    struct dccl_socket_comm_state *st = conn->comm->transport_state[1];
+    struct dccl_socket_comm_state *st = conn->comm->transport_state[conn->transport->index];
     if (!st) return dccl_error(ncclInternalError, "socket link from rank %d: receive side was not set up", conn->peer);
     DCCLCHECK(dccl_socket_accept_streams(conn, st));
     for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(dccl_socket_tune_stream(sc->streams[i].fd));
@@ -211,7 +212,7 @@ static void socket_close(struct dccl_conn *conn) {
   for (uint32_t i = 0; i < sc->nstreams; i++)
     if (sc->streams[i].fd >= 0) close(sc->streams[i].fd);
   /* A receive side that never completed: its token and any streams stashed for it go too. */
-  struct dccl_socket_comm_state *st = conn->comm->transport_state[1];
+  struct dccl_socket_comm_state *st = conn->comm->transport_state[conn->transport->index];
   if (!conn->is_send && !sc->connected && sc->token && st) dccl_socket_forget_token(st, sc->token);
   free(sc->fifo);
   free(sc);
@@ -219,13 +220,14 @@ static void socket_close(struct dccl_conn *conn) {
   conn->fifo = NULL;
 }
 
-static void socket_comm_free(struct dccl_comm *comm) {
-  dccl_socket_comm_state_free(comm->transport_state[1]);
-  comm->transport_state[1] = NULL;
+static void socket_comm_free(void *state, int aborted) {
+  dccl_socket_comm_state_free(state);
 }
 
 const struct dccl_transport dccl_transport_socket = {
+    .size = sizeof(struct dccl_transport),
     .name = "socket",
+    .moves_bytes = 1,
     .can_connect = socket_can_connect,
     .setup = socket_setup,
     .connect = socket_connect,

@@ -43,7 +43,8 @@ static void sweep_stale_once(void) {
 }
 static _Atomic unsigned segment_counter; /* makes names unique even if a link is made twice in one process */
 
-static int shm_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer) {
+static int shm_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer, const void *mine,
+                           const void *theirs) {
   return self->real_host_hash == peer->real_host_hash;
 }
 
@@ -177,17 +178,20 @@ static void shm_close(struct dccl_conn *conn) {
 
 /* No per-communicator state. But a failed communicator may have lost a peer that had created a segment nobody
  * opened yet (it died during connection setup): remove segments whose creator is gone. */
-static void shm_comm_free(struct dccl_comm *comm) {
-  if (comm->abort_flag) dccl_shm_sweep_stale();
+static void shm_comm_free(void *state, int aborted) {
+  if (aborted) dccl_shm_sweep_stale();
 }
 
 const struct dccl_transport dccl_transport_shm = {
+    .size = sizeof(struct dccl_transport),
     .name = "shm",
+    .host_local = 1,
     .direct_slots = 1,
+    .moves_bytes = 0, /* the executor's own loads and stores move the bytes */
+    .unreachable = " (another host)",
     .can_connect = shm_can_connect,
     .setup = shm_setup,
     .connect = shm_connect,
-    .progress = NULL, /* the executor's own loads and stores move the bytes */
     .send_flushed = shm_send_flushed,
     .check_peer = shm_check_peer,
     .abort = shm_abort,
