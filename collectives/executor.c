@@ -6,9 +6,9 @@
 
 #include "collectives/copy_stream.h"
 #include "collectives/op.h"
-#include "collectives/wait.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/error.h"
+#include "util/params.h"
+#include "util/wait.h"
 
 /* Which of the channel's connections a step uses, as a bit mask over indices 0..DCCL_CONN_SLOTS-1. */
 static uint32_t step_mask(uint32_t flags, int is_send, int npeers) {

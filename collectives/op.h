@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "collectives/reduce.h"
-#include "collectives/schedule.h"
 #include "core/comm.h"
+#include "pure/schedule.h"
 
 enum dccl_op_kind {
   DCCL_OP_ALLREDUCE = 1,

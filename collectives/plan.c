@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "collectives/op.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "tune/tune.h"
+#include "util/error.h"
+#include "util/params.h"
 
 const char *dccl_op_name(int kind) {
   switch (kind) {

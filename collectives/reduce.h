@@ -1,11 +1,20 @@
 /* Reductions on host buffers: the executor's only arithmetic. Element math for every NCCL type lives in
- * reduce_math.h, shared with device code. */
+ * pure/reduce_math.h, shared with device code. */
 #ifndef DCCL_REDUCE_H_
 #define DCCL_REDUCE_H_
 
 #include <stddef.h>
 
 #include "dccl.h"
+#include "pure/reduce_math.h"
+
+_Static_assert(DCCL_ELEM_I8 == (int)ncclInt8 && DCCL_ELEM_U8 == (int)ncclUint8 && DCCL_ELEM_I32 == (int)ncclInt32 &&
+                   DCCL_ELEM_U32 == (int)ncclUint32 && DCCL_ELEM_I64 == (int)ncclInt64 &&
+                   DCCL_ELEM_U64 == (int)ncclUint64 && DCCL_ELEM_FP16 == (int)ncclFloat16 &&
+                   DCCL_ELEM_F32 == (int)ncclFloat32 && DCCL_ELEM_F64 == (int)ncclFloat64 &&
+                   DCCL_ELEM_BF16 == (int)ncclBfloat16 && DCCL_ELEM_E4M3 == (int)ncclFloat8e4m3 &&
+                   DCCL_ELEM_E5M2 == (int)ncclFloat8e5m2,
+               "pure/reduce_math.h numbers the element types as ncclDataType_t");
 
 enum dccl_red_kind { DCCL_RED_SUM = 0, DCCL_RED_PROD = 1, DCCL_RED_MAX = 2, DCCL_RED_MIN = 3 };
 

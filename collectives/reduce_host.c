@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "collectives/reduce.h"
-#include "collectives/reduce_math.h"
 #include "collectives/reduce_x86.h"
-#include "core/debug.h"
+#include "pure/reduce_math.h"
+#include "util/log.h"
 
 size_t dccl_type_size(ncclDataType_t type) {
   switch (type) {

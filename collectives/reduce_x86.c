@@ -9,7 +9,7 @@
  * reference. */
 #include "collectives/reduce_x86.h"
 
-#include "collectives/reduce_math.h"
+#include "pure/reduce_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

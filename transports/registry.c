@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/debug.h"
+#include "util/log.h"
 
 /* Priority order: shared memory inside a host, then RDMA, then TCP, which reaches every peer. */
 static const struct dccl_transport *const providers[] = {

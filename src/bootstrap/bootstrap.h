@@ -57,19 +57,4 @@ void dccl_bootstrap_close(struct dccl_bootstrap *b);
 int dccl_bootstrap_rank(const struct dccl_bootstrap *b);
 int dccl_bootstrap_nranks(const struct dccl_bootstrap *b);
 
-/* Helpers shared with the socket transport (src/bootstrap/socket_util.c). */
-struct sockaddr_storage;
-/* The address this host should be reached at, per DCCL_SOCKET_IFNAME / DCCL_SOCKET_FAMILY or automatically
- * (first non-loopback interface that is up; loopback if nothing else). */
-ncclResult_t dccl_socket_local_addr(struct sockaddr_storage *addr);
-/* Creates a listening TCP socket on addr (port 0: any) and writes back the bound address. */
-ncclResult_t dccl_socket_listen(struct sockaddr_storage *addr, int *fd);
-/* Connects with retries until `timeout_ms`; blocking socket returned. */
-ncclResult_t dccl_socket_connect(const struct sockaddr_storage *addr, int timeout_ms, int *fd);
-/* Full send/recv on a blocking socket; an EOF is ncclRemoteError. `abort_flag` may be NULL. */
-ncclResult_t dccl_socket_send_all(int fd, const void *data, size_t size);
-ncclResult_t dccl_socket_recv_all(int fd, void *data, size_t size, _Atomic int *abort_flag);
-/* "1.2.3.4:5678" for logs. */
-const char *dccl_socket_addr_str(const struct sockaddr_storage *addr, char *buf, size_t len);
-
 #endif

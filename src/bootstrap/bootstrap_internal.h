@@ -1,5 +1,5 @@
-/* Private to src/bootstrap: wire formats, the bootstrap object, and socket helpers with deadlines and an abort
- * flag. Every rank of a job runs the same build, so wire structs use fixed-size fields in host byte order. */
+/* Private to src/bootstrap: wire formats and the bootstrap object. Every rank of a job runs the same build, so wire
+ * structs use fixed-size fields in host byte order. */
 #ifndef DCCL_BOOTSTRAP_INTERNAL_H_
 #define DCCL_BOOTSTRAP_INTERNAL_H_
 
@@ -11,14 +11,15 @@
 #include <sys/types.h>
 
 #include "bootstrap/bootstrap.h"
-#include "core/clock.h"
+#include "util/clock.h"
+#include "util/deadline.h"
+#include "util/net_addr.h"
+#include "util/socket.h"
 
 #define DCCL_BOOTSTRAP_MAGIC 0x6463636c626f6f74ull /* "dcclboot" */
 #define DCCL_SECRET_BYTES 16
 /* How long an accepted connection may take to present its handshake before it is dropped. */
 #define DCCL_HANDSHAKE_TIMEOUT_MS 5000
-/* Every blocking wait wakes at least this often to look at the abort flag. */
-#define DCCL_POLL_SLICE_MS 50
 /* Largest frame a peer may announce; bootstrap messages are small, a bigger size means a corrupt stream. */
 #define DCCL_MAX_FRAME_BYTES (1ull << 31)
 
@@ -141,24 +142,7 @@ struct dccl_bootstrap {
   _Atomic int said_goodbye;
 };
 
-/* Time and deadlines (CLOCK_MONOTONIC ns; deadline 0 means none). */
-int64_t dccl_deadline_after_s(int64_t seconds);
-enum { DCCL_WAIT_OK = 0, DCCL_WAIT_ABORTED = 1, DCCL_WAIT_TIMED_OUT = 2 };
-int dccl_wait_state(_Atomic int *abort_flag, int64_t deadline_ns);
-/* ncclRemoteError with a reason if the abort flag is set or the deadline passed; `what` names the wait. */
-ncclResult_t dccl_wait_check(_Atomic int *abort_flag, int64_t deadline_ns, const char *what);
-/* Milliseconds to pass to poll(): at most DCCL_POLL_SLICE_MS and never past the deadline. */
-int dccl_poll_slice_ms(int64_t deadline_ns);
-
-/* Socket helpers with a deadline and an abort flag. */
-ncclResult_t dccl_socket_connect_wait(const struct sockaddr_storage *addr, int64_t deadline_ns, _Atomic int *abort_flag,
-                                      int *fd);
-ncclResult_t dccl_socket_send_wait(int fd, const void *data, size_t size, _Atomic int *abort_flag, int64_t deadline_ns);
-ncclResult_t dccl_socket_recv_wait(int fd, void *data, size_t size, _Atomic int *abort_flag, int64_t deadline_ns);
-/* Accepts one pending connection on a nonblocking listener: *fd = -1 if none is waiting. */
-ncclResult_t dccl_socket_accept(int listen_fd, int *fd, struct sockaddr_storage *peer);
-void dccl_socket_set_nodelay(int fd);
-socklen_t dccl_sockaddr_len(const struct sockaddr_storage *addr);
+/* Wire helpers (bootstrap_wire.c). */
 void dccl_wire_addr_from_sockaddr(struct dccl_wire_addr *wire, const struct sockaddr_storage *addr);
 ncclResult_t dccl_wire_addr_to_sockaddr(const struct dccl_wire_addr *wire, struct sockaddr_storage *addr);
 /* Fills buf with random bytes from the kernel. */
@@ -186,8 +170,5 @@ ncclResult_t dccl_bootstrap_connect_monitor(struct dccl_bootstrap *b, int64_t de
 
 /* Stops and joins the monitor thread if this process started it (bootstrap_monitor.c). */
 void dccl_bootstrap_stop_monitor(struct dccl_bootstrap *b);
-
-/* Lets the owner of a bootstrap made by dccl_bootstrap_split give it its own abort flag (the child starts with
- * the parent's flag only while the split runs). */
 
 #endif

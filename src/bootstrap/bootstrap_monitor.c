@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 /* Per watched connection: partial message bytes, and whether the far side left on purpose or is gone. */
 struct monitor_watch {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 /* ---- Incoming connections and messages ---- */
 

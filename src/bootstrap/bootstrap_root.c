@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/error.h"
+#include "util/params.h"
 
 _Static_assert(sizeof(struct dccl_id_layout) <= NCCL_UNIQUE_ID_BYTES, "the id layout must fit in ncclUniqueId");
 

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/error.h"
+#include "util/params.h"
 
 int dccl_bootstrap_rank(const struct dccl_bootstrap *b) {
   return b->rank;

@@ -1,7 +1,7 @@
 /* The small API calls that need no communicator state: version, result-code texts, the last error. */
 #include "core/comm.h"
 #include "core/comm_registry.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 ncclResult_t ncclGetVersion(int *version) {
   if (version == NULL) return dccl_error(ncclInvalidArgument, "ncclGetVersion: version is NULL");

@@ -8,8 +8,8 @@
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
-#include "core/debug.h"
 #include "core/group.h"
+#include "util/error.h"
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (!uniqueId) return dccl_error(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");

@@ -7,10 +7,10 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/op.h"
 #include "core/comm.h"
-#include "core/clock.h"
 #include "core/comm_init.h"
-#include "core/debug.h"
 #include "transports/registry.h"
+#include "util/clock.h"
+#include "util/error.h"
 
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text) {
   pthread_mutex_lock(&comm->error_lock);

@@ -1,4 +1,6 @@
 /* Communicator creation: join the bootstrap, learn every rank, order rings, connect, measure. */
+#include "core/comm_init.h"
+
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,16 +10,16 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/comm_init.h"
 #include "core/comm_registry.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "topo/cpu_topo.h"
 #include "topo/host_id.h"
 #include "topo/ring_order.h"
-#include "tune/tune.h"
-#include "core/cuda_driver.h"
 #include "transports/registry.h"
+#include "tune/tune.h"
+#include "util/cuda_driver.h"
+#include "util/error.h"
+#include "util/net_addr.h"
+#include "util/params.h"
 
 /* Called from the bootstrap's monitor thread: only flags, never a blocking call or a socket. */
 static void on_peer_death(void *arg, int dead_rank) {

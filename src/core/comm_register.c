@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 struct dccl_reg_handle {
   void *buff;

@@ -1,4 +1,6 @@
 /* The set of live communicators, so a destroyed or made-up handle is refused without touching freed memory. */
+#include "core/comm_registry.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -6,8 +8,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/comm_registry.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 

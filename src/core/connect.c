@@ -9,9 +9,9 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/registry.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* Tags: round << 16 | lane << 1 | sender's is_send. */
 #define DCCL_TAG_CONNECT 0x43000000u

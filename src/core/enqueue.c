@@ -4,11 +4,11 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
-#include "core/cuda_driver.h"
-#include "core/debug.h"
 #include "core/group.h"
-#include "core/params.h"
 #include "core/redop.h"
+#include "util/cuda_driver.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* The checks every call shares; fills esize. */
 /* per_rank: the buffers hold nranks blocks of count elements. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "util/error.h"
 
 struct deferred_init {
   ncclComm_t *comm;

@@ -1,9 +1,10 @@
 /* Reduction operators: the built-in ones and those made by ncclRedOpCreatePreMulSum. */
+#include "core/redop.h"
+
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/redop.h"
+#include "util/error.h"
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {

@@ -9,9 +9,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* The longest sleep between looks at the stop flag when nothing wakes the thread. */
 #define PROXY_SLEEP_MS 1000

@@ -3,7 +3,7 @@
 
 #include <sched.h>
 
-#include "core/debug.h"
+#include "util/log.h"
 
 #ifdef DCCL_HAVE_HWLOC
 #include <hwloc.h>

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/error.h"
+#include "util/params.h"
 
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 

@@ -16,9 +16,9 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/op.h"
-#include "collectives/wait.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/error.h"
+#include "util/params.h"
+#include "util/wait.h"
 
 #define TUNE_COPY_BYTES (8u << 20)
 #define TUNE_ITERS 16

@@ -1,4 +1,4 @@
-/* What this host-buffer build does on a machine with a GPU, through the driver it dlopens (src/core/cuda_driver.c):
+/* What this host-buffer build does on a machine with a GPU, through the driver it dlopens (src/util/cuda_driver.c):
  * - a device pointer passed as a buffer is refused with ncclInvalidUsage and a reason, and the communicator
  *   still works afterwards;
  * - a host-buffer collective issued on a stream waits for the GPU work queued on that stream before reading
@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/cuda_driver.h"
 #include "dccl.h"
 #include "late_writer.h"
+#include "util/cuda_driver.h"
 
 static int n_failed;
 

@@ -1,4 +1,4 @@
-// The headers shared by host and device code give the same bits on both: reduce_math.h (conversions and binary
+// The headers shared by host and device code (pure/) give the same bits on both: reduce_math.h (conversions and binary
 // ops for every NCCL type) and schedule.h (ring/tree/chain schedules). A kernel runs them over test vectors and
 // the host runs the same functions over the same vectors; every result is compared.
 // Exit codes: 0 all passed, 1 a mismatch or CUDA error, 77 no usable GPU (cannot run, not a pass).
@@ -10,8 +10,9 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/reduce_math.h"
-#include "collectives/schedule.h"
+#include "dccl.h"
+#include "pure/reduce_math.h"
+#include "pure/schedule.h"
 
 static int n_passed, n_failed;
 

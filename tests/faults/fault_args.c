@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
 #include "dccl.h"
 #include "fault_harness.h"
+#include "util/error.h"
 
 #define NRANKS 2
 #define COUNT 1024

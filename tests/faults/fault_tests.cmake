@@ -5,7 +5,7 @@ set(DCCL_FAULTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_library(dccl_fault_harness STATIC ${DCCL_FAULTS_DIR}/fault_harness.c)
 target_include_directories(dccl_fault_harness PUBLIC ${DCCL_FAULTS_DIR} ${PROJECT_SOURCE_DIR}/include)
 
-# fault_args links the static library only to reach dccl_clear_error (src/core/debug.h).
+# fault_args links the static library only to reach dccl_clear_error (src/util/error.h).
 foreach(name fault_args fault_peer_killed fault_slow_peer fault_fork fault_idle_cpu fault_oversubscribed)
   add_executable(${name} ${DCCL_FAULTS_DIR}/${name}.c)
   if(name STREQUAL "fault_args")

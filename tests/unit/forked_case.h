@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/params.h"
+#include "util/params.h"
 
 static int case_failures;
 #define CHECK(cond)                                                              \

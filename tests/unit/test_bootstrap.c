@@ -18,7 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
+#include "util/error.h"
 
 static int passed, failed;
 

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cuda_driver.h"
-#include "core/debug.h"
 #include "forked_case.h"
 #include "transports/net_ib/ib_gdr.h"
+#include "util/cuda_driver.h"
+#include "util/error.h"
 
 /* The whole log of this process (DCCL_DEBUG_FILE=/tmp/dccl_test_ib_gdr_%p.log), then removes it. */
 static const char *read_own_log(void) {

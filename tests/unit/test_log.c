@@ -9,10 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/debug.h"
-#include "core/params.h"
 #include "forked_case.h"
-
+#include "util/error.h"
+#include "util/params.h"
 
 static void short_host_name(char *host, size_t size) {
   gethostname(host, size);

@@ -7,10 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/debug.h"
-#include "core/params.h"
 #include "forked_case.h"
-
+#include "util/log.h"
+#include "util/params.h"
 
 /* The whole log file of this process (DCCL_DEBUG_FILE=/tmp/dccl_test_params_%p.log), then removes it. */
 static char *read_own_log(void) {

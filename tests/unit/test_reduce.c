@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "collectives/reduce.h"
-#include "collectives/reduce_math.h"
+#include "pure/reduce_math.h"
 
 static int n_passed, n_failed;
 

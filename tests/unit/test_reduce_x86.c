@@ -4,8 +4,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "collectives/reduce_math.h"
 #include "collectives/reduce_x86.h"
+#include "pure/reduce_math.h"
 
 static int n_passed, n_failed;
 

@@ -7,9 +7,9 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
-#include "core/params.h"
 #include "topo/ring_order.h"
 #include "transports/registry.h"
+#include "util/params.h"
 
 static int passed, failed;
 #define CHECK(cond, ...)                   \

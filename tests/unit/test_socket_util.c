@@ -17,7 +17,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_internal.h"
-#include "core/debug.h"
+#include "util/log.h"
 
 static int passed, failed;
 

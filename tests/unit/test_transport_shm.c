@@ -22,11 +22,11 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "transports/shm/shm_private.h"
 #include "transport_harness.h"
 #include "transports/registry.h"
+#include "transports/shm/shm_private.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* One rank of a fake two-rank communicator, holding one link. */
 struct side {

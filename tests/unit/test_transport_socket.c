@@ -18,13 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "transports/net_socket/socket_private.h"
 #include "transport_harness.h"
+#include "transports/net_socket/socket_private.h"
 #include "transports/registry.h"
+#include "util/error.h"
+#include "util/net_addr.h"
+#include "util/params.h"
+#include "util/socket.h"
 
 static const struct dccl_transport *T;
 

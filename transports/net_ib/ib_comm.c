@@ -7,10 +7,9 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
-
+#include "util/error.h"
 
 static int proxy_progress(void *arg) {
   struct dccl_ib_comm *ic = arg;

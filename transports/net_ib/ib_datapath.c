@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
 #include "transports/net_ib/ib_private.h"
+#include "util/error.h"
 
 enum { KIND_SEND = 0, KIND_RECV = 1 };
 #define WR_ID(q_index, kind) (((uint64_t)(q_index) << 1) | (uint64_t)(kind))

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/log.h"
+#include "util/params.h"
 
 static int entry_matches(const char *entry, size_t len, const char *name, int port) {
   int exact = len > 0 && entry[0] == '=';

@@ -10,9 +10,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/cuda_driver.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/cuda_driver.h"
+#include "util/error.h"
+#include "util/params.h"
 
 const char *dccl_gdr_path_name(enum dccl_gdr_path path) {
   switch (path) {

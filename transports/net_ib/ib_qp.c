@@ -7,9 +7,9 @@
 #include <sys/random.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/net_ib/ib_private.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* Headers plus small payloads go inline (copied into the WR at post time): one less DMA read per message. */
 #define IB_WANT_INLINE 256

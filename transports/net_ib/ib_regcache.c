@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/debug.h"
+#include "util/log.h"
 
 struct entry {
   struct entry *prev, *next; /* the recency list, most recent first; only entries still cached are on it */

@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
+#include "util/error.h"
+#include "util/params.h"
 
 /* What peers learn of this rank's RDMA port before they choose net_ib. */
 struct ib_peer_info {

@@ -13,11 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/net_socket/socket_private.h"
+#include "util/error.h"
+#include "util/net_addr.h"
+#include "util/params.h"
+#include "util/socket.h"
 
 #define DCCL_SOCKET_BUFFER_BYTES (4 << 20)
 /* Poll interval of the accept loop: bounds how late an abort or a stale handshake is noticed. */

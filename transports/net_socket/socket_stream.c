@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
 #include "transports/net_socket/socket_private.h"
+#include "util/error.h"
 
 #define HEADER_BYTES ((uint64_t)sizeof(struct dccl_slot_header))
 

@@ -6,11 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/net_socket/socket_private.h"
+#include "util/error.h"
+#include "util/net_addr.h"
+#include "util/params.h"
+#include "util/socket.h"
 
 #define SOCKET_INFO_MAGIC 0x4b434f53u /* "SOCK" */
 #define SOCKET_MAX_SLOT_BYTES (1ull << 40)

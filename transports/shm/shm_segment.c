@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/debug.h"
 #include "transports/shm/shm_private.h"
+#include "util/error.h"
 
 #define MIB(b) ((double)(b) / (1024.0 * 1024.0))
 

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
 #include "transports/shm/shm_private.h"
+#include "util/error.h"
+#include "util/params.h"
 
 #define SHM_INFO_MAGIC 0x4d485344u      /* "DSHM" */
 #define SHM_MAX_SLOT_BYTES (1ull << 40) /* keeps the size arithmetic far from overflow */

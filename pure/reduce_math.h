@@ -21,7 +21,22 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dccl.h"
+/* The element types, numbered as ncclDataType_t (collectives/reduce.h checks they agree): this layer includes
+ * nothing of the project, not even the API header. */
+enum dccl_elem_type {
+  DCCL_ELEM_I8 = 0,
+  DCCL_ELEM_U8 = 1,
+  DCCL_ELEM_I32 = 2,
+  DCCL_ELEM_U32 = 3,
+  DCCL_ELEM_I64 = 4,
+  DCCL_ELEM_U64 = 5,
+  DCCL_ELEM_FP16 = 6,
+  DCCL_ELEM_F32 = 7,
+  DCCL_ELEM_F64 = 8,
+  DCCL_ELEM_BF16 = 9,
+  DCCL_ELEM_E4M3 = 10,
+  DCCL_ELEM_E5M2 = 11,
+};
 
 #ifndef DCCL_HD
 #ifdef __CUDACC__
@@ -258,7 +273,7 @@ DCCL_NARROW_OPS(e5m2, uint8_t)
 
 /* ---- one element, any type: for generic code and tests --------------------------------------------------- */
 
-/* *out = a (op) b for elements of `type` (ncclDataType_t) and `kind` (0 sum, 1 prod, 2 max, 3 min: the values
+/* *out = a (op) b for elements of `type` (enum dccl_elem_type) and `kind` (0 sum, 1 prod, 2 max, 3 min: the values
  * of enum dccl_red_kind and of ncclSum..ncclMin). Returns 0, or -1 (out untouched) for an unknown type/kind. */
 DCCL_HD int dccl_apply_op(int type, int kind, const void *a, const void *b, void *out) {
   if (kind < 0 || kind > 3) return -1;
@@ -275,18 +290,18 @@ DCCL_HD int dccl_apply_op(int type, int kind, const void *a, const void *b, void
     return 0;                                 \
   }
   switch (type) {
-    DCCL_APPLY_CASE(ncclInt8, i8, int8_t)
-    DCCL_APPLY_CASE(ncclUint8, u8, uint8_t)
-    DCCL_APPLY_CASE(ncclInt32, i32, int32_t)
-    DCCL_APPLY_CASE(ncclUint32, u32, uint32_t)
-    DCCL_APPLY_CASE(ncclInt64, i64, int64_t)
-    DCCL_APPLY_CASE(ncclUint64, u64, uint64_t)
-    DCCL_APPLY_CASE(ncclFloat16, fp16, uint16_t)
-    DCCL_APPLY_CASE(ncclFloat32, f32, float)
-    DCCL_APPLY_CASE(ncclFloat64, f64, double)
-    DCCL_APPLY_CASE(ncclBfloat16, bf16, uint16_t)
-    DCCL_APPLY_CASE(ncclFloat8e4m3, e4m3, uint8_t)
-    DCCL_APPLY_CASE(ncclFloat8e5m2, e5m2, uint8_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_I8, i8, int8_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_U8, u8, uint8_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_I32, i32, int32_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_U32, u32, uint32_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_I64, i64, int64_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_U64, u64, uint64_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_FP16, fp16, uint16_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_F32, f32, float)
+    DCCL_APPLY_CASE(DCCL_ELEM_F64, f64, double)
+    DCCL_APPLY_CASE(DCCL_ELEM_BF16, bf16, uint16_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_E4M3, e4m3, uint8_t)
+    DCCL_APPLY_CASE(DCCL_ELEM_E5M2, e5m2, uint8_t)
     default:
       return -1;
   }

@@ -1,10 +1,10 @@
-#include "core/cuda_driver.h"
+#include "util/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 
-#include "core/debug.h"
+#include "util/error.h"
 
 /* The few driver entry points DCCL needs, with the driver's C ABI (cuda.h is not required to build). */
 typedef int cu_result;

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "core/clock.h"
+#include "util/clock.h"
 
 struct dccl_waiter {
   uint64_t idle_since_ns; /* when this wait began (0: not begun) */

@@ -1,8 +1,10 @@
-/* Logging (level and subsystem filters, one prefixed line per message) and the last-error text.
+/* Logging (level and subsystem filters, one prefixed line per message).
  *
  * The filters are read once (pthread_once) into atomics, so a disabled DCCL_INFO costs three loads, no call
  * into the environment and no lock.
  * ncclResetDebugInit reads them again from the environment. */
+#include "util/log.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -15,11 +17,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/debug.h"
-#include "core/params.h"
+#include "util/params.h"
 
 #define LOG_LINE_MAX 2048
-#define ERROR_TEXT_MAX 1024
 
 static const struct {
   const char *name;
@@ -38,8 +38,6 @@ static atomic_int log_level;
 static atomic_uint log_subsys;
 /* Guards the output file, its path and the host name against a concurrent ncclResetDebugInit. */
 static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
-/* Guards the process-wide copy of the last error. */
-static pthread_mutex_t error_mutex = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file; /* NULL: stderr */
 static char log_path[PATH_MAX];
 static char log_host[64];
@@ -206,10 +204,8 @@ static void log_configure(const char *level_text, const char *subsys_text, const
  * fork() so the child never inherits it locked. */
 static void log_before_fork(void) {
   pthread_mutex_lock(&log_mutex);
-  pthread_mutex_lock(&error_mutex);
 }
 static void log_after_fork(void) {
-  pthread_mutex_unlock(&error_mutex);
   pthread_mutex_unlock(&log_mutex);
 }
 
@@ -268,37 +264,4 @@ void ncclResetDebugInit(void) {
   log_ensure_init(); /* so that a first-time init cannot later overwrite what the reset reads */
   log_configure(debug_setting_now(DCCL_PARAM_DEBUG), debug_setting_now(DCCL_PARAM_DEBUG_SUBSYS),
                 debug_setting_now(DCCL_PARAM_DEBUG_FILE));
-}
-
-/* ---- Last error ---- */
-
-static __thread char tls_error[ERROR_TEXT_MAX];
-static __thread char tls_error_seen[ERROR_TEXT_MAX]; /* this thread's copy of the process-wide text */
-static char process_error[ERROR_TEXT_MAX];
-
-ncclResult_t dccl_error(ncclResult_t code, const char *fmt, ...) {
-  int saved_errno = errno;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&error_mutex);
-  memcpy(process_error, tls_error, sizeof process_error);
-  pthread_mutex_unlock(&error_mutex);
-  DCCL_WARN(DCCL_ALL, "%s", tls_error);
-  errno = saved_errno;
-  return code;
-}
-
-/* The process-wide text is copied out under the lock: another thread may overwrite it at any time. */
-const char *dccl_last_error(void) {
-  if (tls_error[0] != '\0') return tls_error;
-  pthread_mutex_lock(&error_mutex);
-  memcpy(tls_error_seen, process_error, sizeof tls_error_seen);
-  pthread_mutex_unlock(&error_mutex);
-  return tls_error_seen;
-}
-
-void dccl_clear_error(void) {
-  tls_error[0] = '\0';
 }

@@ -1,6 +1,6 @@
 /* The environment parameters: each entry of DCCL_PARAM_TABLE is read from DCCL_<NAME>, else NCCL_<NAME>, else
  * its default, once per process. An empty variable counts as unset. */
-#include "core/params.h"
+#include "util/params.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "util/log.h"
 
 /* The table's defaults as text (for the docs and for STR parameters) and as numbers (for INT parameters). */
 #define PARAM_DEFAULT_TEXT_INT(def) #def

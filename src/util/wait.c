@@ -1,9 +1,9 @@
-#include "collectives/wait.h"
+#include "util/wait.h"
 
 #include <sched.h>
 #include <time.h>
 
-#include "core/params.h"
+#include "util/params.h"
 
 #define DCCL_SLEEP_MIN_NS 2000ull
 #define DCCL_SLEEP_MAX_NS 1000000ull
