@@ -24,7 +24,7 @@ static uint32_t step_mask(uint32_t flags, int is_send, int npeers) {
 static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer) {
   char what[96];
   snprintf(what, sizeof(what), "%s #%llu", dccl_op_name(op->kind), (unsigned long long)op->seq);
-  return dccl_comm_explain_failure(op->comm, r, what, peer);
+  return op->comm->explain_failure(op->comm, r, what, peer);
 }
 
 /* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
@@ -206,9 +206,9 @@ static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
 
 /* Slow-path checks while nothing moves: a dead peer, an abort, a deadline. */
 static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
-  struct dccl_comm *comm = op->comm;
-  if (comm->abort_flag) {
-    int dead = atomic_load(&comm->dead_rank);
+  struct dccl_coll_comm *comm = op->comm;
+  if (atomic_load(comm->abort_flag)) {
+    int dead = atomic_load(comm->dead_rank);
     if (dead >= 0)
       return dccl_error(ncclRemoteError, "%s #%llu failed: rank %d (host %s, pid %d) died", dccl_op_name(op->kind),
                         (unsigned long long)op->seq, dead, comm->peers[dead].hostname, comm->peers[dead].pid);
@@ -231,7 +231,7 @@ static void fail_ops(struct dccl_op **ops, int nops, ncclResult_t res) {
   char text[512];
   snprintf(text, sizeof(text), "%s", dccl_last_error());
   for (int i = 0; i < nops; i++)
-    if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, text);
+    if (!ops[i]->done) ops[i]->comm->set_failed(ops[i]->comm, res, text);
 }
 
 ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
@@ -245,7 +245,7 @@ ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
       remaining++;
       if (op->after && !op->after->done) continue;
       ncclResult_t r = op_progress(op, &progressed);
-      if (r == ncclSuccess && !op->done && op->comm->abort_flag) r = check_stalled(op, 0);
+      if (r == ncclSuccess && !op->done && atomic_load(op->comm->abort_flag)) r = check_stalled(op, 0);
       if (r != ncclSuccess) {
         fail_ops(ops, nops, r);
         return r;

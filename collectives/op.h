@@ -6,27 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collectives/coll_comm.h"
 #include "collectives/reduce.h"
-#include "core/comm.h"
 #include "pure/schedule.h"
 
-enum dccl_op_kind {
-  DCCL_OP_ALLREDUCE = 1,
-  DCCL_OP_BROADCAST,
-  DCCL_OP_REDUCE,
-  DCCL_OP_ALLGATHER,
-  DCCL_OP_REDUCESCATTER,
-  DCCL_OP_SEND,
-  DCCL_OP_RECV,
-};
 const char *dccl_op_name(int kind);
 
-enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT };
 const char *dccl_algo_name(int algo);
-
-/* Connections per channel: ring uses index 0; trees two children and the parent (DCCL_TREE_PARENT); one-shot
- * every other rank, so it serves up to DCCL_CONN_SLOTS + 1 ranks. */
-#define DCCL_CONN_SLOTS 8
 
 struct dccl_op_channel {
   struct dccl_sched sched;
@@ -38,7 +24,7 @@ struct dccl_op_channel {
 };
 
 struct dccl_op {
-  struct dccl_comm *comm;
+  struct dccl_coll_comm *comm;
   int kind;
   const void *sendbuff;
   void *recvbuff;
@@ -70,7 +56,7 @@ ncclResult_t dccl_op_bind(struct dccl_op *op);
  * channels and returns 1. put remembers a bound op before it runs; free drops a communicator's cache. */
 int dccl_plan_cache_get(struct dccl_op *op);
 void dccl_plan_cache_put(const struct dccl_op *op);
-void dccl_plan_cache_free(struct dccl_comm *comm);
+void dccl_plan_cache_free(struct dccl_coll_comm *comm);
 
 /* Runs ops to completion, progressing all of them at once (a group's sends and receives can be posted in any
  * order). On failure the communicators of unfinished ops are marked failed and the error is returned. */

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "collectives/op.h"
-#include "tune/tune.h"
 #include "util/error.h"
 #include "util/params.h"
 
@@ -45,7 +44,7 @@ static int ring_pos_of(const struct dccl_ring *ring, int nranks, int rank) {
 }
 
 /* A binary heap over positions; `rank_at(i)` = order[(start + dir * i) mod n]. Fills this rank's tree links. */
-static void tree_links(const struct dccl_comm *comm, int start, int dir, struct dccl_op_channel *ch) {
+static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, struct dccl_op_channel *ch) {
   const int *order = comm->rings[0].order;
   int n = comm->nranks, me = -1;
   for (int i = 0; i < n; i++)
@@ -69,7 +68,7 @@ static void tree_links(const struct dccl_comm *comm, int start, int dir, struct 
 }
 
 static void plan_tree(struct dccl_op *op, int ntrees, int rooted) {
-  struct dccl_comm *comm = op->comm;
+  struct dccl_coll_comm *comm = op->comm;
   op->nchannels = ntrees;
   for (int t = 0; t < ntrees; t++) {
     struct dccl_op_channel *ch = &op->ch[t];
@@ -108,7 +107,7 @@ static void plan_oneshot(struct dccl_op *op) {
 }
 
 static void plan_ring(struct dccl_op *op, uint64_t range) {
-  struct dccl_comm *comm = op->comm;
+  struct dccl_coll_comm *comm = op->comm;
   int nch = comm->nchannels;
   if ((uint64_t)nch * 4096 > range * op->esize) nch = 1; /* small: one channel */
   op->nchannels = nch;
@@ -127,7 +126,7 @@ static void plan_ring(struct dccl_op *op, uint64_t range) {
 }
 
 ncclResult_t dccl_op_plan(struct dccl_op *op) {
-  struct dccl_comm *comm = op->comm;
+  struct dccl_coll_comm *comm = op->comm;
   uint64_t chunk_bytes = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
   uint64_t chunk = chunk_bytes / op->esize;
   if (chunk == 0) chunk = 1;
@@ -147,7 +146,7 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
     ch->sched.count = op->count;
     op->nchannels = 1;
   } else {
-    if (op->algo == DCCL_ALGO_AUTO) op->algo = dccl_tune_algo(comm, op->kind, op->count * op->esize);
+    if (op->algo == DCCL_ALGO_AUTO) op->algo = comm->pick_algo(comm, op->kind, op->count * op->esize);
     /* One-shot exists for all-reduce only, and needs a connection slot per peer. */
     if (op->algo == DCCL_ALGO_ONESHOT && (op->kind != DCCL_OP_ALLREDUCE || n - 1 > DCCL_CONN_SLOTS))
       op->algo = DCCL_ALGO_RING;
@@ -223,8 +222,8 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
     if (ch->nsteps[0] + ch->nsteps[1] == 0) continue;
     ch->needs_progress = 0;
     for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-      ch->recv[i] = ch->recv_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->recv_peer[i], 0, ch->lane) : NULL;
-      ch->send[i] = ch->send_peer[i] >= 0 ? dccl_comm_find_conn(op->comm, ch->send_peer[i], 1, ch->lane) : NULL;
+      ch->recv[i] = ch->recv_peer[i] >= 0 ? op->comm->find_conn(op->comm, ch->recv_peer[i], 0, ch->lane) : NULL;
+      ch->send[i] = ch->send_peer[i] >= 0 ? op->comm->find_conn(op->comm, ch->send_peer[i], 1, ch->lane) : NULL;
       if ((ch->recv_peer[i] >= 0 && !ch->recv[i]) || (ch->send_peer[i] >= 0 && !ch->send[i]))
         return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind),
                           ch->recv_peer[i] >= 0 ? ch->recv_peer[i] : ch->send_peer[i]);

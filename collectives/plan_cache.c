@@ -42,7 +42,7 @@ int dccl_plan_cache_get(struct dccl_op *op) {
 }
 
 void dccl_plan_cache_put(const struct dccl_op *op) {
-  struct dccl_comm *comm = op->comm;
+  struct dccl_coll_comm *comm = op->comm;
   if (!cacheable(op) || !op->bound) return;
   if (!comm->plan_cache && !(comm->plan_cache = calloc(1, sizeof(struct dccl_plan_cache)))) return;
   struct dccl_plan_cache *c = comm->plan_cache;
@@ -60,7 +60,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   c->next_victim = (c->next_victim + 1) % PLAN_CACHE_ENTRIES;
 }
 
-void dccl_plan_cache_free(struct dccl_comm *comm) {
+void dccl_plan_cache_free(struct dccl_coll_comm *comm) {
   struct dccl_plan_cache *c = comm->plan_cache;
   if (!c) return;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) free(c->entry[i]);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "dccl.h"
+#include "transports/peer_info.h"
 
 #define DCCL_CACHELINE 128
 #define DCCL_CONN_INFO_BYTES 256 /* the blob a side sends its peer at connect time */
@@ -60,17 +61,24 @@ static inline struct dccl_slot_header *dccl_fifo_slot(struct dccl_fifo *f, uint6
 /* Initializes a FIFO in memory of dccl_fifo_bytes() bytes. */
 void dccl_fifo_init(struct dccl_fifo *f, uint32_t nslots, uint64_t slot_bytes);
 
-/* The communicator's internal name; the struct is the one behind the public ncclComm_t handle. */
-#ifndef dccl_comm
-#define dccl_comm ncclComm
-#endif
-struct dccl_comm;
-struct dccl_peer_info;
 struct dccl_transport;
+
+/* What a transport may see of its communicator: core embeds one in it and fills it at creation. */
+struct dccl_transport_ctx {
+  int rank, nranks;
+  const struct dccl_peer_info *peers; /* nranks entries */
+  int oversubscribed;                 /* more ranks than processing units on this host: waits yield at once */
+  _Atomic int *abort_flag;            /* nonzero: the communicator failed and every wait stops */
+  /* Per-communicator state a transport keeps (e.g. the socket transport's listener), by registry index; core only
+   * hands it back to the transport's comm_free. */
+  void *transport_state[DCCL_MAX_TRANSPORTS];
+  /* 1 when [ptr, ptr+bytes) lies inside one range the user registered (ncclCommRegister): zero-copy may read it. */
+  int (*is_registered)(const struct dccl_transport_ctx *ctx, const void *ptr, uint64_t bytes);
+};
 
 struct dccl_conn {
   const struct dccl_transport *transport;
-  struct dccl_comm *comm;
+  struct dccl_transport_ctx *ctx;
   int peer;    /* the rank at the other end */
   int is_send; /* 1: this side produces into the FIFO */
   int lane;    /* which of the pair's links this is (channel, or a p2p lane) */
@@ -81,11 +89,6 @@ struct dccl_conn {
   uint64_t cached_peer_counter;
 };
 
-/* Room each transport has in every rank's peer info (struct dccl_peer_info) for what its peers must know before
- * they choose it (e.g. net_ib: an active RDMA port and its link layer). */
-#define DCCL_MAX_TRANSPORTS 8
-#define DCCL_TRANSPORT_PEER_BYTES 32
-
 /* A transport: one ops table (style.md: a provider fills one table). A provider defines a const table starting
  * with its size and lists it once in transports/registry.c; the registry keeps a completed copy, in which every
  * op the provider left out (or that lies past its size) is a "not supported" default, so callers never test for
@@ -94,7 +97,7 @@ struct dccl_transport {
   size_t size; /* sizeof(struct dccl_transport) as the provider was built: later fields take the defaults */
   const char *name;
   const char *alias; /* another name DCCL_TRANSPORT accepts, or NULL */
-  int index;         /* set by the registry: this transport's slot in comm->transport_state and the peer info */
+  int index;         /* set by the registry: this transport's slot in ctx->transport_state and the peer info */
   /* Chosen by itself only between ranks of one host as DCCL_HOSTID sees it (shared memory): pretend hosts then
    * use a network transport between them, although shm could reach. */
   int host_local;
@@ -138,7 +141,7 @@ struct dccl_transport {
   void (*abort)(struct dccl_conn *conn);
   /* Frees everything setup/connect made; never blocks on the peer. Default: nothing. */
   void (*close)(struct dccl_conn *conn);
-  /* Frees the transport's per-communicator state (comm->transport_state[index], passed here), after every conn is
+  /* Frees the transport's per-communicator state (ctx->transport_state[index], passed here), after every conn is
    * closed; `aborted` says whether the communicator failed. Default: nothing. */
   void (*comm_free)(void *state, int aborted);
 };

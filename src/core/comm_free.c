@@ -59,11 +59,11 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     e = next;
   }
   for (int i = 0; i < dccl_transport_count(); i++) {
-    dccl_transport_at(i)->comm_free(comm->transport_state[i], atomic_load(&comm->abort_flag));
-    comm->transport_state[i] = NULL;
+    dccl_transport_at(i)->comm_free(comm->tctx.transport_state[i], atomic_load(&comm->abort_flag));
+    comm->tctx.transport_state[i] = NULL;
   }
-  dccl_plan_cache_free(comm);
-  for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->rings[c].order);
+  dccl_plan_cache_free(&comm->coll);
+  for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->coll.rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);

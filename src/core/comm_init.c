@@ -50,15 +50,6 @@ static void describe_self(struct dccl_peer_info *me) {
   if (a.ss_family == AF_INET6) memcpy(me->net_addr, &((struct sockaddr_in6 *)&a)->sin6_addr, 16);
 }
 
-int dccl_peer_net_addr(const struct dccl_peer_info *peer, struct sockaddr_storage *out) {
-  memset(out, 0, sizeof(*out));
-  out->ss_family = peer->net_family;
-  if (peer->net_family == AF_INET) memcpy(&((struct sockaddr_in *)out)->sin_addr, peer->net_addr, 4);
-  else if (peer->net_family == AF_INET6) memcpy(&((struct sockaddr_in6 *)out)->sin6_addr, peer->net_addr, 16);
-  else return -1;
-  return 0;
-}
-
 static ncclResult_t build_rings(struct dccl_comm *comm) {
   int n = comm->nranks;
   uint64_t *hosts = malloc((size_t)n * sizeof(*hosts));
@@ -67,9 +58,9 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   int nch = (int)dccl_param_int(DCCL_PARAM_NCHANNELS);
   if (nch < 1) nch = 1;
   if (nch > DCCL_MAX_CHANNELS) nch = DCCL_MAX_CHANNELS;
-  comm->nchannels = nch;
+  comm->coll.nchannels = nch;
   for (int c = 0; c < nch; c++) {
-    struct dccl_ring *ring = &comm->rings[c];
+    struct dccl_ring *ring = &comm->coll.rings[c];
     ring->order = malloc((size_t)n * sizeof(int));
     if (!ring->order) {
       free(hosts);
@@ -85,9 +76,9 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
     char line[1024];
     int len = 0;
     for (int i = 0; i < n && len < (int)sizeof(line) - 16; i++)
-      len += snprintf(line + len, sizeof(line) - (size_t)len, " %d", comm->rings[0].order[i]);
+      len += snprintf(line + len, sizeof(line) - (size_t)len, " %d", comm->coll.rings[0].order[i]);
     DCCL_INFO(DCCL_INIT, "%d ranks on %d hosts; ring:%s (host crossings %d)", n, comm->nhosts, line,
-              dccl_ring_host_crossings(hosts, comm->rings[0].order, n));
+              dccl_ring_host_crossings(hosts, comm->coll.rings[0].order, n));
   }
   free(hosts);
   return ncclSuccess;
@@ -97,15 +88,26 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
  * Tree and point-to-point links are made on the first call that uses them. */
 static ncclResult_t connect_rings(struct dccl_comm *comm) {
   if (comm->nranks == 1) return ncclSuccess;
-  struct dccl_conn_req *reqs = calloc((size_t)comm->nchannels * 2, sizeof(*reqs));
+  struct dccl_conn_req *reqs = calloc((size_t)comm->coll.nchannels * 2, sizeof(*reqs));
   if (!reqs) return dccl_error(ncclSystemError, "out of memory");
   int n = 0;
-  for (int c = 0; c < comm->nchannels; c++) {
-    reqs[n++] = (struct dccl_conn_req){comm->rings[c].next, 1, c};
-    reqs[n++] = (struct dccl_conn_req){comm->rings[c].prev, 0, c};
+  for (int c = 0; c < comm->coll.nchannels; c++) {
+    reqs[n++] = (struct dccl_conn_req){comm->coll.rings[c].next, 1, c};
+    reqs[n++] = (struct dccl_conn_req){comm->coll.rings[c].prev, 0, c};
   }
   ncclResult_t res = dccl_comm_connect(comm, reqs, n);
   free(reqs);
+  return res;
+}
+
+/* Every rank probes, then all take the slowest rank's constants, so all choose the same algorithms. */
+static ncclResult_t measure_cost_model(struct dccl_comm *comm) {
+  double *all = calloc((size_t)comm->nranks, 2 * sizeof(double));
+  if (!all) return dccl_error(ncclSystemError, "out of memory");
+  ncclResult_t res = dccl_tune_probe(&comm->coll, all + 2 * comm->rank);
+  if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, all, 2 * sizeof(double));
+  if (res == ncclSuccess) dccl_tune_agree(&comm->coll, all);
+  free(all);
   return res;
 }
 
@@ -138,8 +140,9 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   if (comm->oversubscribed)
     DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
               local_ranks, cpus.pus);
+  dccl_comm_fill_views(comm);
   DCCLCHECK(connect_rings(comm));
-  DCCLCHECK(dccl_tune_measure(comm));
+  DCCLCHECK(measure_cost_model(comm));
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
   DCCL_INFO(DCCL_INIT, "communicator %p rank %d of %d ready (host %s)", (void *)comm, comm->rank, n, me->host_id);

@@ -71,12 +71,12 @@ static uint32_t tag(int round, int lane, int sender_is_send) {
   return DCCL_TAG_CONNECT | ((uint32_t)round << 16) | ((uint32_t)lane << 1) | (uint32_t)sender_is_send;
 }
 static ncclResult_t send_msg(struct fresh_link *f, int round, size_t bytes) {
-  return dccl_bootstrap_send(f->e->conn.comm->bootstrap, f->e->peer, tag(round, f->e->lane, f->e->is_send), &f->mine,
-                             bytes);
+  return dccl_bootstrap_send(dccl_comm_of_tctx(f->e->conn.ctx)->bootstrap, f->e->peer,
+                             tag(round, f->e->lane, f->e->is_send), &f->mine, bytes);
 }
 static ncclResult_t recv_msg(struct fresh_link *f, int round, size_t bytes) {
-  return dccl_bootstrap_recv(f->e->conn.comm->bootstrap, f->e->peer, tag(round, f->e->lane, !f->e->is_send),
-                             &f->theirs, bytes);
+  return dccl_bootstrap_recv(dccl_comm_of_tctx(f->e->conn.ctx)->bootstrap, f->e->peer,
+                             tag(round, f->e->lane, !f->e->is_send), &f->theirs, bytes);
 }
 
 /* A failure of a transport with a fallback is recorded for the peer instead of returned. */
@@ -147,11 +147,10 @@ static ncclResult_t fall_back(struct fresh_link *fl, int n) {
     struct fresh_link *f = &fl[i];
     if (!f->fall_back) continue;
     struct dccl_conn *c = &f->e->conn;
-    struct dccl_comm *comm = c->comm;
+    const struct dccl_transport_ctx *ctx = c->ctx;
     DCCL_WARN(DCCL_NET, "%s link %s rank %d (host %s) could not be made (%s: %s); using %s", c->transport->name,
-              c->is_send ? "to" : "from", c->peer, comm->peers[c->peer].hostname,
-              f->mine.failed ? "here" : "there", f->mine.failed ? f->mine.reason : f->theirs.reason,
-              c->transport->fallback);
+              c->is_send ? "to" : "from", c->peer, ctx->peers[c->peer].hostname, f->mine.failed ? "here" : "there",
+              f->mine.failed ? f->mine.reason : f->theirs.reason, c->transport->fallback);
     const struct dccl_transport *next = dccl_transport_find(c->transport->fallback);
     if (!next) {
       free(fb);
@@ -160,7 +159,8 @@ static ncclResult_t fall_back(struct fresh_link *fl, int n) {
     }
     close_conn(c);
     int peer = c->peer, is_send = c->is_send, lane = c->lane;
-    *c = (struct dccl_conn){.transport = next, .comm = comm, .peer = peer, .is_send = is_send, .lane = lane};
+    struct dccl_transport_ctx *ctx_keep = c->ctx;
+    *c = (struct dccl_conn){.transport = next, .ctx = ctx_keep, .peer = peer, .is_send = is_send, .lane = lane};
     fb[m++].e = f->e;
   }
   ncclResult_t res = setup_round(fb, m, ROUND_FALLBACK);
@@ -183,7 +183,7 @@ static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req
     e->peer = e->conn.peer = reqs[i].peer;
     e->is_send = e->conn.is_send = reqs[i].is_send;
     e->lane = e->conn.lane = reqs[i].lane;
-    e->conn.comm = comm;
+    e->conn.ctx = &comm->tctx;
     fl[(*n)++].e = e;
     DCCLCHECK(choose_transport(comm, e->peer, &e->conn.transport));
   }
@@ -192,7 +192,7 @@ static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req
 
 /* Publishes a made link in its communicator's list (lookups are lock-free: release after the entry is done). */
 static void publish(struct dccl_conn_entry *e) {
-  struct dccl_comm *comm = e->conn.comm;
+  struct dccl_comm *comm = dccl_comm_of_tctx(e->conn.ctx);
   DCCL_INFO(DCCL_INIT, "connected %s rank %d lane %d via %s", e->is_send ? "to" : "from", e->peer, e->lane,
             e->conn.transport->name);
   pthread_mutex_lock(&comm->conn_lock);

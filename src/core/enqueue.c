@@ -55,7 +55,7 @@ static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuf
                            ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
   struct dccl_op *op = dccl_op_new();
   if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
-  op->comm = comm;
+  op->comm = &comm->coll;
   op->kind = kind;
   op->sendbuff = sendbuff;
   op->recvbuff = recvbuff;

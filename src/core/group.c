@@ -174,7 +174,7 @@ static ncclResult_t connect_ops(struct dccl_op **ops, int n) {
     for (int j = i; j < n && res == ncclSuccess; j++)
       if (ops[j]->comm == ops[i]->comm && !ops[j]->done && !ops[j]->bound)
         res = dccl_op_conn_reqs(ops[j], &reqs, &nr, &cap);
-    batches[nb++] = (struct dccl_conn_batch){ops[i]->comm, reqs, nr};
+    batches[nb++] = (struct dccl_conn_batch){dccl_comm_of_coll(ops[i]->comm), reqs, nr};
     nreq += nr;
   }
   if (res == ncclSuccess && nreq) res = dccl_connect_many(batches, nb);
@@ -207,10 +207,10 @@ static ncclResult_t run_ops(struct dccl_op *head) {
     if (res != ncclSuccess) {
       char text[512], what[96];
       snprintf(what, sizeof(what), "connecting for %s", dccl_op_name(ops[0]->kind));
-      res = dccl_comm_explain_failure(ops[0]->comm, res, what, -1);
+      res = dccl_comm_explain_failure(dccl_comm_of_coll(ops[0]->comm), res, what, -1);
       snprintf(text, sizeof(text), "%s", dccl_last_error());
       for (int i = 0; i < n; i++)
-        if (!ops[i]->done) dccl_comm_set_failed(ops[i]->comm, res, text);
+        if (!ops[i]->done) dccl_comm_set_failed(dccl_comm_of_coll(ops[i]->comm), res, text);
     }
   }
   if (res == ncclSuccess) res = dccl_exec_ops(ops, n);

@@ -4,6 +4,7 @@
 #define DCCL_GROUP_H_
 
 #include "collectives/op.h"
+#include "core/comm.h"
 
 int dccl_group_depth(void);
 /* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */

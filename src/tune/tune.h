@@ -1,18 +1,22 @@
-/* The cost model: picks ring, tree or one-shot per call from constants measured on this machine at creation
- * (all-reduce chooses among the three; the other collectives run on rings). */
+/* The cost model: picks ring, tree or one-shot per call from two constants measured on this machine at creation
+ * (all-reduce chooses among the three; the other collectives run on rings). It sees the communicator only through
+ * the collectives' view and runs no collective. */
 #ifndef DCCL_TUNE_H_
 #define DCCL_TUNE_H_
 
 #include <stddef.h>
 
-#include "core/comm.h"
+#include "collectives/coll_comm.h"
 
-/* Measures the per-step latency and the copy bandwidth (collective over comm: every rank ends with the same
- * constants, so every rank picks the same algorithm). Needs the ring connections. */
-ncclResult_t dccl_tune_measure(struct dccl_comm *comm);
+/* This rank's measurements (probe.c): mine[0] the latency of one hand-off over ring 0's links in ns, mine[1] the
+ * copy bandwidth in bytes/ns. Every rank of c calls it at once (tokens pass around the whole ring). */
+ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]);
+/* Sets c's constants from every rank's probe (`all`: nranks pairs): the slowest rank's, so every rank picks the
+ * same algorithm. DCCL_TUNE_ALPHA_NS / DCCL_TUNE_BW_MBPS override them. */
+void dccl_tune_agree(struct dccl_coll_comm *c, const double *all);
 /* Predicted time in ns of an all-reduce of `bytes` with algo (DCCL_ALGO_RING, _TREE or _ONESHOT). */
-double dccl_tune_predict_ns(const struct dccl_comm *comm, int algo, size_t bytes);
+double dccl_tune_predict_ns(const struct dccl_coll_comm *c, int algo, size_t bytes);
 /* The algorithm for a collective of kind (enum dccl_op_kind) moving `bytes`: DCCL_ALGO if set, else the model. */
-int dccl_tune_algo(const struct dccl_comm *comm, int kind, size_t bytes);
+int dccl_tune_algo(const struct dccl_coll_comm *c, int kind, size_t bytes);
 
 #endif

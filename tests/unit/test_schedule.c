@@ -83,8 +83,8 @@ static void connect_all(struct dccl_comm *comms, struct dccl_op **ops, int n) {
       e->peer = reqs[i].peer;
       e->is_send = reqs[i].is_send;
       e->lane = reqs[i].lane;
-      e->conn = (struct dccl_conn){.transport = &mem_transport, .comm = &comms[r], .peer = e->peer,
-                                   .is_send = e->is_send, .lane = e->lane};
+      e->conn = (struct dccl_conn){
+          .transport = &mem_transport, .ctx = &comms[r].tctx, .peer = e->peer, .is_send = e->is_send, .lane = e->lane};
       e->conn.fifo = e->is_send ? link_fifo(r, e->peer, e->lane) : link_fifo(e->peer, r, e->lane);
       e->next = atomic_load(&comms[r].conns);
       atomic_store(&comms[r].conns, e);
@@ -101,19 +101,20 @@ static void make_comms(struct dccl_comm *comms, int n, const uint64_t *hosts) {
     memset(c, 0, sizeof(*c));
     c->rank = r;
     c->nranks = n;
-    c->nchannels = 2;
-    c->alpha_ns = 1000;
-    c->bw_bytes_per_ns = 10;
+    dccl_comm_fill_views(c);
+    c->coll.nchannels = 2;
+    c->coll.alpha_ns = 1000;
+    c->coll.bw_bytes_per_ns = 10;
     pthread_mutex_init(&c->conn_lock, NULL);
     pthread_mutex_init(&c->error_lock, NULL);
     atomic_store(&c->dead_rank, -1);
-    for (int ch = 0; ch < c->nchannels; ch++) {
-      c->rings[ch].order = malloc((size_t)n * sizeof(int));
-      memcpy(c->rings[ch].order, order, (size_t)n * sizeof(int));
+    for (int ch = 0; ch < c->coll.nchannels; ch++) {
+      c->coll.rings[ch].order = malloc((size_t)n * sizeof(int));
+      memcpy(c->coll.rings[ch].order, order, (size_t)n * sizeof(int));
       for (int i = 0; i < n; i++)
-        if (order[i] == r) c->rings[ch].pos = i;
-      c->rings[ch].next = order[(c->rings[ch].pos + 1) % n];
-      c->rings[ch].prev = order[(c->rings[ch].pos + n - 1) % n];
+        if (order[i] == r) c->coll.rings[ch].pos = i;
+      c->coll.rings[ch].next = order[(c->coll.rings[ch].pos + 1) % n];
+      c->coll.rings[ch].prev = order[(c->coll.rings[ch].pos + n - 1) % n];
     }
   }
   free(order);
@@ -125,7 +126,7 @@ static void free_comms(struct dccl_comm *comms, int n) {
       next = e->next;
       free(e);
     }
-    for (int ch = 0; ch < comms[r].nchannels; ch++) free(comms[r].rings[ch].order);
+    for (int ch = 0; ch < comms[r].coll.nchannels; ch++) free(comms[r].coll.rings[ch].order);
   }
   for (int i = 0; i < nlinks; i++) free(links[i].fifo);
   nlinks = 0;
@@ -147,7 +148,7 @@ static void run_case(int kind, int algo, int n, uint64_t count, int root, const 
     for (uint64_t i = 0; i < in_count; i++) in[r][i] = input_value(r, i);
     for (uint64_t i = 0; i < out_count; i++) out[r][i] = 0x7eadbeef;
     struct dccl_op *op = calloc(1, sizeof(*op));
-    op->comm = &comms[r];
+    op->comm = &comms[r].coll;
     op->kind = kind;
     op->sendbuff = in[r];
     op->recvbuff = out[r];

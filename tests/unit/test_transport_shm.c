@@ -21,16 +21,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "transport_harness.h"
 #include "transports/registry.h"
 #include "transports/shm/shm_private.h"
+#include "transports/transport.h"
 #include "util/error.h"
 #include "util/params.h"
 
 /* One rank of a fake two-rank communicator, holding one link. */
 struct side {
-  struct dccl_comm comm;
+  struct dccl_transport_ctx ctx; /* all a transport sees of its communicator */
+  _Atomic int abort_flag;
   struct dccl_peer_info peers[2];
   struct dccl_conn conn;
 };
@@ -43,12 +44,10 @@ static uint64_t random_u64(void) {
 
 static void side_init(struct side *s, int rank, int is_send, uint64_t nonce) {
   memset(s, 0, sizeof(*s));
-  s->comm.magic = DCCL_COMM_MAGIC;
-  s->comm.rank = rank;
-  s->comm.nranks = 2;
-  s->comm.peers = s->peers;
-  s->comm.creator_pid = getpid();
-  atomic_init(&s->comm.dead_rank, -1);
+  s->ctx.rank = rank;
+  s->ctx.nranks = 2;
+  s->ctx.peers = s->peers;
+  s->ctx.abort_flag = &s->abort_flag;
   for (int r = 0; r < 2; r++) {
     s->peers[r].rank = r;
     s->peers[r].host_hash = s->peers[r].real_host_hash = 0x1234;
@@ -57,7 +56,7 @@ static void side_init(struct side *s, int rank, int is_send, uint64_t nonce) {
   }
   s->peers[rank].pid = getpid();
   s->conn.transport = dccl_transport_find("shm");
-  s->conn.comm = &s->comm;
+  s->conn.ctx = &s->ctx;
   s->conn.peer = 1 - rank;
   s->conn.is_send = is_send;
   s->conn.lane = 0;

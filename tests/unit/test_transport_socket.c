@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "transport_harness.h"
 #include "transports/net_socket/socket_private.h"
 #include "transports/registry.h"
+#include "transports/transport.h"
 #include "util/error.h"
 #include "util/net_addr.h"
 #include "util/params.h"
@@ -32,19 +32,18 @@ static const struct dccl_transport *T;
 #define MAX_LANES 2
 /* One rank of a fake two-rank communicator, with up to MAX_LANES links to the other rank. */
 struct side {
-  struct dccl_comm comm;
+  struct dccl_transport_ctx ctx; /* all a transport sees of its communicator */
+  _Atomic int abort_flag;
   struct dccl_peer_info peers[2];
   struct dccl_conn conn[MAX_LANES];
 };
 
 static void side_init(struct side *s, int rank, int is_send) {
   memset(s, 0, sizeof(*s));
-  s->comm.magic = DCCL_COMM_MAGIC;
-  s->comm.rank = rank;
-  s->comm.nranks = 2;
-  s->comm.peers = s->peers;
-  s->comm.creator_pid = getpid();
-  atomic_init(&s->comm.dead_rank, -1);
+  s->ctx.rank = rank;
+  s->ctx.nranks = 2;
+  s->ctx.peers = s->peers;
+  s->ctx.abort_flag = &s->abort_flag;
   for (int r = 0; r < 2; r++) {
     s->peers[r].rank = r;
     s->peers[r].host_hash = s->peers[r].real_host_hash = 100 + (uint64_t)r; /* "different hosts" */
@@ -53,7 +52,7 @@ static void side_init(struct side *s, int rank, int is_send) {
   s->peers[rank].pid = getpid();
   for (int l = 0; l < MAX_LANES; l++) {
     s->conn[l].transport = T;
-    s->conn[l].comm = &s->comm;
+    s->conn[l].ctx = &s->ctx;
     s->conn[l].peer = 1 - rank;
     s->conn[l].is_send = is_send;
     s->conn[l].lane = l;
@@ -62,8 +61,8 @@ static void side_init(struct side *s, int rank, int is_send) {
 
 static void side_free(struct side *s) {
   for (int l = 0; l < MAX_LANES; l++) T->close(&s->conn[l]);
-  T->comm_free(s->comm.transport_state[T->index], 0);
-  s->comm.transport_state[T->index] = NULL;
+  T->comm_free(s->ctx.transport_state[T->index], 0);
+  s->ctx.transport_state[T->index] = NULL;
 }
 
 /* Geometry of a test link: 0 slots means "from the parameters, through the ops' setup". */
@@ -88,7 +87,7 @@ static ncclResult_t link_up(struct side *s, int sock, const struct geometry *g, 
   if (write_all(sock, &pid, sizeof(pid)) || write_all(sock, mine, sizeof(mine[0]) * (size_t)nlanes) ||
       read_all(sock, &peer_pid, sizeof(peer_pid), 20) || read_all(sock, theirs, sizeof(theirs[0]) * (size_t)nlanes, 20))
     return ncclSystemError;
-  s->peers[1 - s->comm.rank].pid = peer_pid;
+  s->peers[1 - s->ctx.rank].pid = peer_pid;
   for (int k = 0; k < nlanes; k++) {
     int l = order ? order[k] : k;
     ncclResult_t res = T->connect(&s->conn[l], theirs[l]);
@@ -213,7 +212,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
     uint32_t want_slots = g->nslots ? g->nslots : (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
     CHECK(s.conn[0].fifo->nslots == want_slots, "%s: FIFO has %u slots, want %u", what, s.conn[0].fifo->nslots,
           want_slots);
-    struct dccl_socket_comm_state *st = s.comm.transport_state[T->index];
+    struct dccl_socket_comm_state *st = s.ctx.transport_state[T->index];
     CHECK(st && st->nstash == 0 && st->ntokens == 0, "%s: stash or tokens left after every link connected", what);
     /* Lanes are sent one after the other, so the lane sent last is read last. */
     for (int l = 0; l < nlanes; l++) {
@@ -225,7 +224,7 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
   notify(sv[0]);
   CHECK(child_failures(child) == 0, "%s: send side failed", what);
   side_free(&s);
-  CHECK(s.comm.transport_state[T->index] == NULL, "comm_free must clear the state");
+  CHECK(s.ctx.transport_state[T->index] == NULL, "comm_free must clear the state");
   close(sv[0]);
 }
 
@@ -487,7 +486,7 @@ static void test_stash_and_strangers(void) {
   ncclResult_t res = dccl_socket_setup_geometry(&s.conn[0], blob[0], g.nslots, g.slot_bytes, g.nstreams);
   res = res ? res : dccl_socket_setup_geometry(&s.conn[1], blob[1], g.nslots, g.slot_bytes, g.nstreams);
   CHECK(res == ncclSuccess, "setup: %s", dccl_last_error());
-  struct dccl_socket_comm_state *st = s.comm.transport_state[T->index];
+  struct dccl_socket_comm_state *st = s.ctx.transport_state[T->index];
   if (res == ncclSuccess) {
     for (int k = 0; k < 2; k++) {
       strangers[k] = socket(st->addr.ss_family, SOCK_STREAM, 0);
@@ -548,7 +547,7 @@ static void test_mismatch_and_abort_wait(void) {
   side_init(&rcv, 0, 0);
   CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 2) == ncclSuccess, "send setup");
   CHECK(dccl_socket_setup_geometry(&rcv.conn[0], rblob, 4, 4096, 2) == ncclSuccess, "recv setup");
-  rcv.comm.abort_flag = 1; /* the sender never connects; only the abort can end the wait */
+  rcv.abort_flag = 1; /* the sender never connects; only the abort can end the wait */
   double t0 = now_s();
   ncclResult_t res = T->connect(&rcv.conn[0], sblob);
   CHECK(res == ncclRemoteError && now_s() - t0 < 2, "aborted accept wait: res %d after %.2f s", res, now_s() - t0);

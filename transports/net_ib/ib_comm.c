@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
 #include "util/error.h"
@@ -99,8 +98,8 @@ static void free_state(struct dccl_ib_comm *ic) {
 }
 
 ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out) {
-  struct dccl_comm *comm = conn->comm;
-  void **slot = &comm->transport_state[conn->transport->index];
+  struct dccl_transport_ctx *ctx = conn->ctx;
+  void **slot = &ctx->transport_state[conn->transport->index];
   if (*slot) {
     *out = *slot;
     return ncclSuccess;
@@ -109,7 +108,6 @@ ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out)
   if (!dev->ready) return dccl_error(ncclSystemError, "net_ib: %s", dev->why);
   struct dccl_ib_comm *ic = calloc(1, sizeof(*ic));
   if (!ic) return dccl_error(ncclSystemError, "out of memory for net_ib state");
-  ic->comm = comm;
   pthread_mutex_init(&ic->lock, NULL);
   ncclResult_t res = open_device(ic, dev);
   struct dccl_ib_registrar reg;
@@ -120,7 +118,7 @@ ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out)
   if (res == ncclSuccess && dccl_gdr_choose(0, &ic->gdr) != ncclSuccess) ic->gdr.path = DCCL_GDR_STAGING;
   if (res == ncclSuccess) {
     read_gids(ic);
-    res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, comm->oversubscribed);
+    res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, ctx->oversubscribed);
   }
   if (res != ncclSuccess) {
     free_state(ic);

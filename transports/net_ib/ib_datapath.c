@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "transports/net_ib/ib_private.h"
 #include "util/error.h"
 
@@ -27,7 +26,7 @@ static void link_fail(struct dccl_ib_link *l, ncclResult_t code, const char *fmt
   atomic_store_explicit(&l->error, (int)code, memory_order_release);
 }
 
-static const char *peer_host(const struct dccl_ib_link *l) { return l->conn->comm->peers[l->conn->peer].hostname; }
+static const char *peer_host(const struct dccl_ib_link *l) { return l->conn->ctx->peers[l->conn->peer].hostname; }
 
 static int sq_has_room(const struct dccl_ib_qp *q) { return q->wr_posted - q->wr_done < q->max_send_wr; }
 
@@ -218,7 +217,7 @@ static void send_abort(struct dccl_ib_link *l) {
   struct dccl_ib_qp *q = &l->qps[0];
   l->abort_sent = 1;
   if (!sq_has_room(q)) return; /* best effort: the peer also learns from the monitor */
-  l->ctrl->abort_src = (uint32_t)l->conn->comm->rank + 1;
+  l->ctrl->abort_src = (uint32_t)l->conn->ctx->rank + 1;
   struct ibv_sge sge = {(uintptr_t)&l->ctrl->abort_src, sizeof(uint32_t), l->ctrl_mr->lkey};
   uint64_t raddr = l->remote.fifo_addr + offsetof(struct dccl_fifo, aborted);
   (void)post_write(l, q, &sge, 1, raddr, l->remote.fifo_rkey, NULL, 0, 1);

@@ -105,9 +105,8 @@ struct dccl_ib_link {
   char error_text[400];
 };
 
-/* Per communicator (comm->transport_state[index]): the opened device, the completion channel, the links, the proxy. */
+/* Per communicator (ctx->transport_state[index]): the opened device, the completion channel, the links, the proxy. */
 struct dccl_ib_comm {
-  struct dccl_comm *comm;
   struct ibv_context *ctx;
   struct ibv_pd *pd;
   struct ibv_comp_channel *channel;

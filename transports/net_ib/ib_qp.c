@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "core/comm.h"
 #include "transports/net_ib/ib_private.h"
 #include "util/error.h"
 #include "util/params.h"
@@ -108,7 +107,7 @@ int dccl_ib_select_link_gid(struct dccl_ib_link *l, char *why, size_t why_len) {
     snprintf(why, why_len, "InfiniBand: LID %u", ic->port_attr.lid);
     return 0;
   }
-  const struct dccl_peer_info *peer = &l->conn->comm->peers[l->conn->peer];
+  const struct dccl_peer_info *peer = &l->conn->ctx->peers[l->conn->peer];
   struct sockaddr_storage dst, src;
   int have_src = dccl_peer_net_addr(peer, &dst) == 0 && dccl_ib_route_source(&dst, &src) == 0;
   return dccl_ib_select_gid(ic->gids, ic->ngids, have_src ? &src : NULL, (int)dccl_param_int(DCCL_PARAM_IB_GID_INDEX),

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
 #include "util/error.h"
@@ -35,7 +34,7 @@ static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_p
   return a->ready && b->ready && a->link_layer == b->link_layer;
 }
 
-static const char *peer_host(const struct dccl_conn *conn) { return conn->comm->peers[conn->peer].hostname; }
+static const char *peer_host(const struct dccl_conn *conn) { return conn->ctx->peers[conn->peer].hostname; }
 
 static ncclResult_t register_region(struct dccl_ib_link *l, void *addr, size_t bytes, struct ibv_mr **mr,
                                     const char *what) {
@@ -180,7 +179,7 @@ static ncclResult_t ib_progress(struct dccl_conn *conn) {
  * registration cache re-validates the range's pages on every use, so a freed and reused range is re-registered. */
 static int ib_send_from(struct dccl_conn *conn, uint64_t tail, const void *src, uint64_t bytes) {
   struct dccl_ib_link *l = conn->priv;
-  if (!l || l->max_sge < 2 || bytes > UINT32_MAX || !dccl_comm_is_registered(conn->comm, src, bytes)) return 0;
+  if (!l || l->max_sge < 2 || bytes > UINT32_MAX || !conn->ctx->is_registered(conn->ctx, src, bytes)) return 0;
   uint64_t i = tail % l->nslots;
   enum dccl_ib_reg_result r = dccl_ib_regcache_get(l->ic->regcache, src, (size_t)bytes, &l->slot_reg[i]);
   if (r != DCCL_IB_REG_HIT && r != DCCL_IB_REG_MISS && r != DCCL_IB_REG_UNCACHED) return 0;

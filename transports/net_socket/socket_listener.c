@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "transports/net_socket/socket_private.h"
 #include "util/error.h"
 #include "util/net_addr.h"
@@ -55,8 +54,8 @@ ncclResult_t dccl_socket_tune_stream(int fd) {
 
 ncclResult_t dccl_socket_comm_state(struct dccl_conn *conn, struct dccl_socket_comm_state **out) {
   ncclResult_t res = ncclSuccess;
-  struct dccl_comm *comm = conn->comm;
-  void **slot = &comm->transport_state[conn->transport->index];
+  struct dccl_transport_ctx *ctx = conn->ctx;
+  void **slot = &ctx->transport_state[conn->transport->index];
   pthread_mutex_lock(&state_create_lock);
   struct dccl_socket_comm_state *st = *slot;
   if (st) goto done;
@@ -73,7 +72,7 @@ ncclResult_t dccl_socket_comm_state(struct dccl_conn *conn, struct dccl_socket_c
   DCCLCHECKGOTO(set_nonblocking(st->listen_fd), res, fail);
   pthread_mutex_init(&st->lock, NULL);
   char buf[128];
-  DCCL_INFO(DCCL_NET, "rank %d: socket transport listening on %s", comm->rank,
+  DCCL_INFO(DCCL_NET, "rank %d: socket transport listening on %s", ctx->rank,
             dccl_socket_addr_str(&st->addr, buf, sizeof(buf)));
   *slot = st;
   goto done;
@@ -263,7 +262,7 @@ static uint32_t streams_claimed(const struct dccl_socket_conn *sc) {
 
 ncclResult_t dccl_socket_accept_streams(struct dccl_conn *conn, struct dccl_socket_comm_state *st) {
   struct dccl_socket_conn *sc = conn->priv;
-  struct dccl_comm *comm = conn->comm;
+  struct dccl_transport_ctx *ctx = conn->ctx;
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_BOOTSTRAP_TIMEOUT);
   double deadline = now_s() + (double)(timeout_s > 0 ? timeout_s : 300);
   ncclResult_t res = ncclSuccess;
@@ -275,16 +274,16 @@ ncclResult_t dccl_socket_accept_streams(struct dccl_conn *conn, struct dccl_sock
     if (streams_claimed(sc) == sc->nstreams) break;
     DCCLCHECKGOTO(accept_pending(st, &progressed), res, out);
     if (progressed) continue;
-    if (comm->abort_flag) {
+    if (atomic_load(ctx->abort_flag)) {
       res = dccl_error(ncclRemoteError, "communicator aborted while rank %d waited for rank %d's socket streams",
-                       comm->rank, conn->peer);
+                       ctx->rank, conn->peer);
       goto out;
     }
     if (now > deadline) {
       res = dccl_error(ncclRemoteError,
                        "timed out after %lld s waiting for rank %d (host %s) to open its socket link to rank %d "
                        "(%u of %u streams arrived); see DCCL_BOOTSTRAP_TIMEOUT",
-                       (long long)timeout_s, conn->peer, comm->peers[conn->peer].hostname, comm->rank,
+                       (long long)timeout_s, conn->peer, ctx->peers[conn->peer].hostname, ctx->rank,
                        streams_claimed(sc), sc->nstreams);
       goto out;
     }

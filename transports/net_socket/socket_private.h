@@ -37,7 +37,7 @@ struct dccl_socket_pending {
   double accepted_at;
 };
 
-/* Per communicator (comm->transport_state[index]): one listener for every receive side, and the stash. */
+/* Per communicator (ctx->transport_state[index]): one listener for every receive side, and the stash. */
 struct dccl_socket_comm_state {
   pthread_mutex_t lock;
   int listen_fd;

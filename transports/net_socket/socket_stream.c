@@ -4,14 +4,13 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "core/comm.h"
 #include "transports/net_socket/socket_private.h"
 #include "util/error.h"
 
 #define HEADER_BYTES ((uint64_t)sizeof(struct dccl_slot_header))
 
 ncclResult_t dccl_socket_stream_error(struct dccl_conn *conn, int err) {
-  const struct dccl_peer_info *peer = &conn->comm->peers[conn->peer];
+  const struct dccl_peer_info *peer = &conn->ctx->peers[conn->peer];
   if (err == 0 || err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ESHUTDOWN)
     return dccl_error(ncclRemoteError, "connection to rank %d (host %s) closed: peer process ended or aborted",
                       conn->peer, peer->hostname);
@@ -85,7 +84,7 @@ static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_strea
         return dccl_error(ncclRemoteError,
                           "socket link from rank %d (host %s): a slot of %llu bytes arrived, more "
                           "than the %llu agreed (corrupt stream)",
-                          conn->peer, conn->comm->peers[conn->peer].hostname, (unsigned long long)h->bytes,
+                          conn->peer, conn->ctx->peers[conn->peer].hostname, (unsigned long long)h->bytes,
                           (unsigned long long)sc->slot_bytes);
     }
     if (s->done < HEADER_BYTES || s->done < HEADER_BYTES + h->bytes) {

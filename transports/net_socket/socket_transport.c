@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "transports/net_socket/socket_private.h"
 #include "util/error.h"
 #include "util/net_addr.h"
@@ -29,7 +28,7 @@ struct socket_conn_info {
 _Static_assert(sizeof(struct socket_conn_info) <= DCCL_CONN_INFO_BYTES, "socket info must fit the connection blob");
 
 static const char *peer_host(const struct dccl_conn *conn) {
-  return conn->comm->peers[conn->peer].hostname;
+  return conn->ctx->peers[conn->peer].hostname;
 }
 
 static int socket_can_connect(const struct dccl_peer_info *self, const struct dccl_peer_info *peer, const void *mine,
@@ -116,7 +115,7 @@ static ncclResult_t connect_streams(struct dccl_conn *conn, const struct socket_
                         peer_host(conn), i, dccl_socket_addr_str(&in->addr, buf, sizeof(buf)));
     }
     struct dccl_socket_handshake hs = {
-        .magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = in->token, .stream = i, .sender_rank = conn->comm->rank};
+        .magic = DCCL_SOCKET_HANDSHAKE_MAGIC, .token = in->token, .stream = i, .sender_rank = conn->ctx->rank};
     DCCLCHECK(dccl_socket_send_all(sc->streams[i].fd, &hs, sizeof(hs)));
     DCCLCHECK(dccl_socket_tune_stream(sc->streams[i].fd));
   }
@@ -142,7 +141,7 @@ static ncclResult_t socket_connect(struct dccl_conn *conn, const void *peer_info
   if (conn->is_send) {
     DCCLCHECK(connect_streams(conn, &in));
   } else {
-    struct dccl_socket_comm_state *st = conn->comm->transport_state[conn->transport->index];
+    struct dccl_socket_comm_state *st = conn->ctx->transport_state[conn->transport->index];
     if (!st) return dccl_error(ncclInternalError, "socket link from rank %d: receive side was not set up", conn->peer);
     DCCLCHECK(dccl_socket_accept_streams(conn, st));
     for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(dccl_socket_tune_stream(sc->streams[i].fd));
@@ -174,7 +173,7 @@ static ncclResult_t socket_check_peer(struct dccl_conn *conn) {
       return dccl_error(ncclRemoteError,
                         "rank %d (host %s) closed its socket link to rank %d (its communicator "
                         "was destroyed) while rank %d still waited on it",
-                        conn->peer, peer_host(conn), conn->comm->rank, conn->comm->rank);
+                        conn->peer, peer_host(conn), conn->ctx->rank, conn->ctx->rank);
     if (s->broken) return dccl_socket_stream_error(conn, s->broken_errno);
     /* A peek finds EOF or a reset even on a send side that has nothing to write just now. */
     char byte;
@@ -213,7 +212,7 @@ static void socket_close(struct dccl_conn *conn) {
   for (uint32_t i = 0; i < sc->nstreams; i++)
     if (sc->streams[i].fd >= 0) close(sc->streams[i].fd);
   /* A receive side that never completed: its token and any streams stashed for it go too. */
-  struct dccl_socket_comm_state *st = conn->comm->transport_state[conn->transport->index];
+  struct dccl_socket_comm_state *st = conn->ctx->transport_state[conn->transport->index];
   if (!conn->is_send && !sc->connected && sc->token && st) dccl_socket_forget_token(st, sc->token);
   free(sc->fifo);
   free(sc);

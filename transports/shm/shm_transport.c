@@ -8,7 +8,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "transports/shm/shm_private.h"
 #include "util/error.h"
 #include "util/params.h"
@@ -49,11 +48,11 @@ static int shm_can_connect(const struct dccl_peer_info *self, const struct dccl_
 }
 
 static const char *peer_host(const struct dccl_conn *conn) {
-  return conn->comm->peers[conn->peer].hostname;
+  return conn->ctx->peers[conn->peer].hostname;
 }
 
 ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_t nslots, uint64_t slot_bytes) {
-  struct dccl_comm *comm = conn->comm;
+  struct dccl_transport_ctx *ctx = conn->ctx;
   if (nslots < 1 || slot_bytes < 1 || slot_bytes > SHM_MAX_SLOT_BYTES)
     return dccl_error(ncclInvalidArgument, "shm link to rank %d: bad FIFO geometry (%u slots of %llu bytes)",
                       conn->peer, nslots, (unsigned long long)slot_bytes);
@@ -72,11 +71,11 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
   out.slot_bytes = slot_bytes;
   if (!conn->is_send) {
     pthread_once(&sweep_once, sweep_stale_once);
-    int sender = conn->peer, receiver = comm->rank;
+    int sender = conn->peer, receiver = ctx->rank;
     sc->creator_pid = getpid();
     sc->map_bytes = dccl_fifo_bytes(nslots, slot_bytes);
     snprintf(sc->name, sizeof(sc->name), "/" DCCL_SHM_PREFIX "%d-%016llx-%d-%d-%d-%u", (int)sc->creator_pid,
-             (unsigned long long)comm->peers[comm->rank].comm_nonce, sender, receiver, conn->lane,
+             (unsigned long long)ctx->peers[ctx->rank].comm_nonce, sender, receiver, conn->lane,
              atomic_fetch_add(&segment_counter, 1));
     ncclResult_t res = dccl_shm_segment_create(sc->name, sc->map_bytes, &sc->map);
     if (res != ncclSuccess) {
@@ -128,7 +127,7 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
     if (conn->fifo->nslots != sc->nslots || conn->fifo->slot_bytes != sc->slot_bytes)
       return dccl_error(ncclInternalError, "shm link to rank %d: the segment's FIFO header does not match", conn->peer);
   }
-  dccl_shm_watch_start(&sc->watch, (pid_t)conn->comm->peers[conn->peer].pid);
+  dccl_shm_watch_start(&sc->watch, (pid_t)conn->ctx->peers[conn->peer].pid);
   sc->watching = 1;
   return ncclSuccess;
 }
@@ -139,12 +138,12 @@ static int shm_send_flushed(struct dccl_conn *conn) {
 
 static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
   struct shm_conn *sc = conn->priv;
-  struct dccl_comm *comm = conn->comm;
+  struct dccl_transport_ctx *ctx = conn->ctx;
   if (!sc) return ncclSuccess;
   if (conn->fifo) {
     uint32_t aborted = atomic_load_explicit(&conn->fifo->aborted, memory_order_acquire);
     /* Our own abort was reported when it happened; repeating it would bury the original reason. */
-    if (aborted == (uint32_t)comm->rank + 1) return ncclRemoteError;
+    if (aborted == (uint32_t)ctx->rank + 1) return ncclRemoteError;
     if (aborted != 0)
       return dccl_error(ncclRemoteError, "rank %d aborted: shared memory link %s rank %d (host %s) stopped",
                         (int)aborted - 1, conn->is_send ? "to" : "from", conn->peer, peer_host(conn));
@@ -153,14 +152,14 @@ static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
     return dccl_error(ncclRemoteError,
                       "rank %d (host %s, pid %d) has died: its process ended while rank %d was "
                       "connected to it over shared memory",
-                      conn->peer, peer_host(conn), (int)sc->watch.pid, comm->rank);
+                      conn->peer, peer_host(conn), (int)sc->watch.pid, ctx->rank);
   return ncclSuccess;
 }
 
 static void shm_abort(struct dccl_conn *conn) {
   if (!conn->fifo) return;
   uint32_t expected = 0; /* the first rank to give up is the one named */
-  atomic_compare_exchange_strong_explicit(&conn->fifo->aborted, &expected, (uint32_t)conn->comm->rank + 1,
+  atomic_compare_exchange_strong_explicit(&conn->fifo->aborted, &expected, (uint32_t)conn->ctx->rank + 1,
                                           memory_order_release, memory_order_relaxed);
 }
 

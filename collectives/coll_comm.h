@@ -1,0 +1,71 @@
+/* What collectives may see of their communicator: core embeds one view in it, fills it at creation, and supplies
+ * the few core services planning and execution need as function pointers, so collectives include nothing of
+ * src/core. op->comm points here. */
+#ifndef DCCL_COLL_COMM_H_
+#define DCCL_COLL_COMM_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "dccl.h"
+#include "transports/transport.h"
+
+#define DCCL_MAX_CHANNELS 16
+/* Lanes 0..nchannels-1 serve collectives; lanes from DCCL_LANE_P2P serve send/recv, so a group may run a
+ * collective and point-to-point at once. */
+#define DCCL_LANE_P2P 64
+/* Connections per channel: ring uses index 0; trees two children and the parent (DCCL_TREE_PARENT); one-shot
+ * every other rank, so it serves up to DCCL_CONN_SLOTS + 1 ranks. */
+#define DCCL_CONN_SLOTS 8
+
+enum dccl_op_kind {
+  DCCL_OP_ALLREDUCE = 1,
+  DCCL_OP_BROADCAST,
+  DCCL_OP_REDUCE,
+  DCCL_OP_ALLGATHER,
+  DCCL_OP_REDUCESCATTER,
+  DCCL_OP_SEND,
+  DCCL_OP_RECV,
+};
+enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT };
+
+/* One ring channel: the rank order, and where this rank sits. */
+struct dccl_ring {
+  int *order; /* nranks ranks; hosts kept together */
+  int pos;    /* index of this rank in order */
+  int prev, next;
+};
+
+/* One wanted link. */
+struct dccl_conn_req {
+  int peer, is_send, lane;
+};
+
+struct dccl_coll_comm {
+  int rank, nranks;
+  int oversubscribed;                 /* more ranks than processing units on this host: waits yield at once */
+  const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
+  int nchannels;
+  struct dccl_ring rings[DCCL_MAX_CHANNELS];
+  /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
+  struct dccl_plan_cache *plan_cache;
+  /* Cost model constants, measured at creation (src/tune). */
+  double alpha_ns; /* per pipeline step latency */
+  double bw_bytes_per_ns;
+  /* The communicator's failure state, owned by core. */
+  _Atomic int *abort_flag; /* nonzero: every wait stops */
+  _Atomic int *dead_rank;  /* -1, or the rank whose death was reported */
+  const char *error_text;  /* the first failure, "" until one */
+
+  /* The algorithm for a collective of `kind` moving `bytes` (the cost model, src/tune). */
+  int (*pick_algo)(const struct dccl_coll_comm *c, int kind, size_t bytes);
+  /* The connection for (peer, direction, lane), or NULL if not connected yet. */
+  struct dccl_conn *(*find_conn)(struct dccl_coll_comm *c, int peer, int is_send, int lane);
+  /* Records a failure (first one wins), sets the abort flag, and tells the peers' FIFOs. */
+  void (*set_failed)(struct dccl_coll_comm *c, ncclResult_t code, const char *text);
+  /* Rewrites the last error of a failed `what` so it names the rank that died, if the monitor reports one within
+   * a short grace period, else `peer` (-1: none). Returns r. */
+  ncclResult_t (*explain_failure)(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer);
+};
+
+#endif

@@ -1,0 +1,43 @@
+/* The views a communicator gives its lower layers (transports/transport.h, collectives/coll_comm.h): copies of its
+ * facts, pointers to its failure state, and its services behind function pointers. */
+#include "core/comm.h"
+#include "tune/tune.h"
+
+static int is_registered(const struct dccl_transport_ctx *t, const void *ptr, uint64_t bytes) {
+  return dccl_comm_is_registered(dccl_comm_of_tctx(t), ptr, bytes);
+}
+
+static struct dccl_conn *find_conn(struct dccl_coll_comm *c, int peer, int is_send, int lane) {
+  return dccl_comm_find_conn(dccl_comm_of_coll(c), peer, is_send, lane);
+}
+
+static void set_failed(struct dccl_coll_comm *c, ncclResult_t code, const char *text) {
+  dccl_comm_set_failed(dccl_comm_of_coll(c), code, text);
+}
+
+static ncclResult_t explain_failure(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer) {
+  return dccl_comm_explain_failure(dccl_comm_of_coll(c), r, what, peer);
+}
+
+void dccl_comm_fill_views(struct dccl_comm *comm) {
+  struct dccl_transport_ctx *t = &comm->tctx;
+  t->rank = comm->rank;
+  t->nranks = comm->nranks;
+  t->peers = comm->peers;
+  t->oversubscribed = comm->oversubscribed;
+  t->abort_flag = &comm->abort_flag;
+  t->is_registered = is_registered;
+
+  struct dccl_coll_comm *c = &comm->coll;
+  c->rank = comm->rank;
+  c->nranks = comm->nranks;
+  c->oversubscribed = comm->oversubscribed;
+  c->peers = comm->peers;
+  c->abort_flag = &comm->abort_flag;
+  c->dead_rank = &comm->dead_rank;
+  c->error_text = comm->error_text;
+  c->pick_algo = dccl_tune_algo;
+  c->find_conn = find_conn;
+  c->set_failed = set_failed;
+  c->explain_failure = explain_failure;
+}
