@@ -1,6 +1,7 @@
 /* ncclCommRegister / ncclCommDeregister: the user's promise that a range stays allocated until deregistered.
  * DCCL keeps the ranges per communicator; a transport that can read user memory in place (net_ib) asks
- * dccl_comm_is_registered before sending from it without a copy. Host buffers need no registration otherwise. */
+ * dccl_comm_is_registered (through its context's is_registered) before sending from it without a copy. Host
+ * buffers need no registration otherwise. */
 #include <stdlib.h>
 
 #include "core/comm.h"
