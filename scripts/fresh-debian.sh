@@ -172,6 +172,13 @@ bootstrap() {
   rm -f "$tree.log"
 }
 
+remove_scratch() {
+  local dir
+  for dir in "$work" "$tmp"; do
+    [[ -z $dir ]] || rm -rf --one-file-system "$dir"
+  done
+}
+
 main() {
   if [[ ${1:-} == --inside ]]; then
     shift
@@ -179,13 +186,14 @@ main() {
     return
   fi
   need_root_and_tools
+  work="" tmp=""   # global: remove_scratch removes them
   mkdir -p "$cache"
   exec 9>"$cache/lock"
   flock 9   # one run at a time per cache; leftovers of an interrupted run go
   rm -rf --one-file-system "$cache"/tmp.* "$cache"/work.*
   # The working copy and a half-written layer go however the script ends. (Mounts need no cleanup: they live
   # only in the namespace, which ends with its last process.)
-  trap 'rm -rf --one-file-system ${work:+"$work"} ${tmp:+"$tmp"}' EXIT
+  trap remove_scratch EXIT
 
   local base_key deps_key base deps layer save_to=""
   base_key=$(printf '%s\n' "$suite" "$variant" "${include[*]}" | hash16)
