@@ -17,7 +17,8 @@
 # Layers are written under a temporary name and renamed when complete; older layers of either kind are pruned.
 #
 # Usage: bash scripts/fresh-debian.sh    (as root; needs git, unshare and chroot; installs debootstrap if missing)
-# Environment: DCCL_FRESH_CACHE (cache folder), DCCL_FRESH_MIRROR (default http://deb.debian.org/debian).
+# Environment: DCCL_FRESH_CACHE (cache folder), DCCL_FRESH_MIRROR (default http://deb.debian.org/debian),
+# DCCL_FRESH_NO_OVERLAY=1 (use the cp -a fallback even where overlayfs works).
 set -euo pipefail
 
 suite=bookworm
@@ -101,7 +102,8 @@ inside() {
   local layer=$1 work=$2 save_to=$3 root=$2/root
   mount --make-rprivate /
   mkdir "$root" "$work/upper" "$work/ovl"
-  if mount -t overlay overlay -o "lowerdir=$layer,upperdir=$work/upper,workdir=$work/ovl" "$root"; then
+  if [[ -z ${DCCL_FRESH_NO_OVERLAY:-} ]] &&
+     mount -t overlay overlay -o "lowerdir=$layer,upperdir=$work/upper,workdir=$work/ovl" "$root"; then
     log "throwaway root: overlayfs on $layer"
   else
     log "throwaway root: overlayfs not available, copying $layer"
