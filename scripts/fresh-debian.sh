@@ -106,7 +106,7 @@ inside() {
      mount -t overlay overlay -o "lowerdir=$layer,upperdir=$work/upper,workdir=$work/ovl" "$root"; then
     log "throwaway root: overlayfs on $layer"
   else
-    log "throwaway root: overlayfs not available, copying $layer"
+    log "throwaway root: a copy of $layer (overlayfs unavailable, or DCCL_FRESH_NO_OVERLAY set)"
     timed "cp -a of the layer" cp -a "$layer/." "$root/"
   fi
   mkdir -p "$root$src"
