@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # Installs what DCCL needs to build and test on Debian 12 (as root, or with sudo). Packages already installed
 # are skipped, so a prepared machine makes no network access at all.
+#
+# Usage: scripts/install-deps.sh [build|all]
+#   build  compiler, cmake, ninja, pkg-config, Open MPI, hwloc, libibverbs and librdmacm headers: enough to build
+#          everything and run the perf tools and the host tests (scripts/run-perf.sh uses this)
+#   all    (default) build plus the soft-RoCE VM's packages (qemu, ...) that the full test run needs
+#          (scripts/run-tests.sh uses this)
 set -euo pipefail
+
+profile=${1:-all}
+case $profile in
+  build|all) ;;
+  *) echo "usage: $0 [build|all]" >&2; exit 2 ;;
+esac
 
 packages=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev
           librdmacm-dev)
 # The soft-RoCE VM (scripts/roce-vm.sh): qemu, the initramfs userland and packer, module tools, and the RDMA tools
 # that the guest runs from the host's filesystem.
-packages+=(qemu-system-x86 busybox-static kmod cpio iproute2 rdma-core ibverbs-utils rdmacm-utils)
+if [[ $profile == all ]]; then
+  packages+=(qemu-system-x86 busybox-static kmod cpio iproute2 rdma-core ibverbs-utils rdmacm-utils)
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "install-deps: not a Debian-style system (no dpkg/apt-get); install these yourself: ${packages[*]}" >&2
@@ -21,7 +35,7 @@ for p in "${packages[@]}"; do
   fi
 done
 if ((${#missing[@]} == 0)); then
-  echo "install-deps: all build and test dependencies are installed"
+  echo "install-deps: all dependencies ($profile) are installed"
   exit 0
 fi
 

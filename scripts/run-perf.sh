@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main perf job: builds DCCL (cmake + ninja) and runs all_reduce_perf on 2 ranks, 8 B to 64 MiB, every
-# result checked, with the MPI baseline beside it.
+# The main perf job: installs the build dependencies (scripts/install-deps.sh build), builds DCCL (cmake + ninja)
+# and runs all_reduce_perf on 2 ranks, 8 B to 64 MiB, every result checked, with the MPI baseline beside it.
 #
 # Usage: scripts/run-perf.sh [--build-dir DIR] [extra all_reduce_perf flags...]
 #   Extra flags are passed through and, coming last, override the defaults (e.g. -e 1M, -d all, -J out.json).
@@ -17,7 +17,19 @@ fi
 np=${NP:-2}
 tool=${PERF_TOOL:-all_reduce_perf}
 
+bash "$repo/scripts/install-deps.sh" build
 cmake -S "$repo" -B "$build" -G Ninja >/dev/null
+# The perf tools exist only where CMake found MPI: say so rather than leave it to ninja's "unknown target".
+if ! ninja -C "$build" -t query "$tool" >/dev/null 2>&1; then
+  echo "run-perf: the build has no target '$tool': the perf tools need MPI (the MPI C compiler wrapper, headers" \
+       "and libraries; on Debian libopenmpi-dev and openmpi-bin), which CMake did not find." \
+       "Install MPI and run again." >&2
+  exit 1
+fi
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "run-perf: mpirun is not on PATH (on Debian it comes with openmpi-bin); install it and run again." >&2
+  exit 1
+fi
 ninja -C "$build" "$tool"
 
 launcher=(mpirun -np "$np")

@@ -10,7 +10,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$repo/build}
 
-bash "$repo/scripts/install-deps.sh"
+bash "$repo/scripts/install-deps.sh" all
 cmake -S "$repo" -B "$build" -G Ninja
 ninja -C "$build"
 
