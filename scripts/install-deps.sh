@@ -8,6 +8,8 @@ packages=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bi
 # The soft-RoCE VM (scripts/roce-vm.sh): qemu, the initramfs userland and packer, module tools, and the RDMA tools
 # that the guest runs from the host's filesystem.
 packages+=(qemu-system-x86 busybox-static kmod cpio iproute2 rdma-core ibverbs-utils rdmacm-utils)
+# The bus-bandwidth plots of the perf tools' JSON (perf/plot_busbw.py).
+packages+=(python3-matplotlib)
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "install-deps: not a Debian-style system (no dpkg/apt-get); install these yourself: ${packages[*]}" >&2
