@@ -2,15 +2,12 @@
  * (total) size; bus bandwidth (n-1)/n of it: each rank receives the n-1 blocks it did not have. */
 #include "common.h"
 
-static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
-  size_t block = bytes / type_size / (size_t)nranks;
-  size_t total = block * (size_t)nranks;
+static void get_counts(size_t bytes, const struct perf_call *call, struct perf_counts *c) {
+  const size_t type_size = call->type->size;
+  size_t block = bytes / type_size / (size_t)call->nranks;
+  size_t total = block * (size_t)call->nranks;
   /* In place, each rank's input is already its own block of the output. */
-  *c = (struct perf_counts){block, block, total, (size_t)rank * block, 0, total * type_size};
-}
-
-static double busbw_factor(int nranks) {
-  return (double)(nranks - 1) / nranks;
+  *c = (struct perf_counts){block, block, total, (size_t)call->rank * block, 0, total * type_size};
 }
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
@@ -23,14 +20,13 @@ static int run_mpi(const void *send, void *recv, const struct perf_call *call, M
 }
 
 static double expected(const struct perf_values *v, const struct perf_call *call, size_t index) {
-  size_t block = call->counts.call_count;
-  return perf_input_value(v, (int)(index / block), index % block);
+  return perf_gathered_value(v, call->counts.call_count, index);
 }
 
 static const struct perf_collective all_gather = {
     .name = "all_gather",
     .get_counts = get_counts,
-    .busbw_factor = busbw_factor,
+    .busbw_factor = perf_busbw_all_but_own,
     .run = run,
     .run_mpi = run_mpi,
     .mpi_moves_bytes = 1,

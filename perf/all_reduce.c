@@ -2,13 +2,6 @@
  * byte through n-1 reduce steps and n-1 copy steps. */
 #include "common.h"
 
-static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
-  (void)nranks;
-  (void)rank;
-  size_t count = bytes / type_size;
-  *c = (struct perf_counts){count, count, count, 0, 0, count * type_size};
-}
-
 static double busbw_factor(int nranks) {
   return 2.0 * (nranks - 1) / nranks;
 }
@@ -29,7 +22,7 @@ static double expected(const struct perf_values *v, const struct perf_call *call
 static const struct perf_collective all_reduce = {
     .name = "all_reduce",
     .uses_op = 1,
-    .get_counts = get_counts,
+    .get_counts = perf_counts_whole_row,
     .busbw_factor = busbw_factor,
     .run = run,
     .run_mpi = run_mpi,

@@ -70,6 +70,10 @@ double perf_input_value(const struct perf_values *v, int rank, size_t index) {
   }
 }
 
+double perf_gathered_value(const struct perf_values *v, size_t block, size_t index) {
+  return perf_input_value(v, (int)(index / block), index % block);
+}
+
 static double round_to_type(const struct perf_type *type, double x) {
   unsigned char cell[8];
   perf_type_store(type, cell, x);

@@ -132,9 +132,10 @@ static double time_mpi(const struct perf_run *run, const struct perf_call *call,
   return combine_time(run, (MPI_Wtime() - start) / run->opts->iters) * 1e6;
 }
 
+/* Decided from the largest buffer of any rank, which every rank knows, so that all ranks skip together. */
 static int mpi_can_run(const struct perf_collective *coll, const struct perf_call *call) {
   size_t limit = coll->mpi_moves_bytes ? (size_t)INT32_MAX / call->type->size : (size_t)INT32_MAX;
-  if (call->counts.send_count > limit || call->counts.recv_count > limit) return 0;
+  if (call->counts.report_bytes / call->type->size > limit) return 0;
   if (coll->mpi_moves_bytes) return 1;
   return call->type->mpi != MPI_DATATYPE_NULL && call->op != PERF_OP_MULSUM;
 }
@@ -183,7 +184,7 @@ static double bandwidth_gbs(size_t bytes, double time_us) {
 static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) {
   const struct perf_collective *coll = run->coll;
   const size_t ts = call->type->size;
-  coll->get_counts(bytes, ts, run->nranks, run->rank, &call->counts);
+  coll->get_counts(bytes, call, &call->counts);
   const struct perf_counts *c = &call->counts;
   struct perf_values v = {call->type, call->op, run->nranks, 0, perf_value_range(call->type, call->op, run->nranks)};
 
@@ -230,6 +231,7 @@ static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) 
   }
 
   double factor = coll->busbw_factor(run->nranks);
+  row.mpi_busbw = row.mpi_algbw * factor;
   struct perf_result *results[2] = {&row.out_of_place, &row.in_place};
   for (int i = 0; i < 2; i++) {
     results[i]->algbw = bandwidth_gbs(c->report_bytes, results[i]->time_us);
@@ -373,7 +375,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", run.rank, opts.max_bytes);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  if (run.rank == 0 && opts.json_path && perf_json_open(opts.json_path) != 0) {
+  if (run.rank == 0 && opts.json_path && perf_json_open(opts.json_path, &opts, coll, run.nranks) != 0) {
     fprintf(stderr, "cannot write %s\n", opts.json_path);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }

@@ -1,6 +1,6 @@
-/* The perf tools: one driver (common.c) shared by six small collective files. Each tool is a process per rank,
+/* The perf tools: one driver (common.c) shared by nine small collective files. Each tool is a process per rank,
  * launched by mpirun, working on host (malloc'd) buffers through the public API only. Flags and output follow
- * the layout users know from NVIDIA's nccl-tests; -J (JSON rows) and -M (an MPI baseline) are extras. */
+ * the layout users know from NVIDIA's nccl-tests; -J (JSON) and -M (an MPI baseline) are extras. */
 #ifndef DCCL_PERF_COMMON_H_
 #define DCCL_PERF_COMMON_H_
 
@@ -67,13 +67,15 @@ struct perf_options {
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
 
 /* ---- one collective ---- */
-/* Buffer geometry for one row. Counts are in elements; the in-place offsets locate the send and receive
- * pointers inside the one in-place buffer, which holds max(send_count, recv_count) elements. */
+/* Buffer geometry for one row, on one rank. Counts are in elements; the in-place offsets locate the send and
+ * receive pointers inside the one in-place buffer, which holds max(send_count, recv_count) elements. The buffer
+ * counts may differ between ranks (gather's root receives nranks blocks, the other ranks nothing), so that a
+ * write into a buffer the call must leave alone hits the guards; call_count and report_bytes may not. */
 struct perf_counts {
   size_t call_count; /* the count argument of the NCCL call */
   size_t send_count, recv_count;
   size_t inplace_send_offset, inplace_recv_offset;
-  size_t report_bytes; /* the size(B) column: the larger of the two buffers */
+  size_t report_bytes; /* the size(B) column: the largest buffer of any rank */
 };
 
 /* What one call needs to know. */
@@ -96,6 +98,8 @@ struct perf_values {
 };
 /* Rank `rank`'s input element `index`. */
 double perf_input_value(const struct perf_values *v, int rank, size_t index);
+/* Element `index` of every rank's first `block` input elements laid end to end in rank order (a gather). */
+double perf_gathered_value(const struct perf_values *v, size_t block, size_t index);
 /* The reduction over all ranks of element `index` under v->op, as the exact result rounded to the type. */
 double perf_reduced_value(const struct perf_values *v, size_t index);
 /* The premultiplier rank `rank` passes to ncclRedOpCreatePreMulSum for mulsum. */
@@ -105,7 +109,8 @@ struct perf_collective {
   const char *name; /* e.g. "all_reduce": JSON and messages */
   int uses_op;      /* runs every -o op; else the redop column says "none" */
   int uses_root;    /* runs every -r root; else the root column says -1 */
-  void (*get_counts)(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *out);
+  /* Fills this rank's counts for a row of `bytes`; every field of `call` but counts is set. */
+  void (*get_counts)(size_t bytes, const struct perf_call *call, struct perf_counts *out);
   double (*busbw_factor)(int nranks);
   ncclResult_t (*run)(const void *sendbuff, void *recvbuff, const struct perf_call *call, ncclComm_t comm);
   /* The same operation through MPI (baseline); returns an MPI error code. */
@@ -122,6 +127,14 @@ struct perf_collective {
 
 /* The MPI op timed in place of `op` by the baseline (avg: MPI_SUM, the same traffic and work). */
 MPI_Op perf_mpi_op(enum perf_op op);
+
+/* get_counts for the collectives whose every rank sends and receives the whole row (all-reduce, broadcast,
+ * reduce, sendrecv): one count of bytes / type size, in place in the same buffer. */
+void perf_counts_whole_row(size_t bytes, const struct perf_call *call, struct perf_counts *out);
+/* busbw_factor for the collectives in which each rank moves the whole row once: 1. */
+double perf_busbw_whole_row(int nranks);
+/* busbw_factor for those in which each rank sends or receives all blocks but its own: (n-1)/n. */
+double perf_busbw_all_but_own(int nranks);
 
 /* The driver: every tool's main() is one call to it. */
 int perf_main(int argc, char **argv, const struct perf_collective *coll);
@@ -160,14 +173,15 @@ struct perf_row {
   struct perf_result out_of_place, in_place;
   int has_mpi; /* -M 1 was asked for */
   int mpi_ok;  /* the baseline ran (else "n/a") */
-  double mpi_time_us, mpi_algbw;
+  double mpi_time_us, mpi_algbw, mpi_busbw;
 };
 /* `bootstrap` says how the communicator was made. */
 void perf_print_header(const struct perf_options *opts, const struct perf_collective *coll, const char *bootstrap,
                        MPI_Comm comm);
 void perf_print_row(const struct perf_row *row);
-/* JSON: an array of rows, written as they come. */
-int perf_json_open(const char *path);
+/* JSON (layout in docs/performance.md): one object, the run's metadata and then its rows, written as they
+ * come. Rank 0 only. */
+int perf_json_open(const char *path, const struct perf_options *opts, const struct perf_collective *coll, int nranks);
 void perf_json_row(const struct perf_row *row);
 void perf_json_close(void);
 

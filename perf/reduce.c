@@ -2,18 +2,6 @@
  * bandwidth equals algorithm bandwidth. */
 #include "common.h"
 
-static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
-  (void)nranks;
-  (void)rank;
-  size_t count = bytes / type_size;
-  *c = (struct perf_counts){count, count, count, 0, 0, count * type_size};
-}
-
-static double busbw_factor(int nranks) {
-  (void)nranks;
-  return 1.0;
-}
-
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
   return ncclReduce(send, recv, call->counts.call_count, call->type->nccl, call->nccl_op, call->root, comm, NULL);
 }
@@ -35,8 +23,8 @@ static const struct perf_collective reduce = {
     .name = "reduce",
     .uses_op = 1,
     .uses_root = 1,
-    .get_counts = get_counts,
-    .busbw_factor = busbw_factor,
+    .get_counts = perf_counts_whole_row,
+    .busbw_factor = perf_busbw_whole_row,
     .run = run,
     .run_mpi = run_mpi,
     .rank_has_result = rank_has_result,

@@ -2,15 +2,12 @@
  * (total) size; bus bandwidth (n-1)/n of it: each rank sends n-1 partial blocks. */
 #include "common.h"
 
-static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
-  size_t block = bytes / type_size / (size_t)nranks;
-  size_t total = block * (size_t)nranks;
+static void get_counts(size_t bytes, const struct perf_call *call, struct perf_counts *c) {
+  const size_t type_size = call->type->size;
+  size_t block = bytes / type_size / (size_t)call->nranks;
+  size_t total = block * (size_t)call->nranks;
   /* In place, each rank's output is its own block of the input. */
-  *c = (struct perf_counts){block, total, block, 0, (size_t)rank * block, total * type_size};
-}
-
-static double busbw_factor(int nranks) {
-  return (double)(nranks - 1) / nranks;
+  *c = (struct perf_counts){block, total, block, 0, (size_t)call->rank * block, total * type_size};
 }
 
 static ncclResult_t run(const void *send, void *recv, const struct perf_call *call, ncclComm_t comm) {
@@ -30,7 +27,7 @@ static const struct perf_collective reduce_scatter = {
     .name = "reduce_scatter",
     .uses_op = 1,
     .get_counts = get_counts,
-    .busbw_factor = busbw_factor,
+    .busbw_factor = perf_busbw_all_but_own,
     .run = run,
     .run_mpi = run_mpi,
     .expected = expected,

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -13,6 +14,8 @@
 #define MPI_WIDTH 30
 #define BLOCK_FMT "  %8s  %7s  %7s  %6s"
 #define MPI_FMT "  %8s  %8s  %8s"
+
+static const char *const average_names[] = {"rank 0", "mean over ranks", "min over ranks", "max over ranks"};
 
 static void print_centered(const char *text, int width) {
   int len = (int)strlen(text), left = (width - len) / 2;
@@ -50,7 +53,6 @@ void perf_print_header(const struct perf_options *o, const struct perf_collectiv
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: 1 "
       "validation: %d graph: 0\n",
       o->min_bytes, o->max_bytes, step, o->warmup_iters, o->iters, o->check);
-  static const char *const average_names[] = {"rank 0", "mean over ranks", "min over ranks", "max over ranks"};
   printf("# times: %s%s\n", average_names[o->average],
          o->mpi_baseline ? "; MPI baseline: the same operation through MPI, out-of-place" : "");
   printf("#\n# Using devices\n");
@@ -120,10 +122,91 @@ void perf_print_row(const struct perf_row *row) {
 static FILE *json_file;
 static int json_rows;
 
-int perf_json_open(const char *path) {
+extern char **environ;
+
+static void json_string(const char *text) {
+  fputc('"', json_file);
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(json_file, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(json_file, "\\u%04x", *p);
+    else
+      fputc(*p, json_file);
+  }
+  fputc('"', json_file);
+}
+
+/* The library's settings are the DCCL_ and NCCL_ variables (DCCL reads both names); an empty one is unset.
+ * Returns the value of such an environment entry, else NULL. */
+static const char *setting_value(const char *entry) {
+  if (strncmp(entry, "DCCL_", 5) != 0 && strncmp(entry, "NCCL_", 5) != 0) return NULL;
+  const char *eq = strchr(entry, '=');
+  return eq && eq[1] ? eq + 1 : NULL;
+}
+
+/* Logging settings change no timing worth a line of its own in a plot, so the label leaves them out. */
+static int is_debug_setting(const char *entry) {
+  return strncmp(entry + 5, "DEBUG", 5) == 0;
+}
+
+static void json_env(void) {
+  fputs("  \"env\": {", json_file);
+  int n = 0;
+  for (char **e = environ; *e; e++) {
+    const char *value = setting_value(*e);
+    if (!value) continue;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(value - 1 - *e), *e);
+    fputs(n++ ? ", " : "", json_file);
+    json_string(name);
+    fputs(": ", json_file);
+    json_string(value);
+  }
+  fputs("},\n", json_file);
+}
+
+/* "dccl", then each setting that is not about logging, e.g. "dccl DCCL_ALGO=ring". */
+static void json_label(void) {
+  char label[1024] = "dccl";
+  size_t len = strlen(label);
+  for (char **e = environ; *e && len < sizeof label; e++)
+    if (setting_value(*e) && !is_debug_setting(*e)) len += (size_t)snprintf(label + len, sizeof label - len, " %s", *e);
+  json_string(label);
+}
+
+/* The MPI library's name and version: its version string up to the first comma ("Open MPI v4.1.4"). */
+static void json_mpi_library(void) {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "mpi");
+  text[strcspn(text, ",\n")] = '\0';
+  json_string(text);
+}
+
+int perf_json_open(const char *path, const struct perf_options *o, const struct perf_collective *coll, int nranks) {
   json_file = fopen(path, "w");
   if (!json_file) return -1;
-  fputs("[", json_file);
+  char date[32], host[64] = "";
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  gethostname(host, sizeof host - 1);
+  fprintf(json_file, "{\n  \"tool\": \"%s_perf\",\n  \"collective\": \"%s\",\n  \"library\": \"dccl\",\n", coll->name,
+          coll->name);
+  fprintf(json_file, "  \"version\": \"%d.%d.%d\",\n  \"label\": ", DCCL_MAJOR, DCCL_MINOR, DCCL_PATCH);
+  json_label();
+  fprintf(json_file, ",\n  \"nranks\": %d,\n  \"date\": \"%s\",\n  \"host\": ", nranks, date);
+  json_string(host);
+  fprintf(json_file, ",\n  \"memory\": \"host\",\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n",
+          o->iters, o->warmup_iters, o->check);
+  fprintf(json_file, "  \"times\": \"%s\",\n", average_names[o->average]);
+  json_env();
+  fputs("  \"mpi_library\": ", json_file);
+  if (o->mpi_baseline)
+    json_mpi_library();
+  else
+    fputs("null", json_file);
+  fputs(",\n  \"rows\": [", json_file);
   json_rows = 0;
   return 0;
 }
@@ -140,7 +223,7 @@ static void json_result(const char *key, const struct perf_result *r) {
 void perf_json_row(const struct perf_row *row) {
   if (!json_file) return;
   fprintf(json_file,
-          "%s\n  {\"collective\": \"%s\", \"nranks\": %d, \"size_bytes\": %zu, \"count\": %zu, \"type\": \"%s\", "
+          "%s\n    {\"collective\": \"%s\", \"nranks\": %d, \"size_bytes\": %zu, \"count\": %zu, \"type\": \"%s\", "
           "\"redop\": \"%s\", \"root\": %d",
           json_rows++ ? "," : "", row->collective, row->nranks, row->bytes, row->count, row->type, row->redop,
           row->root);
@@ -148,10 +231,12 @@ void perf_json_row(const struct perf_row *row) {
   json_result("in_place", &row->in_place);
   if (row->has_mpi) {
     if (row->mpi_ok)
-      fprintf(
-          json_file, ", \"mpi\": {\"time_us\": %.4f, \"algbw_gbs\": %.6f, \"time_ratio\": %.6f, \"algbw_ratio\": %.6f}",
-          row->mpi_time_us, row->mpi_algbw, row->mpi_time_us > 0 ? row->out_of_place.time_us / row->mpi_time_us : 0.0,
-          row->mpi_algbw > 0 ? row->out_of_place.algbw / row->mpi_algbw : 0.0);
+      fprintf(json_file,
+              ", \"mpi\": {\"time_us\": %.4f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"time_ratio\": %.6f, "
+              "\"algbw_ratio\": %.6f}",
+              row->mpi_time_us, row->mpi_algbw, row->mpi_busbw,
+              row->mpi_time_us > 0 ? row->out_of_place.time_us / row->mpi_time_us : 0.0,
+              row->mpi_algbw > 0 ? row->out_of_place.algbw / row->mpi_algbw : 0.0);
     else
       fputs(", \"mpi\": null", json_file);
   }
@@ -161,7 +246,7 @@ void perf_json_row(const struct perf_row *row) {
 
 void perf_json_close(void) {
   if (!json_file) return;
-  fputs("\n]\n", json_file);
+  fputs("\n  ]\n}\n", json_file);
   fclose(json_file);
   json_file = NULL;
 }

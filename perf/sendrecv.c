@@ -2,18 +2,6 @@
  * Bus bandwidth equals algorithm bandwidth. In place, one buffer is both sent and received into: timed only. */
 #include "common.h"
 
-static void get_counts(size_t bytes, size_t type_size, int nranks, int rank, struct perf_counts *c) {
-  (void)nranks;
-  (void)rank;
-  size_t count = bytes / type_size;
-  *c = (struct perf_counts){count, count, count, 0, 0, count * type_size};
-}
-
-static double busbw_factor(int nranks) {
-  (void)nranks;
-  return 1.0;
-}
-
 static int next_rank(const struct perf_call *call) {
   return (call->rank + 1) % call->nranks;
 }
@@ -44,8 +32,8 @@ static double expected(const struct perf_values *v, const struct perf_call *call
 
 static const struct perf_collective sendrecv = {
     .name = "sendrecv",
-    .get_counts = get_counts,
-    .busbw_factor = busbw_factor,
+    .get_counts = perf_counts_whole_row,
+    .busbw_factor = perf_busbw_whole_row,
     .run = run,
     .run_mpi = run_mpi,
     .mpi_moves_bytes = 1,

@@ -3,8 +3,9 @@
 # are skipped, so a prepared machine makes no network access at all.
 #
 # Usage: scripts/install-deps.sh [build|all]
-#   build  compiler, cmake, ninja, pkg-config, Open MPI, hwloc, libibverbs and librdmacm headers: enough to build
-#          everything and run the perf tools and the host tests (scripts/run-perf.sh uses this)
+#   build  compiler, cmake, ninja, pkg-config, Open MPI, hwloc, libibverbs and librdmacm headers, python3 and
+#          matplotlib: enough to build everything, run the perf tools and plot them, and run the host tests
+#          (scripts/run-perf.sh uses this)
 #   all    (default) build plus the soft-RoCE VM's packages (qemu, ...) that the full test run needs
 #          (scripts/run-tests.sh uses this)
 set -euo pipefail
@@ -17,6 +18,9 @@ esac
 
 packages=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev
           librdmacm-dev)
+# Python runs the test-suite lints (tests/check_*.py; configuring the tests needs it) and the bus-bandwidth plots
+# of the perf tools' JSON (perf/plot_busbw.py).
+packages+=(python3 python3-matplotlib)
 # The soft-RoCE VM (scripts/roce-vm.sh): qemu, the initramfs userland and packer, module tools, and the RDMA tools
 # that the guest runs from the host's filesystem.
 if [[ $profile == all ]]; then
