@@ -21,6 +21,7 @@
 #include "core/comm.h"
 #include "dccl.h"
 #include "transports/net_ib/ib_private.h"
+#include "transports/registry.h"
 
 #define COUNT 70000 /* floats per rank: several slots */
 
@@ -215,7 +216,7 @@ static int send_and_check(ncclComm_t comms[2], unsigned char *src, unsigned char
 static void zero_copy(float *buf[2]) {
   ncclComm_t comms[2];
   if (make_comms(comms, buf) != 0) return;
-  struct dccl_ib_comm *ic = comms[0]->tctx.transport_state[2];
+  struct dccl_ib_comm *ic = comms[0]->tctx.transport_state[dccl_transport_find("net_ib")->index];
   unsigned char *src = mmap(NULL, ZC_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   unsigned char *dst = malloc(ZC_BYTES);
   void *handle = NULL;
