@@ -33,6 +33,9 @@ struct dccl_redop_entry {
 struct dccl_comm {
   uint64_t magic;
   int rank, nranks;
+  /* The GPU this rank was created for: the calling thread's current device at the creating call (InitAll: its
+   * device list); -1 for none. Captured at the call, since creation may run on another thread. */
+  int cuda_device;
   pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */
   struct dccl_bootstrap *bootstrap;
   struct dccl_peer_info *peers; /* nranks entries */

@@ -9,6 +9,7 @@
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
@@ -31,9 +32,6 @@ static ncclResult_t read_config(const ncclConfig_t *config, ncclConfig_t *out) {
   return ncclSuccess;
 }
 
-ncclResult_t dccl_init_rank_now(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
-  return dccl_comm_init_rank(comm, nranks, &commId, rank);
-}
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config) {
@@ -45,8 +43,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     return dccl_error(ncclInvalidArgument, "ncclCommInitRank: rank %d is outside 0..%d", rank, nranks - 1);
   DCCLCHECK(read_config(config, &cfg));
   DCCLCHECK(dccl_bootstrap_check_id(&commId));
-  if (dccl_group_depth() > 0) return dccl_group_defer_init(comm, nranks, commId, rank);
-  return dccl_init_rank_now(comm, nranks, commId, rank);
+  /* The device is the caller's current one now: a deferred creation runs later, on another thread. */
+  struct dccl_init_req req = {comm, nranks, rank, dccl_cuda_current_ordinal(), commId};
+  if (dccl_group_depth() > 0) return dccl_group_defer_init(&req);
+  return dccl_comm_init_rank(comm, nranks, &commId, rank, req.device);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
@@ -62,21 +62,18 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
 }
 
 struct init_all_arg {
-  ncclComm_t *comm;
-  int nranks, rank;
-  ncclUniqueId id;
+  struct dccl_init_req req;
   ncclResult_t res;
 };
 
 static void *init_all_thread(void *p) {
   struct init_all_arg *a = p;
-  a->res = dccl_init_rank_now(a->comm, a->nranks, a->id, a->rank);
+  a->res = dccl_comm_init_rank(a->req.comm, a->req.nranks, &a->req.id, a->req.rank, a->req.device);
   return NULL;
 }
 
 /* Creates `n` communicators of one job at once, one thread each (creation blocks until all ranks join). */
-ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUniqueId *ids, const int *ranks,
-                            int n) {
+ncclResult_t dccl_init_many(const struct dccl_init_req *reqs, int n) {
   struct init_all_arg *args = calloc((size_t)n, sizeof(*args));
   pthread_t *threads = calloc((size_t)n, sizeof(*threads));
   ncclResult_t res = ncclSuccess;
@@ -87,7 +84,7 @@ ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUni
   }
   int started = 0;
   for (int i = 0; i < n; i++) {
-    args[i] = (struct init_all_arg){comms[i], nranks[i], ranks[i], ids[i], ncclSuccess};
+    args[i] = (struct init_all_arg){reqs[i], ncclSuccess};
     if (pthread_create(&threads[i], NULL, init_all_thread, &args[i]) != 0) {
       res = dccl_error(ncclSystemError, "cannot start a thread to create communicator %d", i);
       break;
@@ -106,29 +103,17 @@ ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUni
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   if (!comm) return dccl_error(ncclInvalidArgument, "ncclCommInitAll: comm is NULL");
   if (ndev < 1) return dccl_error(ncclInvalidArgument, "ncclCommInitAll: ndev %d < 1", ndev);
-  (void)devlist; /* host communicators: the device list only names GPUs */
   ncclUniqueId id;
   DCCLCHECK(ncclGetUniqueId(&id));
-  ncclComm_t **outs = calloc((size_t)ndev, sizeof(*outs));
-  int *nr = calloc((size_t)ndev, sizeof(int)), *rk = calloc((size_t)ndev, sizeof(int));
-  ncclUniqueId *ids = calloc((size_t)ndev, sizeof(*ids));
-  ncclResult_t res = ncclSystemError;
-  if (outs && nr && rk && ids) {
-    for (int i = 0; i < ndev; i++) {
-      outs[i] = &comm[i];
-      comm[i] = NULL;
-      nr[i] = ndev;
-      rk[i] = i;
-      ids[i] = id;
-    }
-    res = dccl_init_many(outs, nr, ids, rk, ndev);
-  } else {
-    dccl_error(ncclSystemError, "out of memory");
+  struct dccl_init_req *reqs = calloc((size_t)ndev, sizeof(*reqs));
+  if (!reqs) return dccl_error(ncclSystemError, "out of memory");
+  /* Rank i is for devlist[i] (NULL: device i), as in NCCL. */
+  for (int i = 0; i < ndev; i++) {
+    comm[i] = NULL;
+    reqs[i] = (struct dccl_init_req){&comm[i], ndev, i, devlist ? devlist[i] : i, id};
   }
-  free(outs);
-  free(nr);
-  free(rk);
-  free(ids);
+  ncclResult_t res = dccl_init_many(reqs, ndev);
+  free(reqs);
   return res;
 }
 
@@ -172,6 +157,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     res = dccl_error(ncclSystemError, "out of memory");
     goto out;
   }
+  int device = dccl_cuda_current_ordinal(); /* the caller's current device, else the parent's */
+  nc->cuda_device = device >= 0 ? device : comm->cuda_device;
   DCCLCHECKGOTO(dccl_bootstrap_split(comm->bootstrap, me, m, members, &nc->bootstrap), res, fail_new);
   dccl_bootstrap_set_abort_flag(nc->bootstrap, &nc->abort_flag);
   DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(nc), res, fail_new);
@@ -253,7 +240,7 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommCuDevice"));
   if (!device) return dccl_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-  *device = -1; /* a host communicator has no CUDA device */
+  *device = comm->cuda_device; /* the device it was created for; -1 for none */
   return ncclSuccess;
 }
 

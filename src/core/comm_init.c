@@ -39,10 +39,11 @@ static void on_peer_death(void *arg, int dead_rank) {
 }
 
 /* What other ranks need to choose a transport to this one: its address, its GPU, and each transport's own part. */
-static void describe_self(struct dccl_peer_info *me) {
+static void describe_self(const struct dccl_comm *comm, struct dccl_peer_info *me) {
   for (int i = 0; i < dccl_transport_count(); i++) dccl_transport_at(i)->describe_self(me->transport_info[i]);
-  me->has_device = (uint8_t)dccl_cuda_current_device(&me->cuda_device, me->device_uuid, me->pci_bus_id,
-                                                     sizeof(me->pci_bus_id));
+  me->cuda_device = comm->cuda_device;
+  me->has_device = comm->cuda_device >= 0 && dccl_cuda_device_identity(comm->cuda_device, me->device_uuid,
+                                                                       me->pci_bus_id, sizeof(me->pci_bus_id));
   struct sockaddr_storage a;
   if (dccl_socket_local_addr(&a) != ncclSuccess) return;
   me->net_family = a.ss_family;
@@ -122,7 +123,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   me->rank = comm->rank;
   me->pid = (int)getpid();
   DCCLCHECK(dccl_host_identity(me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
-  describe_self(me);
+  describe_self(comm, me);
   if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
     me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;
   DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
@@ -156,6 +157,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   comm->rank = rank;
   comm->nranks = nranks;
   comm->creator_pid = getpid();
+  comm->cuda_device = -1;
   atomic_store(&comm->dead_rank, -1);
   atomic_store(&comm->async_error, ncclSuccess);
   pthread_mutex_init(&comm->conn_lock, NULL);
@@ -164,9 +166,10 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   return comm;
 }
 
-ncclResult_t dccl_comm_init_rank(struct dccl_comm **out, int nranks, const ncclUniqueId *id, int rank) {
+ncclResult_t dccl_comm_init_rank(struct dccl_comm **out, int nranks, const ncclUniqueId *id, int rank, int device) {
   struct dccl_comm *comm = dccl_comm_alloc(rank, nranks);
   if (!comm) return dccl_error(ncclSystemError, "out of memory creating a communicator");
+  comm->cuda_device = device;
   dccl_log_set_rank(rank);
   ncclResult_t res;
   DCCLCHECKGOTO(dccl_bootstrap_init(id, rank, nranks, &comm->abort_flag, &comm->bootstrap), res, fail);

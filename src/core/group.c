@@ -8,57 +8,31 @@
 
 #include "util/error.h"
 
-struct deferred_init {
-  ncclComm_t *comm;
-  int nranks, rank;
-  ncclUniqueId id;
-};
-
 static __thread int group_depth;
 static __thread struct dccl_op *group_head, *group_tail;
-static __thread struct deferred_init *inits;
+static __thread struct dccl_init_req *inits;
 static __thread int ninits, inits_cap;
 
 int dccl_group_depth(void) {
   return group_depth;
 }
 
-ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req) {
   if (ninits == inits_cap) {
     int ncap = inits_cap ? inits_cap * 2 : 4;
-    struct deferred_init *n = realloc(inits, (size_t)ncap * sizeof(*n));
+    struct dccl_init_req *n = realloc(inits, (size_t)ncap * sizeof(*n));
     if (!n) return dccl_error(ncclSystemError, "out of memory");
     inits = n;
     inits_cap = ncap;
   }
-  inits[ninits++] = (struct deferred_init){comm, nranks, rank, id};
+  inits[ninits++] = *req;
   return ncclSuccess;
 }
 
 static ncclResult_t run_inits(void) {
   int n = ninits;
   ninits = 0;
-  if (n == 0) return ncclSuccess;
-  ncclComm_t **outs = calloc((size_t)n, sizeof(*outs));
-  int *nr = calloc((size_t)n, sizeof(int)), *rk = calloc((size_t)n, sizeof(int));
-  ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
-  ncclResult_t res;
-  if (outs && nr && rk && ids) {
-    for (int i = 0; i < n; i++) {
-      outs[i] = inits[i].comm;
-      nr[i] = inits[i].nranks;
-      rk[i] = inits[i].rank;
-      ids[i] = inits[i].id;
-    }
-    res = dccl_init_many(outs, nr, ids, rk, n);
-  } else {
-    res = dccl_error(ncclSystemError, "out of memory");
-  }
-  free(outs);
-  free(nr);
-  free(rk);
-  free(ids);
-  return res;
+  return n ? dccl_init_many(inits, n) : ncclSuccess;
 }
 
 /* One finished op kept per thread: back-to-back calls (the common case) then allocate nothing. A thread-specific

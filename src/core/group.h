@@ -7,14 +7,20 @@
 #include "core/comm.h"
 
 int dccl_group_depth(void);
+/* One communicator to create: where to store it, its job's id, its rank, and the device it is for (-1: none). */
+struct dccl_init_req {
+  ncclComm_t *comm;
+  int nranks, rank, device;
+  ncclUniqueId id;
+};
 /* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */
-ncclResult_t dccl_group_defer_init(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req);
 /* A cleared op (channels excepted), to fill and pass to dccl_group_enqueue; NULL when out of memory. */
 struct dccl_op *dccl_op_new(void);
 /* Takes ownership of an op from dccl_op_new: runs it now outside a group, at ncclGroupEnd inside one. */
 ncclResult_t dccl_group_enqueue(struct dccl_op *op);
 
 /* comm_api.c: creates n communicators at once, one thread each. */
-ncclResult_t dccl_init_many(ncclComm_t **comms, const int *nranks, const ncclUniqueId *ids, const int *ranks, int n);
+ncclResult_t dccl_init_many(const struct dccl_init_req *reqs, int n);
 
 #endif

@@ -98,13 +98,20 @@ ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) 
   return ncclSuccess;
 }
 
-int dccl_cuda_current_device(int *ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len) {
+int dccl_cuda_current_ordinal(void) {
   void *ctx = NULL;
-  if (!dccl_cuda_available() || !cu.ctx_get_device || !cu.device_get_uuid || !cu.device_get_pci_bus_id) return 0;
-  if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx || cu.ctx_get_device(ordinal) != CU_SUCCESS) return 0;
-  if (cu.device_get_uuid(uuid, *ordinal) != CU_SUCCESS) return 0;
-  if (cu.device_get_pci_bus_id(bus_id, (int)bus_id_len, *ordinal) != CU_SUCCESS) return 0;
-  return 1;
+  int device = -1;
+  if (!dccl_cuda_available() || !cu.ctx_get_device) return -1;
+  if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx || cu.ctx_get_device(&device) != CU_SUCCESS) return -1;
+  return device;
+}
+
+int dccl_cuda_device_identity(int ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len) {
+  int device = 0;
+  if (!dccl_cuda_available() || !cu.device_get || !cu.device_get_uuid || !cu.device_get_pci_bus_id) return 0;
+  if (cu.device_get(&device, ordinal) != CU_SUCCESS) return 0;
+  return cu.device_get_uuid(uuid, device) == CU_SUCCESS &&
+         cu.device_get_pci_bus_id(bus_id, (int)bus_id_len, device) == CU_SUCCESS;
 }
 
 int dccl_cuda_dmabuf_supported(int ordinal) {

@@ -17,9 +17,12 @@ int dccl_cuda_is_device_ptr(const void *ptr);
  * in NCCL), synchronised the same way; with no current context, or no driver, there is nothing to wait for. */
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call);
 
-/* The device of the calling thread's current context: its ordinal, UUID and PCI bus id ("0000:19:00.0"). Returns
- * 1, or 0 when there is no driver or no current context (nothing is created). */
-int dccl_cuda_current_device(int *ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len);
+/* The ordinal of the device of the calling thread's current context; -1 when there is no driver or no current
+ * context (nothing is created). */
+int dccl_cuda_current_ordinal(void);
+/* Device `ordinal`'s UUID and PCI bus id ("0000:19:00.0"): 1, or 0 when there is no such device or no driver.
+ * Needs no context. */
+int dccl_cuda_device_identity(int ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len);
 
 /* GPUDirect RDMA through dma-buf (transports/net_ib/ib_gdr.c): 1 when the driver can export device memory as a
  * dma-buf (it has cuMemGetHandleForAddressRange) and device `ordinal` reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED;

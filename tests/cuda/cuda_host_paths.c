@@ -7,7 +7,8 @@
  * - the same call while the stream is captured into a graph is refused;
  * - ncclMemAlloc (GPU memory) is refused;
  * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib);
- * - a communicator's peer info names the rank's current GPU (ordinal, UUID, PCI bus id), as CUDA IPC will need.
+ * - a communicator's peer info names the rank's GPU (ordinal, UUID, PCI bus id), as CUDA IPC will need: InitAll's
+ *   device, or the caller's current device at ncclCommInitRank, also when a group defers the creation.
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU (cannot run, not a pass). */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -138,6 +139,24 @@ static void peer_info_names_the_gpu(ncclComm_t comm) {
   check(me->has_device && me->cuda_device == 0 && !memcmp(me->device_uuid, prop.uuid.bytes, 16) &&
             !strcasecmp(me->pci_bus_id, bus),
         "the peer info names the current GPU", detail);
+  int dev = -2;
+  check(ncclCommCuDevice(comm, &dev) == ncclSuccess && dev == 0, "ncclCommCuDevice names InitAll's device", NULL);
+}
+
+/* A creation deferred by a group runs at ncclGroupEnd on another thread: the device is the caller's at the call. */
+static void group_init_captures_device(void) {
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  int dev = -2;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r == ncclSuccess) r = ncclGroupStart();
+  if (r == ncclSuccess) r = ncclCommInitRank(&c, 1, id, 0);
+  if (r == ncclSuccess) r = ncclGroupEnd();
+  if (r == ncclSuccess) r = ncclCommCuDevice(c, &dev);
+  check(r == ncclSuccess && dev == 0 && c->peers[0].has_device,
+        "a communicator created inside a group is for the caller's current device",
+        r == ncclSuccess ? NULL : ncclGetLastError(NULL));
+  if (c) ncclCommDestroy(c);
 }
 
 int main(void) {
@@ -155,6 +174,7 @@ int main(void) {
     return 1;
   }
   peer_info_names_the_gpu(comm);
+  group_init_captures_device();
   device_pointer_refused(comm);
   waits_for_stream(comm);
   waits_for_null_stream(comm);
