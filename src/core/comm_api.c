@@ -32,7 +32,6 @@ static ncclResult_t read_config(const ncclConfig_t *config, ncclConfig_t *out) {
   return ncclSuccess;
 }
 
-
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config) {
   ncclConfig_t cfg;
