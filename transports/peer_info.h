@@ -22,7 +22,7 @@ struct dccl_peer_info {
   char host_id[DCCL_HOSTNAME_LEN]; /* the identity behind host_hash, for messages */
   uint16_t net_family; /* AF_INET / AF_INET6: the address other hosts reach this rank at (RoCE GID choice) */
   uint8_t net_addr[16];
-  /* The GPU current at creation, if any (what a CUDA IPC transport needs to tell same-GPU and peer GPUs). */
+  /* The GPU this rank is for, if any: what a CUDA IPC transport needs to tell same-GPU and peer GPUs apart. */
   uint8_t has_device;
   int32_t cuda_device;     /* the ordinal in this process */
   uint8_t device_uuid[16]; /* the same GPU in every process */
