@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "collectives/coll_comm.h"
+#include "core/comm_config.h"
 #include "dccl.h"
 #include "transports/transport.h"
 
@@ -36,6 +37,8 @@ struct dccl_comm {
   /* The GPU this rank was created for: the calling thread's current device at the creating call (InitAll: its
    * device list); -1 for none. Captured at the call, since creation may run on another thread. */
   int cuda_device;
+  /* The config it was created with (a split with a NULL config inherits it). */
+  struct dccl_comm_config config;
   pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */
   struct dccl_bootstrap *bootstrap;
   struct dccl_peer_info *peers; /* nranks entries */

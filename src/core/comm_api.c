@@ -17,35 +17,20 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   return dccl_bootstrap_create_id(uniqueId);
 }
 
-/* Reads a caller's config of any NCCL version: at most the smaller of its size and ours. */
-static ncclResult_t read_config(const ncclConfig_t *config, ncclConfig_t *out) {
-  ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
-  *out = defaults;
-  if (!config) return ncclSuccess;
-  if (config->magic != NCCL_CONFIG_MAGIC)
-    return dccl_error(ncclInvalidArgument, "config: magic is 0x%x, expected 0x%x (use NCCL_CONFIG_INITIALIZER)",
-                      config->magic, NCCL_CONFIG_MAGIC);
-  if (config->size < offsetof(ncclConfig_t, blocking))
-    return dccl_error(ncclInvalidArgument, "config: size %zu is too small", config->size);
-  memcpy(out, config, config->size < sizeof(*out) ? config->size : sizeof(*out));
-  out->size = sizeof(*out);
-  return ncclSuccess;
-}
-
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config) {
-  ncclConfig_t cfg;
   if (!comm) return dccl_error(ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
   *comm = NULL;
   if (nranks < 1) return dccl_error(ncclInvalidArgument, "ncclCommInitRank: nranks %d < 1", nranks);
   if (rank < 0 || rank >= nranks)
     return dccl_error(ncclInvalidArgument, "ncclCommInitRank: rank %d is outside 0..%d", rank, nranks - 1);
-  DCCLCHECK(read_config(config, &cfg));
+  /* The device and config are the caller's now: a deferred creation runs later, on another thread. */
+  struct dccl_init_req req = {
+      .comm = comm, .nranks = nranks, .rank = rank, .device = dccl_cuda_current_ordinal(), .id = commId};
+  DCCLCHECK(dccl_config_read(config, NULL, &req.config, "ncclCommInitRankConfig"));
   DCCLCHECK(dccl_bootstrap_check_id(&commId));
-  /* The device is the caller's current one now: a deferred creation runs later, on another thread. */
-  struct dccl_init_req req = {comm, nranks, rank, dccl_cuda_current_ordinal(), commId};
   if (dccl_group_depth() > 0) return dccl_group_defer_init(&req);
-  return dccl_comm_init_rank(comm, nranks, &commId, rank, req.device);
+  return dccl_comm_init_rank(&req);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
@@ -67,7 +52,7 @@ struct init_all_arg {
 
 static void *init_all_thread(void *p) {
   struct init_all_arg *a = p;
-  a->res = dccl_comm_init_rank(a->req.comm, a->req.nranks, &a->req.id, a->req.rank, a->req.device);
+  a->res = dccl_comm_init_rank(&a->req);
   return NULL;
 }
 
@@ -109,7 +94,9 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   /* Rank i is for devlist[i] (NULL: device i), as in NCCL. */
   for (int i = 0; i < ndev; i++) {
     comm[i] = NULL;
-    reqs[i] = (struct dccl_init_req){&comm[i], ndev, i, devlist ? devlist[i] : i, id};
+    reqs[i] = (struct dccl_init_req){
+        .comm = &comm[i], .nranks = ndev, .rank = i, .device = devlist ? devlist[i] : i, .id = id};
+    dccl_config_read(NULL, NULL, &reqs[i].config, "ncclCommInitAll"); /* defaults: cannot fail */
   }
   ncclResult_t res = dccl_init_many(reqs, ndev);
   free(reqs);
@@ -117,13 +104,13 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
-  ncclConfig_t cfg;
+  struct dccl_comm_config cfg;
   DCCLCHECK(dccl_comm_check(comm, "ncclCommSplit"));
   if (!newcomm) return dccl_error(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
   *newcomm = NULL;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return dccl_error(ncclInvalidArgument, "ncclCommSplit: color %d is negative (and not NCCL_SPLIT_NOCOLOR)", color);
-  DCCLCHECK(read_config(config, &cfg));
+  DCCLCHECK(dccl_config_read(config, &comm->config, &cfg, "ncclCommSplit")); /* NULL: the parent's, as in NCCL */
   int n = comm->nranks;
   int(*ck)[3] = calloc((size_t)n, sizeof(*ck));
   int *members = calloc((size_t)n, sizeof(int));
@@ -158,6 +145,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   }
   int device = dccl_cuda_current_ordinal(); /* the caller's current device, else the parent's */
   nc->cuda_device = device >= 0 ? device : comm->cuda_device;
+  dccl_config_copy(&nc->config, &cfg);
   DCCLCHECKGOTO(dccl_bootstrap_split(comm->bootstrap, me, m, members, &nc->bootstrap), res, fail_new);
   dccl_bootstrap_set_abort_flag(nc->bootstrap, &nc->abort_flag);
   DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(nc), res, fail_new);

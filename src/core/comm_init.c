@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
+#include "core/group.h"
 #include "topo/cpu_topo.h"
 #include "topo/host_id.h"
 #include "topo/ring_order.h"
@@ -166,10 +167,14 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   return comm;
 }
 
-ncclResult_t dccl_comm_init_rank(struct dccl_comm **out, int nranks, const ncclUniqueId *id, int rank, int device) {
+ncclResult_t dccl_comm_init_rank(const struct dccl_init_req *req) {
+  int rank = req->rank, nranks = req->nranks;
+  const ncclUniqueId *id = &req->id;
+  struct dccl_comm **out = req->comm;
   struct dccl_comm *comm = dccl_comm_alloc(rank, nranks);
   if (!comm) return dccl_error(ncclSystemError, "out of memory creating a communicator");
-  comm->cuda_device = device;
+  comm->cuda_device = req->device;
+  dccl_config_copy(&comm->config, &req->config);
   dccl_log_set_rank(rank);
   ncclResult_t res;
   DCCLCHECKGOTO(dccl_bootstrap_init(id, rank, nranks, &comm->abort_flag, &comm->bootstrap), res, fail);

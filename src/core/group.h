@@ -5,13 +5,16 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/comm_config.h"
 
 int dccl_group_depth(void);
-/* One communicator to create: where to store it, its job's id, its rank, and the device it is for (-1: none). */
+/* One communicator to create: where to store it, its job's id, its rank, the device it is for (-1: none) and its
+ * config, all as the creating call saw them. */
 struct dccl_init_req {
   ncclComm_t *comm;
   int nranks, rank, device;
   ncclUniqueId id;
+  struct dccl_comm_config config;
 };
 /* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */
 ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req);
