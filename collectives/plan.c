@@ -234,3 +234,20 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
   op->bound = 1;
   return ncclSuccess;
 }
+
+ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap) {
+  if (comm->nranks == 1) return ncclSuccess;
+  static const int algos[] = {DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT};
+  struct dccl_op *op = malloc(sizeof(*op));
+  if (!op) return dccl_error(ncclSystemError, "out of memory planning connections");
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < 3 && res == ncclSuccess; i++) {
+    /* A large float all-reduce: every channel of the algorithm carries a share. */
+    *op = (struct dccl_op){.comm = comm, .kind = DCCL_OP_ALLREDUCE, .count = (size_t)1 << 28, .type = ncclFloat32,
+                           .esize = 4, .algo = algos[i], .root = -1, .peer = -1};
+    res = dccl_op_plan(op);
+    if (res == ncclSuccess) res = dccl_op_conn_reqs(op, reqs, n, cap);
+  }
+  free(op);
+  return res;
+}

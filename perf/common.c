@@ -356,7 +356,13 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   }
 
   const char *how = "";
+  /* Creation time, from a common start to the slowest rank's return: what a job waits for. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  double created = MPI_Wtime();
   run.comm = create_comm(&opts, run.rank, run.nranks, &how);
+  created = MPI_Wtime() - created;
+  double slowest = 0;
+  MPI_Reduce(&created, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   error_comm = run.comm;
   int count = -1, user_rank = -1;
   PERF_NCCL_CHECK(ncclCommCount(run.comm, &count));
@@ -368,6 +374,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   }
 
   perf_print_header(&opts, coll, how, MPI_COMM_WORLD);
+  if (run.rank == 0) printf("#  communicator created in %.1f ms (slowest rank)\n", slowest * 1e3);
 
   run.send = alloc_guarded(opts.max_bytes);
   run.recv = alloc_guarded(opts.max_bytes);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
@@ -86,18 +87,13 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   return ncclSuccess;
 }
 
-/* The ring links of every channel, made up front: every call needs them, and the cost model measures over them.
- * Tree and point-to-point links are made on the first call that uses them. */
-static ncclResult_t connect_rings(struct dccl_comm *comm) {
-  if (comm->nranks == 1) return ncclSuccess;
-  struct dccl_conn_req *reqs = calloc((size_t)comm->coll.nchannels * 2, sizeof(*reqs));
-  if (!reqs) return dccl_error(ncclSystemError, "out of memory");
-  int n = 0;
-  for (int c = 0; c < comm->coll.nchannels; c++) {
-    reqs[n++] = (struct dccl_conn_req){comm->coll.rings[c].next, 1, c};
-    reqs[n++] = (struct dccl_conn_req){comm->coll.rings[c].prev, 0, c};
-  }
-  ncclResult_t res = dccl_comm_connect(comm, reqs, n);
+/* Every link the collectives may use without DCCL_ALGO (rings, all-reduce trees, one-shot), made up front: no
+ * collective then waits for a peer to make one, and the cost model measures over the rings. */
+static ncclResult_t connect_collective_links(struct dccl_comm *comm) {
+  struct dccl_conn_req *reqs = NULL;
+  int n = 0, cap = 0;
+  ncclResult_t res = dccl_coll_creation_links(&comm->coll, &reqs, &n, &cap);
+  if (res == ncclSuccess && n > 0) res = dccl_comm_connect(comm, reqs, n);
   free(reqs);
   return res;
 }
@@ -143,7 +139,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
     DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
-  DCCLCHECK(connect_rings(comm));
+  DCCLCHECK(connect_collective_links(comm));
   DCCLCHECK(measure_cost_model(comm));
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
