@@ -373,8 +373,9 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
-  perf_print_header(&opts, coll, how, MPI_COMM_WORLD);
-  if (run.rank == 0) printf("#  communicator created in %.1f ms (slowest rank)\n", slowest * 1e3);
+  char created_by[160];
+  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank)", how, slowest * 1e3);
+  perf_print_header(&opts, coll, created_by, MPI_COMM_WORLD);
 
   run.send = alloc_guarded(opts.max_bytes);
   run.recv = alloc_guarded(opts.max_bytes);
