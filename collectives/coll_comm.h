@@ -4,6 +4,7 @@
 #ifndef DCCL_COLL_COMM_H_
 #define DCCL_COLL_COMM_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -41,6 +42,20 @@ struct dccl_conn_req {
   int peer, is_send, lane;
 };
 
+struct dccl_op;
+struct dccl_op_pool;
+
+/* The operations posted on a communicator and not yet complete, in issue order (collectives/op_queue.c). One
+ * thread progresses it at a time: the caller's for a blocking communicator, the progress thread for a nonblocking
+ * one, which takes posts through `incoming` under `lock`. */
+struct dccl_op_queue {
+  struct dccl_op *head, *tail;
+  struct dccl_op *incoming, *incoming_tail; /* posted by callers, not yet taken by the progress thread */
+  pthread_mutex_t lock;                     /* guards incoming and the pool (progress_thread only) */
+  int progress_thread;                      /* 1: a progress thread owns this queue (nonblocking communicator) */
+  _Atomic int pending;                      /* posted ops not yet complete */
+};
+
 struct dccl_coll_comm {
   int rank, nranks;
   int oversubscribed;                 /* more ranks than processing units on this host: waits yield at once */
@@ -49,6 +64,8 @@ struct dccl_coll_comm {
   struct dccl_ring rings[DCCL_MAX_CHANNELS];
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;
+  struct dccl_op_pool *pool; /* free ops (collectives/op_pool.c) */
+  struct dccl_op_queue queue;
   /* Cost model constants, measured at creation (src/tune). */
   double alpha_ns; /* per pipeline step latency */
   double bw_bytes_per_ns;

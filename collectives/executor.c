@@ -1,6 +1,6 @@
-/* The host executor: runs planned operations' schedules over connections, on host buffers, driven by the calling
- * thread. Every call is non-blocking; dccl_exec_ops loops over all operations of a group until all are done, so
- * no operation can wait on another that has not been started. */
+/* The host executor: runs a planned operation's schedule over connections, on host buffers, as far as its links
+ * allow. Nothing here waits: the queue (op_queue.c) calls dccl_op_progress on every posted op in turn, so no
+ * operation can wait on another that has not been started. */
 #include <stdio.h>
 #include <string.h>
 
@@ -175,7 +175,7 @@ static int channel_flushed(const struct dccl_op_channel *ch) {
 }
 
 /* Runs as many steps as are ready; sets *progressed if any ran. */
-static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
+ncclResult_t dccl_op_progress(struct dccl_op *op, int *progressed) {
   int all_done = 1;
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
@@ -193,12 +193,12 @@ static ncclResult_t op_progress(struct dccl_op *op, int *progressed) {
       }
       if (ch->done[s] < ch->nsteps[s]) all_done = 0;
     }
-    /* Bytes a transport still holds for the peer must leave before the call returns. */
+    /* Bytes a transport still holds for the peer must leave before the op counts as done. */
     if (all_done) DCCLCHECK(progress_conns(op, ch));
     if (all_done && !channel_flushed(ch)) all_done = 0;
   }
   if (all_done) {
-    op->done = 1;
+    op->finished = 1;
     *progressed = 1;
   }
   return ncclSuccess;
@@ -227,44 +227,8 @@ static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
   return ncclSuccess;
 }
 
-static void fail_ops(struct dccl_op **ops, int nops, ncclResult_t res) {
-  char text[512];
-  snprintf(text, sizeof(text), "%s", dccl_last_error());
-  for (int i = 0; i < nops; i++)
-    if (!ops[i]->done) ops[i]->comm->set_failed(ops[i]->comm, res, text);
-}
-
-ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops) {
-  struct dccl_waiter w;
-  dccl_waiter_init(&w, nops > 0 && ops[0]->comm->oversubscribed);
-  for (;;) {
-    int progressed = 0, remaining = 0;
-    for (int i = 0; i < nops; i++) {
-      struct dccl_op *op = ops[i];
-      if (op->done) continue;
-      remaining++;
-      if (op->after && !op->after->done) continue;
-      ncclResult_t r = op_progress(op, &progressed);
-      if (r == ncclSuccess && !op->done && atomic_load(op->comm->abort_flag)) r = check_stalled(op, 0);
-      if (r != ncclSuccess) {
-        fail_ops(ops, nops, r);
-        return r;
-      }
-    }
-    if (remaining == 0) return ncclSuccess;
-    if (progressed) {
-      dccl_waiter_reset(&w);
-      continue;
-    }
-    if (!dccl_waiter_idle(&w)) continue;
-    uint64_t idle = (uint64_t)dccl_now_ns() - w.idle_since_ns;
-    for (int i = 0; i < nops; i++) {
-      if (ops[i]->done) continue;
-      ncclResult_t r = check_stalled(ops[i], idle);
-      if (r != ncclSuccess) {
-        fail_ops(ops, nops, r);
-        return r;
-      }
-    }
-  }
+ncclResult_t dccl_queue_check_stalled(struct dccl_coll_comm *comm, uint64_t idle_ns) {
+  for (struct dccl_op *op = comm->queue.head; op; op = op->qnext)
+    if (!op->finished) DCCLCHECK(check_stalled(op, idle_ns));
+  return ncclSuccess;
 }

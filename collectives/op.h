@@ -36,11 +36,17 @@ struct dccl_op {
   int algo;
   int stream_out; /* the output exceeds the caches: copy into it with non-temporal stores */
   uint64_t seq;
-  struct dccl_op *after; /* must finish before this one starts: same comm's previous collective or same link */
-  int done;
+  /* Posted before this one on the same links (the comm's previous collective, or the previous send/recv to the
+   * same peer): it must finish first. Cleared when that op completes. */
+  struct dccl_op *after;
+  int finished;     /* the progressor's: every step ran and the bytes left this process */
+  _Atomic int done; /* published when the progressor retires it; read by whoever waits for it */
   int bound; /* its channels' connections are looked up (dccl_op_bind, or a plan cache hit) */
+  /* Nobody waits for it (a nonblocking communicator's op): the progressor returns it to the pool when done. */
+  int detached;
   const struct dccl_conn *waiting_on; /* the connection the op last found not ready, for error messages */
-  struct dccl_op *next;
+  struct dccl_op *next;  /* the caller's list (a group's operations) */
+  struct dccl_op *qnext; /* the communicator's queue of posted operations */
   int nchannels;
   struct dccl_op_channel ch[DCCL_MAX_CHANNELS]; /* last: only the first nchannels are initialised */
 };
@@ -63,8 +69,36 @@ int dccl_plan_cache_get(struct dccl_op *op);
 void dccl_plan_cache_put(const struct dccl_op *op);
 void dccl_plan_cache_free(struct dccl_coll_comm *comm);
 
-/* Runs ops to completion, progressing all of them at once (a group's sends and receives can be posted in any
- * order). On failure the communicators of unfinished ops are marked failed and the error is returned. */
-ncclResult_t dccl_exec_ops(struct dccl_op **ops, int nops);
+/* Like dccl_op_bind, but only when every connection exists already: returns 0 (and sets no error) otherwise. */
+int dccl_op_try_bind(struct dccl_op *op);
+
+/* --- the op pool (op_pool.c): a communicator's ops are reused, so the per-call path allocates nothing --- */
+
+/* A cleared op of comm (channels excepted: planning clears each one it uses); NULL when out of memory. */
+struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm);
+/* Returns an op to its communicator's pool. */
+void dccl_op_put(struct dccl_op *op);
+/* Frees the pool (at destroy: no op of the communicator is in use any more). */
+void dccl_op_pool_free(struct dccl_coll_comm *comm);
+
+/* --- post, progress, wait (op_queue.c) --- */
+
+/* Appends op to its communicator's queue, after every posted op it shares links with. */
+void dccl_op_post(struct dccl_op *op);
+/* Progresses one op as far as its links allow (executor.c); sets op->finished when it completes, *progressed if
+ * anything moved. */
+ncclResult_t dccl_op_progress(struct dccl_op *op, int *progressed);
+/* One round over a communicator's posted ops: progresses each whose predecessors are done, retires the finished
+ * ones (returning detached ones to the pool). On failure returns the error; the queue is then abandoned. */
+ncclResult_t dccl_queue_progress(struct dccl_coll_comm *comm, int *progressed);
+/* Slow-path checks of a queue's ops while nothing moves (a dead peer, an abort, a deadline). */
+ncclResult_t dccl_queue_check_stalled(struct dccl_coll_comm *comm, uint64_t idle_ns);
+/* Removes every op from the queue after a failure; detached ones go back to the pool, the others to their
+ * waiters, who see them done. */
+void dccl_queue_abandon(struct dccl_coll_comm *comm);
+/* Waits until every op of the list (linked by next) is done, progressing the queues of their communicators
+ * (except those a progress thread owns). On failure every communicator involved is marked failed and the error
+ * is returned. */
+ncclResult_t dccl_ops_wait(struct dccl_op *list);
 
 #endif

@@ -216,7 +216,8 @@ ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **
   return ncclSuccess;
 }
 
-ncclResult_t dccl_op_bind(struct dccl_op *op) {
+/* Looks up every channel's connections; returns the first peer without one, or -1 when all are there. */
+static int bind_channels(struct dccl_op *op) {
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
     if (ch->nsteps[0] + ch->nsteps[1] == 0) continue;
@@ -224,14 +225,24 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
     for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
       ch->recv[i] = ch->recv_peer[i] >= 0 ? op->comm->find_conn(op->comm, ch->recv_peer[i], 0, ch->lane) : NULL;
       ch->send[i] = ch->send_peer[i] >= 0 ? op->comm->find_conn(op->comm, ch->send_peer[i], 1, ch->lane) : NULL;
-      if ((ch->recv_peer[i] >= 0 && !ch->recv[i]) || (ch->send_peer[i] >= 0 && !ch->send[i]))
-        return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind),
-                          ch->recv_peer[i] >= 0 ? ch->recv_peer[i] : ch->send_peer[i]);
+      if (ch->recv_peer[i] >= 0 && !ch->recv[i]) return ch->recv_peer[i];
+      if (ch->send_peer[i] >= 0 && !ch->send[i]) return ch->send_peer[i];
       if ((ch->recv[i] && ch->recv[i]->transport->moves_bytes) || (ch->send[i] && ch->send[i]->transport->moves_bytes))
         ch->needs_progress = 1;
     }
   }
   op->bound = 1;
+  return -1;
+}
+
+int dccl_op_try_bind(struct dccl_op *op) {
+  return bind_channels(op) < 0;
+}
+
+ncclResult_t dccl_op_bind(struct dccl_op *op) {
+  int missing = bind_channels(op);
+  if (missing >= 0)
+    return dccl_error(ncclInternalError, "%s: connection to rank %d missing", dccl_op_name(op->kind), missing);
   return ncclSuccess;
 }
 

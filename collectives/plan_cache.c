@@ -46,8 +46,12 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   if (!cacheable(op) || !op->bound) return;
   if (!comm->plan_cache && !(comm->plan_cache = calloc(1, sizeof(struct dccl_plan_cache)))) return;
   struct dccl_plan_cache *c = comm->plan_cache;
-  struct plan_entry *e = malloc(sizeof(*e) + (size_t)op->nchannels * sizeof(e->ch[0]));
+  /* Entries are made once, at full size, and overwritten: a job cycling through more shapes than the cache holds
+   * replans but allocates nothing. */
+  struct plan_entry *e = c->entry[c->next_victim];
+  if (!e) e = malloc(sizeof(*e) + DCCL_MAX_CHANNELS * sizeof(e->ch[0]));
   if (!e) return; /* a cache that cannot grow just misses */
+  c->entry[c->next_victim] = e;
   e->kind = op->kind;
   e->root = op->root;
   e->algo = op->algo;
@@ -55,8 +59,6 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   e->count = op->count;
   e->type = op->type;
   memcpy(e->ch, op->ch, (size_t)op->nchannels * sizeof(e->ch[0])); /* not yet run: every done[] is 0 */
-  free(c->entry[c->next_victim]);
-  c->entry[c->next_victim] = e;
   c->next_victim = (c->next_victim + 1) % PLAN_CACHE_ENTRIES;
 }
 

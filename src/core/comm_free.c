@@ -63,6 +63,8 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     comm->tctx.transport_state[i] = NULL;
   }
   dccl_plan_cache_free(&comm->coll);
+  dccl_op_pool_free(&comm->coll);
+  pthread_mutex_destroy(&comm->coll.queue.lock);
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->coll.rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);

@@ -160,6 +160,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   pthread_mutex_init(&comm->conn_lock, NULL);
   pthread_mutex_init(&comm->error_lock, NULL);
   pthread_mutex_init(&comm->reg_lock, NULL);
+  pthread_mutex_init(&comm->coll.queue.lock, NULL);
   return comm;
 }
 

@@ -53,9 +53,8 @@ static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
 
 static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
-  struct dccl_op *op = dccl_op_new();
+  struct dccl_op *op = dccl_op_get(&comm->coll);
   if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
-  op->comm = &comm->coll;
   op->kind = kind;
   op->sendbuff = sendbuff;
   op->recvbuff = recvbuff;
@@ -71,7 +70,7 @@ static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuf
   ncclResult_t res = dccl_plan_cache_get(op) ? ncclSuccess : dccl_op_plan(op);
   op->stream_out = stream_output(comm, kind, count * esize);
   if (res != ncclSuccess) {
-    free(op);
+    dccl_op_put(op);
     return res;
   }
   DCCL_TRACE(DCCL_COLL, "%s #%llu count %zu type %s root %d peer %d algo %s", dccl_op_name(kind),

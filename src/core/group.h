@@ -18,9 +18,8 @@ struct dccl_init_req {
 };
 /* Remembers a communicator creation to run at ncclGroupEnd (several run at once, one thread each). */
 ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req);
-/* A cleared op (channels excepted), to fill and pass to dccl_group_enqueue; NULL when out of memory. */
-struct dccl_op *dccl_op_new(void);
-/* Takes ownership of an op from dccl_op_new: runs it now outside a group, at ncclGroupEnd inside one. */
+/* Takes ownership of an op from dccl_op_get: runs it now outside a group, at ncclGroupEnd inside one. Returns
+ * ncclInProgress when a nonblocking communicator's progress thread finishes it. */
 ncclResult_t dccl_group_enqueue(struct dccl_op *op);
 
 /* comm_api.c: creates n communicators at once, one thread each. */

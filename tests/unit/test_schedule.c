@@ -162,8 +162,12 @@ static void run_case(int kind, int algo, int n, uint64_t count, int root, const 
     ops[r] = op;
   }
   connect_all(comms, ops, n);
-  for (int r = 0; r < n; r++) dccl_op_bind(ops[r]);
-  ncclResult_t res = dccl_exec_ops(ops, n);
+  for (int r = 0; r < n; r++) {
+    dccl_op_bind(ops[r]);
+    ops[r]->next = r + 1 < n ? ops[r + 1] : NULL;
+    dccl_op_post(ops[r]);
+  }
+  ncclResult_t res = dccl_ops_wait(ops[0]);
   CHECK(res == ncclSuccess, "%s %s n=%d count=%llu: exec returned %d", dccl_op_name(kind), dccl_algo_name(algo), n,
         (unsigned long long)count, (int)res);
   int wrong = 0;

@@ -1,0 +1,59 @@
+/* The op pool: a communicator keeps the ops it has used on a free list, so after the first calls (warm-up) the
+ * per-call path allocates nothing. An op is about 6 KiB (its channels' schedules and connections); the pool
+ * holds as many as were ever in flight at once. A nonblocking communicator's progress thread returns ops while
+ * the caller takes them, so there the list is guarded by the queue's lock. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/op.h"
+
+struct dccl_op_pool {
+  struct dccl_op *free; /* linked by next */
+};
+
+static void lock(struct dccl_coll_comm *comm) {
+  if (comm->queue.progress_thread) pthread_mutex_lock(&comm->queue.lock);
+}
+static void unlock(struct dccl_coll_comm *comm) {
+  if (comm->queue.progress_thread) pthread_mutex_unlock(&comm->queue.lock);
+}
+
+struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm) {
+  struct dccl_op *op = NULL;
+  lock(comm);
+  if (!comm->pool) comm->pool = calloc(1, sizeof(*comm->pool));
+  if (comm->pool && comm->pool->free) {
+    op = comm->pool->free;
+    comm->pool->free = op->next;
+  }
+  unlock(comm);
+  if (!op && !(op = malloc(sizeof(*op)))) return NULL;
+  memset(op, 0, offsetof(struct dccl_op, ch));
+  op->comm = comm;
+  return op;
+}
+
+void dccl_op_put(struct dccl_op *op) {
+  struct dccl_coll_comm *comm = op->comm;
+  lock(comm);
+  if (comm->pool) {
+    op->next = comm->pool->free;
+    comm->pool->free = op;
+    op = NULL;
+  }
+  unlock(comm);
+  free(op); /* no pool: it could not be made */
+}
+
+void dccl_op_pool_free(struct dccl_coll_comm *comm) {
+  if (!comm->pool) return;
+  struct dccl_op *op = comm->pool->free;
+  while (op) {
+    struct dccl_op *next = op->next;
+    free(op);
+    op = next;
+  }
+  free(comm->pool);
+  comm->pool = NULL;
+}
