@@ -51,8 +51,10 @@ struct dccl_op_pool;
 struct dccl_op_queue {
   struct dccl_op *head, *tail;
   struct dccl_op *incoming, *incoming_tail; /* posted by callers, not yet taken by the progress thread */
-  pthread_mutex_t lock;                     /* guards incoming and the pool (progress_thread only) */
+  pthread_mutex_t lock;                     /* guards incoming, stop and the pool (progress_thread only) */
+  pthread_cond_t posted;                    /* signalled on a post or a stop: the progress thread waits on it */
   int progress_thread;                      /* 1: a progress thread owns this queue (nonblocking communicator) */
+  int stop;                                 /* the progress thread exits once the queue is empty */
   _Atomic int pending;                      /* posted ops not yet complete */
 };
 

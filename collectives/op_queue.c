@@ -45,6 +45,7 @@ void dccl_op_post(struct dccl_op *op) {
   else
     q->incoming = op;
   q->incoming_tail = op;
+  pthread_cond_signal(&q->posted);
   pthread_mutex_unlock(&q->lock);
 }
 

@@ -75,7 +75,22 @@ struct dccl_comm {
   _Atomic int nregs; /* lets the per-step lookup skip the lock when nothing is registered */
 
   int finalized, destroyed;
+
+  /* Nonblocking communicators (config.blocking = 0): creation runs on a thread of its own, and a progress thread
+   * (src/core/progress_thread.c) runs the host-buffer operations callers post. */
+  int nonblocking;
+  _Atomic int init_state;   /* enum dccl_init_state */
+  _Atomic int splits_running; /* nonblocking splits or shrinks of this (parent) communicator still running */
+  pthread_t progress_thread;
+  int progress_started;
 };
+
+enum dccl_init_state { DCCL_INIT_READY = 0, DCCL_INIT_PENDING, DCCL_INIT_FAILED };
+
+/* Starts the progress thread of a nonblocking communicator; from then on it owns comm->coll.queue. */
+ncclResult_t dccl_progress_thread_start(struct dccl_comm *comm);
+/* Waits until the communicator's posted operations are done (or failed), then stops the thread. */
+void dccl_progress_thread_stop(struct dccl_comm *comm);
 
 /* The communicator behind a view it embeds. */
 static inline struct dccl_comm *dccl_comm_of_coll(struct dccl_coll_comm *c) {

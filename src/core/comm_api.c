@@ -6,6 +6,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "core/comm_async.h"
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
@@ -30,6 +31,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
   DCCLCHECK(dccl_config_read(config, NULL, &req.config, "ncclCommInitRankConfig"));
   DCCLCHECK(dccl_bootstrap_check_id(&commId));
   if (dccl_group_depth() > 0) return dccl_group_defer_init(&req);
+  if (req.config.cfg.blocking == 0) return dccl_comm_init_async(&req); /* ncclInProgress */
   return dccl_comm_init_rank(&req);
 }
 
@@ -103,98 +105,37 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   return res;
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
-  struct dccl_comm_config cfg;
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommSplit"));
-  if (!newcomm) return dccl_error(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
-  *newcomm = NULL;
-  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return dccl_error(ncclInvalidArgument, "ncclCommSplit: color %d is negative (and not NCCL_SPLIT_NOCOLOR)", color);
-  DCCLCHECK(dccl_config_read(config, &comm->config, &cfg, "ncclCommSplit")); /* NULL: the parent's, as in NCCL */
-  int n = comm->nranks;
-  int(*ck)[3] = calloc((size_t)n, sizeof(*ck));
-  int *members = calloc((size_t)n, sizeof(int));
-  ncclResult_t res = ncclSuccess;
-  if (!ck || !members) {
-    res = dccl_error(ncclSystemError, "out of memory");
-    goto out;
-  }
-  ck[comm->rank][0] = color;
-  ck[comm->rank][1] = key;
-  ck[comm->rank][2] = comm->rank;
-  DCCLCHECKGOTO(dccl_bootstrap_allgather(comm->bootstrap, ck, sizeof(*ck)), res, out);
-  if (color == NCCL_SPLIT_NOCOLOR) goto out;
-  /* Members: same color, ordered by (key, parent rank). A small insertion sort: n is the rank count. */
-  int m = 0, me = -1;
-  for (int r = 0; r < n; r++) {
-    if (ck[r][0] != color) continue;
-    int j = m++;
-    while (j > 0 && (ck[members[j - 1]][1] > ck[r][1] ||
-                     (ck[members[j - 1]][1] == ck[r][1] && members[j - 1] > r))) {
-      members[j] = members[j - 1];
-      j--;
-    }
-    members[j] = r;
-  }
-  for (int i = 0; i < m; i++)
-    if (members[i] == comm->rank) me = i;
-  struct dccl_comm *nc = dccl_comm_alloc(me, m);
-  if (!nc) {
-    res = dccl_error(ncclSystemError, "out of memory");
-    goto out;
-  }
-  int device = dccl_cuda_current_ordinal(); /* the caller's current device, else the parent's */
-  nc->cuda_device = device >= 0 ? device : comm->cuda_device;
-  dccl_config_copy(&nc->config, &cfg);
-  DCCLCHECKGOTO(dccl_bootstrap_split(comm->bootstrap, me, m, members, &nc->bootstrap), res, fail_new);
-  dccl_bootstrap_set_abort_flag(nc->bootstrap, &nc->abort_flag);
-  DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(nc), res, fail_new);
-  DCCLCHECKGOTO(dccl_registry_add(nc), res, fail_new);
-  *newcomm = nc;
-  goto out;
-fail_new:
-  dccl_comm_free(nc, 0);
-out:
-  free(ck);
-  free(members);
-  return res;
-}
-
-ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
-                            ncclConfig_t *config, int shrinkFlags) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommShrink"));
-  if (excludeRanksCount > 0 && !excludeRanksList)
-    return dccl_error(ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL");
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT)
-    return dccl_error(ncclInvalidUsage, "ncclCommShrink: NCCL_SHRINK_ABORT is not supported by DCCL yet");
-  int excluded = 0;
-  for (int i = 0; i < excludeRanksCount; i++) excluded |= excludeRanksList[i] == comm->rank;
-  /* Shrinking with every remaining rank alive is a split: excluded ranks take no color. */
-  return ncclCommSplit(comm, excluded ? NCCL_SPLIT_NOCOLOR : 0, comm->rank, newcomm, config);
-}
-
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommFinalize"));
-  /* Host-buffer operations complete before their call returns: nothing is left to flush. */
   comm->finalized = 1;
+  /* A blocking communicator's operations completed in their calls; a nonblocking one's are done when
+   * ncclCommGetAsyncError stops reporting ncclInProgress. */
+  if (comm->nonblocking && atomic_load(&comm->coll.queue.pending) > 0) return ncclInProgress;
   return ncclSuccess;
+}
+
+/* Waits for what runs in the background (a nonblocking creation or split, posted operations), then frees. */
+static void comm_release(struct dccl_comm *comm) {
+  dccl_comm_wait_background(comm);
+  dccl_progress_thread_stop(comm);
+  dccl_registry_remove(comm);
+  /* Even a failed communicator leaves on purpose: the monitor must not report this rank as the one that died. */
+  dccl_comm_free(comm, 1);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
   DCCLCHECK(dccl_comm_check(comm, "ncclCommDestroy"));
-  dccl_registry_remove(comm);
-  /* Even a failed communicator leaves on purpose: the monitor must not report this rank as the one that died. */
-  dccl_comm_free(comm, 1);
+  comm_release(comm);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   DCCLCHECK(dccl_comm_check(comm, "ncclCommAbort"));
-  dccl_registry_remove(comm);
+  /* The abort flag stops every wait: a pending creation's bootstrap, the posted operations. */
   dccl_comm_set_failed(comm, ncclRemoteError, "the communicator was aborted (ncclCommAbort)");
-  dccl_comm_free(comm, 1);
+  comm_release(comm);
   return ncclSuccess;
 }
 
@@ -206,19 +147,31 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!asyncError) return dccl_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   DCCLCHECK(dccl_comm_check(comm, "ncclCommGetAsyncError"));
-  *asyncError = (ncclResult_t)atomic_load(&comm->async_error);
+  ncclResult_t err = (ncclResult_t)atomic_load(&comm->async_error);
+  /* Work in the background: a nonblocking creation, a split of this parent, posted operations. */
+  int busy = atomic_load(&comm->init_state) == DCCL_INIT_PENDING || atomic_load(&comm->splits_running) > 0 ||
+             (comm->nonblocking && atomic_load(&comm->coll.queue.pending) > 0);
+  *asyncError = err != ncclSuccess ? err : busy ? ncclInProgress : ncclSuccess;
+  return ncclSuccess;
+}
+
+/* Rank and size of a split are known only once its creation has run. */
+static ncclResult_t check_ready(const ncclComm_t comm, const char *call) {
+  DCCLCHECK(dccl_comm_check(comm, call));
+  if (atomic_load(&comm->init_state) == DCCL_INIT_PENDING)
+    return dccl_error(ncclInProgress, "%s: the communicator is still being created (nonblocking)", call);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommCount"));
+  DCCLCHECK(check_ready(comm, "ncclCommCount"));
   if (!count) return dccl_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommUserRank"));
+  DCCLCHECK(check_ready(comm, "ncclCommUserRank"));
   if (!rank) return dccl_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = comm->rank;
   return ncclSuccess;

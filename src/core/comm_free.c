@@ -65,6 +65,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   dccl_plan_cache_free(&comm->coll);
   dccl_op_pool_free(&comm->coll);
   pthread_mutex_destroy(&comm->coll.queue.lock);
+  pthread_cond_destroy(&comm->coll.queue.posted);
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++) free(comm->coll.rings[c].order);
   free(comm->peers);
   free(comm->p2p_send_seq);

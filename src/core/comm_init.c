@@ -161,26 +161,41 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   pthread_mutex_init(&comm->error_lock, NULL);
   pthread_mutex_init(&comm->reg_lock, NULL);
   pthread_mutex_init(&comm->coll.queue.lock, NULL);
+  pthread_cond_init(&comm->coll.queue.posted, NULL);
   return comm;
 }
 
-ncclResult_t dccl_comm_init_rank(const struct dccl_init_req *req) {
-  int rank = req->rank, nranks = req->nranks;
-  const ncclUniqueId *id = &req->id;
-  struct dccl_comm **out = req->comm;
-  struct dccl_comm *comm = dccl_comm_alloc(rank, nranks);
-  if (!comm) return dccl_error(ncclSystemError, "out of memory creating a communicator");
+struct dccl_comm *dccl_comm_create(const struct dccl_init_req *req) {
+  struct dccl_comm *comm = dccl_comm_alloc(req->rank, req->nranks);
+  if (!comm) return NULL;
   comm->cuda_device = req->device;
   dccl_config_copy(&comm->config, &req->config);
-  dccl_log_set_rank(rank);
+  comm->nonblocking = req->config.cfg.blocking == 0;
+  return comm;
+}
+
+ncclResult_t dccl_comm_init_run(struct dccl_comm *comm, const ncclUniqueId *id) {
+  dccl_log_set_rank(comm->rank);
   ncclResult_t res;
-  DCCLCHECKGOTO(dccl_bootstrap_init(id, rank, nranks, &comm->abort_flag, &comm->bootstrap), res, fail);
+  DCCLCHECKGOTO(dccl_bootstrap_init(id, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap), res, fail);
   DCCLCHECKGOTO(dccl_comm_init_from_bootstrap(comm), res, fail);
-  DCCLCHECKGOTO(dccl_registry_add(comm), res, fail);
-  *out = comm;
+  if (comm->nonblocking) DCCLCHECKGOTO(dccl_progress_thread_start(comm), res, fail);
   return ncclSuccess;
 fail:
   if (comm->peers) res = dccl_comm_explain_failure(comm, res, "ncclCommInitRank", -1);
-  dccl_comm_free(comm, 0);
   return res;
+}
+
+ncclResult_t dccl_comm_init_rank(const struct dccl_init_req *req) {
+  struct dccl_comm *comm = dccl_comm_create(req);
+  if (!comm) return dccl_error(ncclSystemError, "out of memory creating a communicator");
+  ncclResult_t res = dccl_comm_init_run(comm, &req->id);
+  if (res == ncclSuccess) res = dccl_registry_add(comm);
+  if (res != ncclSuccess) {
+    dccl_progress_thread_stop(comm);
+    dccl_comm_free(comm, 0);
+    return res;
+  }
+  *req->comm = comm;
+  return ncclSuccess;
 }

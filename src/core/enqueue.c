@@ -22,6 +22,16 @@ static ncclResult_t check_common(struct dccl_comm *comm, const char *call, ncclD
                       call, comm->error_text);
   }
   if (comm->finalized) return dccl_error(ncclInvalidUsage, "%s: the communicator was finalized", call);
+  if (atomic_load_explicit(&comm->init_state, memory_order_acquire) != DCCL_INIT_READY)
+    return dccl_error(ncclInvalidUsage,
+                      "%s: the communicator is still being created (nonblocking): wait until ncclCommGetAsyncError "
+                      "returns ncclSuccess",
+                      call);
+  if (atomic_load_explicit(&comm->splits_running, memory_order_relaxed) > 0)
+    return dccl_error(ncclInvalidUsage,
+                      "%s: a nonblocking ncclCommSplit/ncclCommShrink of this communicator is still running: wait "
+                      "until ncclCommGetAsyncError returns ncclSuccess",
+                      call);
   *esize = dccl_type_size(type);
   if (*esize == 0) return dccl_error(ncclInvalidArgument, "%s: unknown datatype %d", call, (int)type);
   if (count > SIZE_MAX / *esize / multiple)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm_init.h"
 #include "util/error.h"
 
 static __thread int group_depth;
@@ -28,10 +29,26 @@ ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req) {
   return ncclSuccess;
 }
 
+/* Nonblocking creations start in the background first (blocking ones of the same job may wait for them), then
+ * the blocking ones run together, one thread each. */
 static ncclResult_t run_inits(void) {
-  int n = ninits;
+  int n = ninits, nblocking = 0, started = 0;
+  ncclResult_t res = ncclSuccess;
   ninits = 0;
-  return n ? dccl_init_many(inits, n) : ncclSuccess;
+  for (int i = 0; i < n; i++) {
+    if (inits[i].config.cfg.blocking != 0) {
+      inits[nblocking++] = inits[i];
+      continue;
+    }
+    ncclResult_t r = dccl_comm_init_async(&inits[i]);
+    if (r == ncclInProgress) started = 1;
+    else if (res == ncclSuccess) res = r;
+  }
+  if (nblocking) {
+    ncclResult_t r = dccl_init_many(inits, nblocking);
+    if (res == ncclSuccess) res = r;
+  }
+  return res == ncclSuccess && started ? ncclInProgress : res;
 }
 
 static void put_ops(struct dccl_op *op) {
@@ -185,9 +202,12 @@ ncclResult_t ncclGroupEnd(void) {
   struct dccl_op *head = group_head;
   group_head = group_tail = NULL;
   ncclResult_t res = run_inits();
-  if (res == ncclSuccess) return run_ops(head);
-  put_ops(head);
-  return res;
+  if (res != ncclSuccess && res != ncclInProgress) {
+    put_ops(head);
+    return res;
+  }
+  ncclResult_t ops = run_ops(head);
+  return ops != ncclSuccess ? ops : res;
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {

@@ -1,0 +1,258 @@
+/* Nonblocking communicators (ncclConfig_t.blocking = 0), as NCCL documents them: creation, split, shrink,
+ * finalize and collectives return ncclInProgress at once and finish in the background; ncclCommGetAsyncError
+ * reports ncclInProgress until then. Ranks are forked processes (the id is made before the fork); each case has
+ * a watchdog, so a hang fails it. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dccl.h"
+#include "unit_check.h"
+
+#define COUNT 100000
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static ncclConfig_t nonblocking(void) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  return cfg;
+}
+
+/* Polls until the communicator is no longer in progress; returns what it settled on. */
+static ncclResult_t settle(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 30000 && state == ncclInProgress; i++) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state == ncclInProgress) usleep(1000);
+  }
+  return state;
+}
+
+/* Runs body(rank, nranks, id) in nranks forked processes; passes when every one exits 0. */
+static void run_ranks(const char *name, int nranks, int (*body)(int, int, ncclUniqueId)) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    check(0, "%s: ncclGetUniqueId: %s", name, ncclGetLastError(NULL));
+    return;
+  }
+  fflush(NULL);
+  pid_t pids[8];
+  for (int r = 0; r < nranks; r++)
+    if ((pids[r] = fork()) == 0) {
+      alarm(60);
+      _exit(body(r, nranks, id));
+    }
+  int ok = 1;
+  for (int r = 0; r < nranks; r++) {
+    int status = 0;
+    pid_t got = waitpid(pids[r], &status, 0);
+    if (got != pids[r] || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      printf("  %s: rank %d failed (status %#x)\n", name, r, status);
+      ok = 0;
+    }
+  }
+  check(ok, "%s", name);
+  printf("%s %s\n", ok ? "PASS" : "FAIL", name);
+}
+
+#define EXPECT(cond, ...)                               \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      printf("  rank %d: ", rank);                      \
+      printf(__VA_ARGS__);                              \
+      printf(" (%s)\n", ncclGetLastError(NULL));        \
+      return 1;                                         \
+    }                                                   \
+  } while (0)
+
+/* Checks an all-reduce of (rank + 1) over nranks ranks. */
+static int sum_ok(const float *out, int nranks) {
+  float want = (float)(nranks * (nranks + 1) / 2);
+  for (int i = 0; i < COUNT; i++)
+    if (out[i] != want) return 0;
+  return 1;
+}
+
+/* One rank is 2 s late, to creation and to its all-reduce: the others' calls return at once. */
+static int late_rank(int rank, int nranks, ncclUniqueId id) {
+  int late = rank == nranks - 1;
+  if (late) sleep(2);
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t comm;
+  double t0 = now_ms();
+  ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  double took = now_ms() - t0;
+  EXPECT(r == ncclInProgress || (late && r == ncclSuccess), "init returned %d", (int)r);
+  EXPECT(took < 500, "init took %.0f ms", took);
+  ncclResult_t state;
+  EXPECT(ncclCommGetAsyncError(comm, &state) == ncclSuccess, "ncclCommGetAsyncError failed");
+  EXPECT(late || state == ncclInProgress, "an on-time rank's creation reported %d before the late rank joined",
+         (int)state);
+  float *in = malloc(COUNT * sizeof(float)), *out = calloc(COUNT, sizeof(float));
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + 1);
+  EXPECT(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidUsage || late,
+         "a collective on a communicator still being created was not refused");
+  EXPECT(settle(comm) == ncclSuccess, "creation did not succeed");
+  if (late) sleep(2);
+  t0 = now_ms();
+  r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL);
+  took = now_ms() - t0;
+  EXPECT(r == ncclInProgress || r == ncclSuccess, "all-reduce returned %d", (int)r);
+  EXPECT(took < 500, "all-reduce took %.0f ms", took);
+  EXPECT(ncclCommGetAsyncError(comm, &state) == ncclSuccess && (late || state == ncclInProgress),
+         "an on-time rank's all-reduce reported %d before the late rank called", (int)state);
+  EXPECT(settle(comm) == ncclSuccess, "the all-reduce did not succeed");
+  EXPECT(sum_ok(out, nranks), "wrong all-reduce result");
+  r = ncclCommFinalize(comm);
+  EXPECT(r == ncclSuccess || r == ncclInProgress, "finalize returned %d", (int)r);
+  EXPECT(settle(comm) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess, "finalize/destroy");
+  free(in);
+  free(out);
+  return 0;
+}
+
+/* Two communicators used in opposite orders on the two ranks: with blocking calls this deadlocks; nonblocking
+ * calls return and the progress threads finish both. */
+static int opposite_orders(int rank, int nranks, ncclUniqueId id) {
+  (void)nranks;
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t parent, comm[2];
+  ncclCommInitRankConfig(&parent, 2, id, rank, &cfg);
+  EXPECT(settle(parent) == ncclSuccess, "creation");
+  /* The second communicator comes from a split that inherits the nonblocking config. */
+  ncclResult_t r = ncclCommSplit(parent, 0, rank, &comm[1], NULL);
+  EXPECT(r == ncclInProgress, "nonblocking split returned %d", (int)r);
+  EXPECT(settle(comm[1]) == ncclSuccess && settle(parent) == ncclSuccess, "split");
+  comm[0] = parent;
+  float *in = malloc(COUNT * sizeof(float)), *out[2] = {calloc(COUNT, sizeof(float)), calloc(COUNT, sizeof(float))};
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + 1);
+  for (int round = 0; round < 20; round++) {
+    for (int k = 0; k < 2; k++) {
+      int c = rank == 0 ? k : 1 - k;
+      r = ncclAllReduce(in, out[c], COUNT, ncclFloat32, ncclSum, comm[c], NULL);
+      EXPECT(r == ncclInProgress || r == ncclSuccess, "all-reduce on communicator %d returned %d", c, (int)r);
+    }
+    for (int c = 0; c < 2; c++) {
+      EXPECT(settle(comm[c]) == ncclSuccess, "round %d: communicator %d did not finish", round, c);
+      EXPECT(sum_ok(out[c], 2), "round %d: wrong result on communicator %d", round, c);
+    }
+  }
+  EXPECT(ncclCommDestroy(comm[1]) == ncclSuccess && ncclCommDestroy(parent) == ncclSuccess, "destroy");
+  free(in);
+  free(out[0]);
+  free(out[1]);
+  return 0;
+}
+
+/* The last rank never calls ncclCommShrink: `dies` has it exit without a word (the others see it die); else it
+ * stays idle until they are done. The others shrink it away, blocking and nonblocking, and use the result. */
+static int shrink_body(int rank, int nranks, ncclUniqueId id, int dies, int nonblock) {
+  ncclConfig_t cfg = nonblock ? nonblocking() : (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  ncclComm_t comm, small;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  EXPECT(r == ncclSuccess || r == ncclInProgress, "init returned %d", (int)r);
+  EXPECT(settle(comm) == ncclSuccess, "creation");
+  int out = nranks - 1;
+  if (rank == out) {
+    if (dies) _exit(0); /* no destroy: a death */
+    sleep(3);
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  if (dies) {
+    ncclResult_t state = ncclSuccess;
+    for (int i = 0; i < 5000 && state == ncclSuccess; i++) {
+      ncclCommGetAsyncError(comm, &state);
+      usleep(1000);
+    }
+    EXPECT(state == ncclRemoteError, "the death was not seen (%d)", (int)state);
+  }
+  r = ncclCommShrink(comm, &out, 1, &small, NULL, NCCL_SHRINK_DEFAULT);
+  EXPECT(r == (nonblock ? ncclInProgress : ncclSuccess), "shrink returned %d", (int)r);
+  EXPECT(settle(small) == ncclSuccess, "the shrunk communicator");
+  int n = 0, me = -1;
+  ncclCommCount(small, &n);
+  ncclCommUserRank(small, &me);
+  EXPECT(n == nranks - 1 && me == rank, "shrunk to %d ranks, rank %d", n, me);
+  float *in = malloc(COUNT * sizeof(float)), *res = calloc(COUNT, sizeof(float));
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + 1);
+  r = ncclAllReduce(in, res, COUNT, ncclFloat32, ncclSum, small, NULL);
+  EXPECT(settle(small) == ncclSuccess && sum_ok(res, nranks - 1), "all-reduce on the shrunk communicator (%d)",
+         (int)r);
+  ncclCommDestroy(small);
+  if (dies) ncclCommAbort(comm); else ncclCommDestroy(comm);
+  free(in);
+  free(res);
+  return 0;
+}
+static int shrink_idle_blocking(int rank, int nranks, ncclUniqueId id) { return shrink_body(rank, nranks, id, 0, 0); }
+static int shrink_idle_nonblocking(int rank, int nranks, ncclUniqueId id) { return shrink_body(rank, nranks, id, 0, 1); }
+static int shrink_dead(int rank, int nranks, ncclUniqueId id) { return shrink_body(rank, nranks, id, 1, 1); }
+
+/* The only rank that calls: creation waits for a peer that never comes, and ncclCommAbort stops it. */
+static int abort_pending(int rank, int nranks, ncclUniqueId id) {
+  (void)nranks;
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t comm;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 2, id, rank, &cfg);
+  EXPECT(r == ncclInProgress, "init returned %d", (int)r);
+  usleep(200000);
+  ncclResult_t state;
+  EXPECT(ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress, "state %d", (int)state);
+  double t0 = now_ms();
+  EXPECT(ncclCommAbort(comm) == ncclSuccess, "abort");
+  EXPECT(now_ms() - t0 < 2000, "abort took %.0f ms", now_ms() - t0);
+  return 0;
+}
+
+/* One thread creates three communicators of one job in a group, then runs an all-reduce on each in a group. */
+static int group_of_inits(int rank, int nranks, ncclUniqueId id) {
+  (void)nranks;
+  enum { N = 3 };
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t comms[N];
+  ncclGroupStart();
+  for (int r = 0; r < N; r++) ncclCommInitRankConfig(&comms[r], N, id, r, &cfg);
+  ncclResult_t res = ncclGroupEnd();
+  EXPECT(res == ncclInProgress, "ncclGroupEnd of nonblocking creations returned %d", (int)res);
+  for (int r = 0; r < N; r++) EXPECT(settle(comms[r]) == ncclSuccess, "creation of rank %d", r);
+  float *in[N], *out[N];
+  ncclGroupStart();
+  for (int r = 0; r < N; r++) {
+    in[r] = malloc(COUNT * sizeof(float));
+    out[r] = calloc(COUNT, sizeof(float));
+    for (int i = 0; i < COUNT; i++) in[r][i] = (float)(r + 1);
+    ncclAllReduce(in[r], out[r], COUNT, ncclFloat32, ncclSum, comms[r], NULL);
+  }
+  res = ncclGroupEnd();
+  EXPECT(res == ncclInProgress || res == ncclSuccess, "ncclGroupEnd of all-reduces returned %d", (int)res);
+  for (int r = 0; r < N; r++) {
+    EXPECT(settle(comms[r]) == ncclSuccess && sum_ok(out[r], N), "all-reduce of rank %d", r);
+    ncclCommDestroy(comms[r]);
+    free(in[r]);
+    free(out[r]);
+  }
+  return 0;
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  run_ranks("late rank: creation and all-reduce return at once", 3, late_rank);
+  run_ranks("two communicators in opposite orders", 2, opposite_orders);
+  run_ranks("shrink without the excluded rank (idle), blocking", 3, shrink_idle_blocking);
+  run_ranks("shrink without the excluded rank (idle), nonblocking", 3, shrink_idle_nonblocking);
+  run_ranks("shrink without the excluded rank (dead)", 3, shrink_dead);
+  run_ranks("abort stops a pending creation", 1, abort_pending);
+  run_ranks("nonblocking creations in one group", 1, group_of_inits);
+  printf("test_nonblocking: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed ? 1 : 0;
+}
