@@ -37,6 +37,7 @@ struct dccl_comm {
   /* The GPU this rank was created for: the calling thread's current device at the creating call (InitAll: its
    * device list); -1 for none. Captured at the call, since creation may run on another thread. */
   int cuda_device;
+  void *cu_ctx; /* cuda_device's primary context, retained for the communicator's life; NULL without a device */
   /* The config it was created with (a split with a NULL config inherits it). */
   struct dccl_comm_config config;
   pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */

@@ -54,7 +54,10 @@ struct init_all_arg {
 
 static void *init_all_thread(void *p) {
   struct init_all_arg *a = p;
+  void *ctx = NULL; /* a DCCL thread: the device's primary context is current while it creates */
+  if (a->req.device >= 0 && dccl_cuda_primary_ctx_retain(a->req.device, &ctx) == ncclSuccess) dccl_cuda_set_current(ctx);
   a->res = dccl_comm_init_rank(&a->req);
+  if (ctx) dccl_cuda_primary_ctx_release(a->req.device);
   return NULL;
 }
 

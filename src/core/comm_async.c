@@ -11,6 +11,7 @@
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 
 ncclResult_t dccl_run_detached(void *(*fn)(void *), void *arg) {
@@ -45,6 +46,7 @@ struct init_task {
 static void *init_main(void *arg) {
   struct init_task t = *(struct init_task *)arg;
   free(arg);
+  dccl_cuda_set_current(t.comm->cu_ctx); /* a DCCL thread: the device's context */
   dccl_comm_finish_init(t.comm, dccl_comm_init_run(t.comm, &t.id));
   return NULL;
 }

@@ -10,6 +10,7 @@
 #include "core/comm_init.h"
 #include "transports/registry.h"
 #include "util/clock.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text) {
@@ -74,6 +75,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   pthread_mutex_destroy(&comm->error_lock);
   dccl_comm_free_registrations(comm);
   pthread_mutex_destroy(&comm->reg_lock);
+  if (comm->cu_ctx) dccl_cuda_primary_ctx_release(comm->cuda_device);
   comm->magic = 0;
   free(comm);
 }

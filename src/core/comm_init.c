@@ -165,12 +165,20 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   return comm;
 }
 
+void dccl_comm_set_device(struct dccl_comm *comm, int device) {
+  comm->cuda_device = device;
+  /* A failure leaves cu_ctx NULL: host buffers still work (ncclCommInitAll names devices 0..n-1 even on a
+   * machine with fewer), and device buffers will say why they do not. */
+  if (device >= 0 && dccl_cuda_available() && dccl_cuda_primary_ctx_retain(device, &comm->cu_ctx) != ncclSuccess)
+    DCCL_INFO(DCCL_INIT, "%s", dccl_last_error());
+}
+
 struct dccl_comm *dccl_comm_create(const struct dccl_init_req *req) {
   struct dccl_comm *comm = dccl_comm_alloc(req->rank, req->nranks);
   if (!comm) return NULL;
-  comm->cuda_device = req->device;
-  dccl_config_copy(&comm->config, &req->config);
   comm->nonblocking = req->config.cfg.blocking == 0;
+  dccl_config_copy(&comm->config, &req->config);
+  dccl_comm_set_device(comm, req->device);
   return comm;
 }
 

@@ -9,6 +9,8 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks);
  * monitor. */
 ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm);
 struct dccl_init_req;
+/* Records the GPU the communicator is for (-1: none) and retains its primary context. */
+void dccl_comm_set_device(struct dccl_comm *comm, int device);
 /* A communicator for `req` (device, config, rank), not yet joined to its peers; NULL when out of memory. */
 struct dccl_comm *dccl_comm_create(const struct dccl_init_req *req);
 /* Joins the job of `id` and completes creation (blocks until all ranks join); a nonblocking communicator's

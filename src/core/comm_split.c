@@ -98,6 +98,7 @@ static void task_free(struct split_task *t) {
 static void *split_main(void *arg) {
   struct split_task *t = arg;
   struct dccl_comm *parent = t->parent;
+  dccl_cuda_set_current(t->child ? t->child->cu_ctx : parent->cu_ctx); /* a DCCL thread: the device's context */
   ncclResult_t res = split_run(t);
   if (t->child) dccl_comm_finish_init(t->child, res);
   task_free(t);
@@ -109,8 +110,8 @@ static void *split_main(void *arg) {
 static ncclResult_t split_start(struct split_task *t, const struct dccl_comm_config *cfg, ncclComm_t *newcomm) {
   struct dccl_comm *child = t->child;
   if (child) {
-    child->cuda_device = dccl_cuda_current_ordinal(); /* the caller's current device, else the parent's */
-    if (child->cuda_device < 0) child->cuda_device = t->parent->cuda_device;
+    int device = dccl_cuda_current_ordinal(); /* the caller's current device, else the parent's */
+    dccl_comm_set_device(child, device >= 0 ? device : t->parent->cuda_device);
     dccl_config_copy(&child->config, cfg);
     child->nonblocking = cfg->cfg.blocking == 0;
   }

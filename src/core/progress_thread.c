@@ -7,6 +7,7 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/wait.h"
@@ -31,6 +32,7 @@ static void *progress_main(void *arg) {
   struct dccl_comm *comm = arg;
   struct dccl_op_queue *q = &comm->coll.queue;
   dccl_log_set_rank(comm->rank);
+  dccl_cuda_set_current(comm->cu_ctx); /* a DCCL thread: the device's context */
   struct dccl_waiter w;
   dccl_waiter_init(&w, comm->oversubscribed);
   while (wait_for_work(q)) {

@@ -15,6 +15,11 @@ typedef int cu_result;
 #define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 #define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 
+/* The ABI every entry point is asked for: CUDA 12.0's. cuGetProcAddress returns the variant of each function that
+ * version defines (cuDeviceGetUuid is the _v2 one, say), whatever the installed driver's default; an unversioned
+ * dlsym would bind the oldest ABI of each name. */
+#define DCCL_CUDA_ABI_VERSION 12000
+
 static struct {
   int available;
   cu_result (*init)(unsigned flags);
@@ -22,15 +27,43 @@ static struct {
   cu_result (*stream_synchronize)(cudaStream_t stream);
   cu_result (*stream_is_capturing)(cudaStream_t stream, int *status);
   cu_result (*ctx_get_current)(void **ctx);
+  cu_result (*ctx_set_current)(void *ctx);
   cu_result (*ctx_get_device)(int *device);
+  cu_result (*primary_ctx_retain)(void **ctx, int device);
+  cu_result (*primary_ctx_release)(int device);
   cu_result (*device_get_uuid)(unsigned char uuid[16], int device);
   cu_result (*device_get_pci_bus_id)(char *bus_id, int len, int device);
-  /* Optional: older drivers lack them (no dma-buf export then). */
   cu_result (*device_get)(int *device, int ordinal);
   cu_result (*device_get_attribute)(int *value, int attribute, int device);
   cu_result (*mem_get_handle_for_address_range)(void *handle, uintptr_t ptr, size_t size, int type,
                                                 unsigned long long flags);
 } cu;
+
+/* Every entry point: its base name, where it goes, and whether DCCL works without it (older drivers lack
+ * dma-buf export). */
+static const struct {
+  const char *name;
+  void **fn;
+  int optional;
+} entry_points[] = {
+    {"cuInit", (void **)&cu.init, 0},
+    {"cuPointerGetAttribute", (void **)&cu.pointer_get_attribute, 0},
+    {"cuStreamSynchronize", (void **)&cu.stream_synchronize, 0},
+    {"cuStreamIsCapturing", (void **)&cu.stream_is_capturing, 0},
+    {"cuCtxGetCurrent", (void **)&cu.ctx_get_current, 0},
+    {"cuCtxSetCurrent", (void **)&cu.ctx_set_current, 0},
+    {"cuCtxGetDevice", (void **)&cu.ctx_get_device, 0},
+    {"cuDevicePrimaryCtxRetain", (void **)&cu.primary_ctx_retain, 0},
+    {"cuDevicePrimaryCtxRelease", (void **)&cu.primary_ctx_release, 0},
+    {"cuDeviceGetUuid", (void **)&cu.device_get_uuid, 0},
+    {"cuDeviceGetPCIBusId", (void **)&cu.device_get_pci_bus_id, 0},
+    {"cuDeviceGet", (void **)&cu.device_get, 0},
+    {"cuDeviceGetAttribute", (void **)&cu.device_get_attribute, 0},
+    {"cuMemGetHandleForAddressRange", (void **)&cu.mem_get_handle_for_address_range, 1},
+};
+
+typedef cu_result (*get_proc_address_fn)(const char *symbol, void **fn, int version, unsigned long long flags,
+                                         int *status);
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -40,23 +73,22 @@ static void cu_load(void) {
     DCCL_INFO(DCCL_INIT, "no CUDA driver (libcuda.so.1 not loadable): host buffers only");
     return;
   }
-  cu.init = (cu_result(*)(unsigned))dlsym(lib, "cuInit");
-  cu.pointer_get_attribute = (cu_result(*)(void *, int, uintptr_t))dlsym(lib, "cuPointerGetAttribute");
-  cu.stream_synchronize = (cu_result(*)(cudaStream_t))dlsym(lib, "cuStreamSynchronize");
-  cu.stream_is_capturing = (cu_result(*)(cudaStream_t, int *))dlsym(lib, "cuStreamIsCapturing");
-  cu.ctx_get_current = (cu_result(*)(void **))dlsym(lib, "cuCtxGetCurrent");
-  cu.ctx_get_device = (cu_result(*)(int *))dlsym(lib, "cuCtxGetDevice");
-  void *uuid = dlsym(lib, "cuDeviceGetUuid_v2"); /* CUDA 13 keeps only the _v2 name */
-  cu.device_get_uuid = (cu_result(*)(unsigned char *, int))(uuid ? uuid : dlsym(lib, "cuDeviceGetUuid"));
-  cu.device_get_pci_bus_id = (cu_result(*)(char *, int, int))dlsym(lib, "cuDeviceGetPCIBusId");
-  cu.device_get = (cu_result(*)(int *, int))dlsym(lib, "cuDeviceGet");
-  cu.device_get_attribute = (cu_result(*)(int *, int, int))dlsym(lib, "cuDeviceGetAttribute");
-  cu.mem_get_handle_for_address_range = (cu_result(*)(void *, uintptr_t, size_t, int, unsigned long long))dlsym(
-      lib, "cuMemGetHandleForAddressRange");
-  if (!cu.init || !cu.pointer_get_attribute || !cu.stream_synchronize || !cu.stream_is_capturing ||
-      !cu.ctx_get_current) {
-    DCCL_WARN(DCCL_INIT, "libcuda.so.1 lacks an entry point DCCL needs: host buffers only");
+  /* The one name looked up by dlsym: the resolver itself, in its CUDA 12 form (with the query status). */
+  get_proc_address_fn get_proc = (get_proc_address_fn)dlsym(lib, "cuGetProcAddress_v2");
+  if (!get_proc) {
+    DCCL_WARN(DCCL_INIT, "libcuda.so.1 has no cuGetProcAddress_v2 (a driver older than CUDA 12): host buffers only");
     return;
+  }
+  for (size_t i = 0; i < sizeof(entry_points) / sizeof(entry_points[0]); i++) {
+    int status = 0;
+    void *fn = NULL;
+    if (get_proc(entry_points[i].name, &fn, DCCL_CUDA_ABI_VERSION, 0, &status) != CU_SUCCESS || status != 0) fn = NULL;
+    *entry_points[i].fn = fn;
+    if (!fn && !entry_points[i].optional) {
+      DCCL_WARN(DCCL_INIT, "the CUDA driver lacks %s (CUDA %d ABI): host buffers only", entry_points[i].name,
+                DCCL_CUDA_ABI_VERSION);
+      return;
+    }
   }
   cu_result r = cu.init(0);
   if (r != CU_SUCCESS) {
@@ -101,22 +133,21 @@ ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) 
 int dccl_cuda_current_ordinal(void) {
   void *ctx = NULL;
   int device = -1;
-  if (!dccl_cuda_available() || !cu.ctx_get_device) return -1;
+  if (!dccl_cuda_available()) return -1;
   if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx || cu.ctx_get_device(&device) != CU_SUCCESS) return -1;
   return device;
 }
 
 int dccl_cuda_device_identity(int ordinal, unsigned char uuid[16], char *bus_id, size_t bus_id_len) {
   int device = 0;
-  if (!dccl_cuda_available() || !cu.device_get || !cu.device_get_uuid || !cu.device_get_pci_bus_id) return 0;
+  if (!dccl_cuda_available()) return 0;
   if (cu.device_get(&device, ordinal) != CU_SUCCESS) return 0;
   return cu.device_get_uuid(uuid, device) == CU_SUCCESS &&
          cu.device_get_pci_bus_id(bus_id, (int)bus_id_len, device) == CU_SUCCESS;
 }
 
 int dccl_cuda_dmabuf_supported(int ordinal) {
-  if (!dccl_cuda_available() || !cu.mem_get_handle_for_address_range || !cu.device_get || !cu.device_get_attribute)
-    return 0;
+  if (!dccl_cuda_available() || !cu.mem_get_handle_for_address_range) return 0;
   int device = 0, supported = 0;
   if (cu.device_get(&device, ordinal) != CU_SUCCESS) return 0;
   if (cu.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device) != CU_SUCCESS) return 0;
@@ -134,4 +165,24 @@ ncclResult_t dccl_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd) {
     return dccl_error(ncclUnhandledCudaError, "cuMemGetHandleForAddressRange(%p, %zu) failed (%d)", ptr, len, r);
   *fd = handle;
   return ncclSuccess;
+}
+
+ncclResult_t dccl_cuda_primary_ctx_retain(int ordinal, void **ctx) {
+  *ctx = NULL;
+  int device = 0;
+  if (!dccl_cuda_available()) return dccl_error(ncclSystemError, "device %d: no CUDA driver", ordinal);
+  cu_result r = cu.device_get(&device, ordinal);
+  if (r == CU_SUCCESS) r = cu.primary_ctx_retain(ctx, device);
+  if (r != CU_SUCCESS)
+    return dccl_error(ncclUnhandledCudaError, "cannot retain device %d's primary context (%d)", ordinal, r);
+  return ncclSuccess;
+}
+
+void dccl_cuda_primary_ctx_release(int ordinal) {
+  int device = 0;
+  if (dccl_cuda_available() && cu.device_get(&device, ordinal) == CU_SUCCESS) (void)cu.primary_ctx_release(device);
+}
+
+void dccl_cuda_set_current(void *ctx) {
+  if (ctx && dccl_cuda_available()) (void)cu.ctx_set_current(ctx);
 }

@@ -1,5 +1,7 @@
 /* CUDA, reached at run time: libcuda.so.1 is dlopen'ed on first need, so the library loads and works on a machine
- * with no GPU and no driver, and never links a CUDA runtime of its own. */
+ * with no GPU and no driver, and never links a CUDA runtime of its own. Every entry point comes from
+ * cuGetProcAddress at an explicit ABI version. DCCL never creates a context: a communicator retains the primary
+ * context of its device and makes it current on the threads DCCL starts for it. */
 #ifndef DCCL_CUDA_DRIVER_H_
 #define DCCL_CUDA_DRIVER_H_
 
@@ -31,5 +33,12 @@ int dccl_cuda_dmabuf_supported(int ordinal);
 /* A dma-buf file descriptor for the device memory [ptr, ptr+len), both aligned to the host page size; the caller
  * closes it. ncclSystemError when dma-buf export is not available, ncclUnhandledCudaError when the driver refuses. */
 ncclResult_t dccl_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd);
+
+/* Retains device `ordinal`'s primary context (created by the driver if no one uses it yet; the CUDA runtime uses
+ * the same one), for a communicator's lifetime. */
+ncclResult_t dccl_cuda_primary_ctx_retain(int ordinal, void **ctx);
+void dccl_cuda_primary_ctx_release(int ordinal);
+/* Makes ctx current on the calling thread (a DCCL thread about to touch the device); NULL: nothing. */
+void dccl_cuda_set_current(void *ctx);
 
 #endif
