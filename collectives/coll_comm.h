@@ -78,6 +78,8 @@ struct dccl_coll_comm {
 
   /* The algorithm for a collective of `kind` moving `bytes` (the cost model, src/tune). */
   int (*pick_algo)(const struct dccl_coll_comm *c, int kind, size_t bytes);
+  /* The protocol (enum dccl_proto) for a collective of `kind` moving `bytes` (the cost model, src/tune). */
+  int (*pick_proto)(const struct dccl_coll_comm *c, int kind, size_t bytes);
   /* The connection for (peer, direction, lane), or NULL if not connected yet. */
   struct dccl_conn *(*find_conn)(struct dccl_coll_comm *c, int peer, int is_send, int lane);
   /* Records a failure (first one wins), sets the abort flag, and tells the peers' FIFOs. */

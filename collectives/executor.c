@@ -65,19 +65,18 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
 }
 
 /* A step that only forwards user input to one peer may leave the bytes where they are, if the transport can read
- * them there (net_ib, from a registered buffer). Small payloads travel inline in the header: always copied. */
-static int sends_in_place(struct dccl_conn *const *sconn, const uint64_t *stail, int nsend, int nrecv, const char *in,
-                          const char *out, const struct dccl_redop *redop, int post, uint64_t bytes) {
-  if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || bytes <= DCCL_SLOT_INLINE_BYTES) return 0;
-  return sconn[0]->transport->send_from(sconn[0], stail[0], in, bytes);
+ * them there (net_ib, from a registered buffer). LL payloads travel in the slot's units: always copied. */
+static int sends_in_place(struct dccl_conn *const *sconn, const struct dccl_send_slot *ss, int nsend, int nrecv,
+                          const char *in, const char *out, const struct dccl_redop *redop, int post, uint64_t bytes) {
+  if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || ss[0].proto != DCCL_PROTO_BULK) return 0;
+  return sconn[0]->transport->send_from(sconn[0], ss[0].pos, in, bytes);
 }
 
 /* Executes one step if every connection it needs is ready; *ready says whether it ran. */
 static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, const struct dccl_prim_step *st,
                               int *ready) {
-  struct dccl_slot_header *sslot[DCCL_CONN_SLOTS];
+  struct dccl_send_slot ss[DCCL_CONN_SLOTS];
   struct dccl_conn *rconn[DCCL_CONN_SLOTS], *sconn[DCCL_CONN_SLOTS];
-  uint64_t stail[DCCL_CONN_SLOTS];
   const void *srcs[DCCL_CONN_SLOTS];
   int nrecv = 0, nsend = 0;
   uint64_t bytes = st->nelem * op->esize;
@@ -86,31 +85,28 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
     if (!c) continue;
-    if (atomic_load_explicit(&c->fifo->aborted, memory_order_relaxed))
-      return explain_failure(op, ncclRemoteError, c->peer);
-    struct dccl_slot_header *h = dccl_conn_recv_slot(c);
-    if (!h) {
+    if (dccl_conn_peer_aborted(c)) return explain_failure(op, ncclRemoteError, c->peer);
+    struct dccl_recv_slot rs;
+    if (!dccl_conn_recv_slot(c, bytes, op->proto, &rs)) {
       op->waiting_on = c;
       return ncclSuccess;
     }
-    DCCLCHECK(check_slot(op, c, h, bytes));
+    DCCLCHECK(check_slot(op, c, &rs.h, bytes));
     rconn[nrecv] = c;
-    srcs[nrecv++] = dccl_slot_payload(h);
+    srcs[nrecv++] = rs.payload;
   }
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     struct dccl_conn *c = (smask >> i) & 1 ? ch->send[i] : NULL;
     if (!c) continue;
-    if (bytes > c->fifo->slot_bytes)
+    if (bytes > c->desc.slot_bytes)
       return dccl_error(
           ncclInternalError, "%s: a step of %llu bytes exceeds the %llu-byte slots of the link to rank %d",
-          dccl_op_name(op->kind), (unsigned long long)bytes, (unsigned long long)c->fifo->slot_bytes, c->peer);
-    struct dccl_slot_header *h = dccl_conn_send_slot(c, &stail[nsend]);
-    if (!h) {
+          dccl_op_name(op->kind), (unsigned long long)bytes, (unsigned long long)c->desc.slot_bytes, c->peer);
+    if (!dccl_conn_send_slot(c, bytes, op->proto, &ss[nsend])) {
       op->waiting_on = c;
       return ncclSuccess;
     }
-    sconn[nsend] = c;
-    sslot[nsend++] = h;
+    sconn[nsend++] = c;
   }
 
   const char *in = NULL;
@@ -129,11 +125,11 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   }
   if (st->nelem > 0 && (st->flags & DCCL_PRIM_RANK_ORDER)) {
     reduce_rank_order(op, out, in, rconn, srcs, nrecv, st->nelem, post);
-  } else if (st->nelem > 0 && sends_in_place(sconn, stail, nsend, nrecv, in, out, redop, post, bytes)) {
+  } else if (st->nelem > 0 && sends_in_place(sconn, ss, nsend, nrecv, in, out, redop, post, bytes)) {
     /* the transport reads the user's input itself */
   } else if (st->nelem > 0) {
     /* Reduce once, into the first destination; copy from there to the others. */
-    void *dst = nsend > 0 ? (void *)(sslot[0] + 1) : out;
+    void *dst = nsend > 0 ? ss[0].payload : out;
     /* Large outputs bypass the caches, except where the output is this step's input (in-place): its lines were
      * just read, so plain stores find them in cache, and non-temporal ones would first have to evict them. */
     void *(*copy_out)(void *, const void *, size_t) = op->stream_out && out != in ? dccl_copy_stream : memcpy;
@@ -141,11 +137,11 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
       copy_out(out, srcs[0], bytes); /* a received block's last stop */
     else if (dst)
       dccl_reduce_host(redop, dst, in, srcs, nrecv, st->nelem, post);
-    for (int j = 1; j < nsend; j++) memcpy(sslot[j] + 1, dst, bytes);
+    for (int j = 1; j < nsend; j++) memcpy(ss[j].payload, dst, bytes);
     if (out && dst != out) copy_out(out, dst, bytes);
   }
   for (int j = 0; j < nsend; j++)
-    dccl_conn_send_post(sconn[j], sslot[j], stail[j], bytes, op->seq,
+    dccl_conn_send_post(sconn[j], &ss[j], bytes, op->seq,
                         (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind));
   for (int j = 0; j < nrecv; j++) dccl_conn_recv_done(rconn[j]);
   *ready = 1;

@@ -34,6 +34,7 @@ struct dccl_op {
   struct dccl_redop redop;
   int root, peer;
   int algo;
+  int proto; /* enum dccl_proto the slots of this operation ask for (a link without LL carries bulk) */
   int stream_out; /* the output exceeds the caches: copy into it with non-temporal stores */
   uint64_t seq;
   /* Posted before this one on the same links (the comm's previous collective, or the previous send/recv to the

@@ -132,6 +132,7 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
   if (chunk == 0) chunk = 1;
   int n = comm->nranks;
   op->nchannels = 0;
+  op->proto = comm->pick_proto(comm, op->kind, op->count * op->esize);
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
     struct dccl_op_channel *ch = &op->ch[0];
     channel_clear(ch, DCCL_LANE_P2P);

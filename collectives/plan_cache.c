@@ -11,7 +11,7 @@
 #define PLAN_CACHE_ENTRIES 8
 
 struct plan_entry {
-  int kind, root, algo, nchannels;
+  int kind, root, algo, proto, nchannels;
   size_t count;
   ncclDataType_t type;
   struct dccl_op_channel ch[]; /* nchannels */
@@ -33,6 +33,7 @@ int dccl_plan_cache_get(struct dccl_op *op) {
     const struct plan_entry *e = c->entry[i];
     if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root) continue;
     op->algo = e->algo;
+    op->proto = e->proto;
     op->nchannels = e->nchannels;
     memcpy(op->ch, e->ch, (size_t)e->nchannels * sizeof(e->ch[0]));
     op->bound = 1;
@@ -55,6 +56,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   e->kind = op->kind;
   e->root = op->root;
   e->algo = op->algo;
+  e->proto = op->proto;
   e->nchannels = op->nchannels;
   e->count = op->count;
   e->type = op->type;

@@ -1,13 +1,12 @@
 /* The connection: the one abstraction every transport implements (docs/design.md, "Connections").
  *
- * A directed link from a sender rank to a receiver rank is a FIFO of `nslots` slots of `slot_bytes` payload each,
- * and two 64-bit counters that only grow: `tail` (slots filled, advanced by the producer) and `head` (slots
- * drained, advanced by the consumer). Each side of the link holds a `struct dccl_conn` whose `fifo` points at the
- * FIFO its executor reads or writes:
- *   - shm: one FIFO in shared memory, the same bytes on both sides;
- *   - net_socket: a private FIFO on each side; the transport's progress() moves filled send slots into the
- *     socket (then advances the sender's head) and socket bytes into free receive slots (then advances the
- *     receiver's tail).
+ * A directed link from a sender rank to a receiver rank is a FIFO laid out as pure/conn_desc.h says: `nslots`
+ * slots and 64-bit counters that only grow, `tail` (slots filled, advanced by the producer) and `head` (slots
+ * drained, advanced by the consumer), placed by a descriptor of offsets into regions. Each side of the link holds
+ * a `struct dccl_conn` with that descriptor and its own mapping of the regions:
+ *   - shm: one region in shared memory, the same bytes on both sides;
+ *   - net_socket, net_ib: a private region on each side; the transport moves filled send slots to the peer's
+ *     region (then advances the sender's head) and advances the receiver's tail when a slot has arrived whole.
  * The algorithms see only dccl_conn_* below and never name a transport. */
 #ifndef DCCL_TRANSPORT_H_
 #define DCCL_TRANSPORT_H_
@@ -16,50 +15,19 @@
 #include <stdint.h>
 
 #include "dccl.h"
+#include "pure/conn_desc.h"
 #include "transports/peer_info.h"
 
-#define DCCL_CACHELINE 128
 #define DCCL_CONN_INFO_BYTES 256 /* the blob a side sends its peer at connect time */
 
-#define DCCL_SLOT_INLINE_BYTES 32
-
-/* Every slot starts with this header, one 64-byte line; the receiver checks seq and kind against the operation it
- * runs. The low-latency path: a payload of up to DCCL_SLOT_INLINE_BYTES is also copied into the header, and the
- * producer stores `ready` last, so on a direct transport the consumer learns of the slot and reads a small
- * payload with one cache-line transfer instead of three (tail, header, payload). */
-struct dccl_slot_header {
-  uint64_t bytes;  /* payload bytes in this slot */
-  uint64_t seq;    /* operation sequence number (per comm for collectives, per peer/direction for p2p) */
-  uint32_t kind;   /* enum dccl_op_kind */
-  uint32_t abort;  /* nonzero: the producer gave up (the payload is meaningless) */
-  _Atomic uint64_t ready; /* the slot's index + 1 once filled (direct transports only) */
-  unsigned char inline_data[DCCL_SLOT_INLINE_BYTES]; /* a copy of a small payload */
-};
-_Static_assert(sizeof(struct dccl_slot_header) == 64, "the payload starts 64-byte aligned");
-
-/* Counters each alone on their line. Lives at the start of a FIFO region, slots follow at fifo_slot(). */
-struct dccl_fifo {
-  _Atomic uint64_t head;
-  char pad0[DCCL_CACHELINE - sizeof(uint64_t)];
-  _Atomic uint64_t tail;
-  char pad1[DCCL_CACHELINE - sizeof(uint64_t)];
-  /* Set by either side when it aborts: 1 + the rank that first saw the failure, so the other side can stop waiting
-   * and say whom it was waiting for. */
-  _Atomic uint32_t aborted;
-  uint32_t nslots;
-  uint64_t slot_bytes;
-  char pad2[DCCL_CACHELINE - 16];
-};
-
+/* The size of a region holding a whole FIFO (control block and slots), as dccl_conn_desc_layout lays it out. */
 static inline uint64_t dccl_fifo_bytes(uint32_t nslots, uint64_t slot_bytes) {
-  return sizeof(struct dccl_fifo) + (uint64_t)nslots * (sizeof(struct dccl_slot_header) + slot_bytes);
+  struct dccl_conn_desc d;
+  return dccl_conn_desc_layout(&d, nslots, slot_bytes, 0, DCCL_REGION_RECV);
 }
-static inline struct dccl_slot_header *dccl_fifo_slot(struct dccl_fifo *f, uint64_t index) {
-  char *base = (char *)(f + 1);
-  return (struct dccl_slot_header *)(base + (index % f->nslots) * (sizeof(struct dccl_slot_header) + f->slot_bytes));
-}
-/* Initializes a FIFO in memory of dccl_fifo_bytes() bytes. */
-void dccl_fifo_init(struct dccl_fifo *f, uint32_t nslots, uint64_t slot_bytes);
+/* Prepares a region laid out by `d` (control block and slots in it): counters and abort word zero, the geometry
+ * recorded for the opener, and every unit a consumer may poll cleared. */
+void dccl_fifo_init(void *region, const struct dccl_conn_desc *d);
 
 struct dccl_transport;
 
@@ -82,12 +50,35 @@ struct dccl_conn {
   int peer;    /* the rank at the other end */
   int is_send; /* 1: this side produces into the FIFO */
   int lane;    /* which of the pair's links this is (channel, or a p2p lane) */
-  struct dccl_fifo *fifo;
-  void *priv; /* the transport's own state */
+  struct dccl_conn_desc desc;     /* the FIFO's layout, this side's copy */
+  char *regions[DCCL_REGIONS];    /* this process's mapping of each region; NULL until the transport binds them */
+  void *priv;                     /* the transport's own state */
+  /* This side's own counter (tail for a sender, head for a receiver): only this side writes it. */
+  uint64_t own_counter;
   /* The other side's counter as last read: re-read only when it must have moved, so a step does not pull the
    * other side's cache line across cores every time. */
   uint64_t cached_peer_counter;
+  /* An LL slot's payload on its way into (sender) or out of (receiver) the slot's units. */
+  uint64_t ll_stage[DCCL_LL_MAX_BYTES / sizeof(uint64_t)];
 };
+
+/* Points conn (its is_send already set) at a FIFO laid out by `d`, mapped here at `recv_region` (and
+ * `send_region`, where the layout uses one); unbind forgets it. Transports call them from setup/connect and close. */
+void dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region);
+void dccl_conn_unbind(struct dccl_conn *c);
+static inline int dccl_conn_bound(const struct dccl_conn *c) { return c->regions[DCCL_REGION_RECV] != NULL; }
+static inline uint64_t *dccl_conn_head(const struct dccl_conn *c) { return dccl_conn_word(c->regions, c->desc.head); }
+static inline uint64_t *dccl_conn_tail(const struct dccl_conn *c) { return dccl_conn_word(c->regions, c->desc.tail); }
+static inline uint32_t *dccl_conn_aborted(const struct dccl_conn *c) {
+  return (uint32_t *)dccl_conn_word(c->regions, c->desc.aborted);
+}
+/* The bulk slot at FIFO position pos: its header and its payload. */
+static inline struct dccl_slot_header *dccl_conn_slot_header(const struct dccl_conn *c, uint64_t pos) {
+  return (struct dccl_slot_header *)(dccl_conn_slot(&c->desc, c->regions, pos) + 8);
+}
+static inline char *dccl_conn_slot_payload(const struct dccl_conn *c, uint64_t pos) {
+  return dccl_conn_slot(&c->desc, c->regions, pos) + DCCL_SLOT_HEAD_BYTES;
+}
 
 /* A transport: one ops table (style.md: a provider fills one table). A provider defines a const table starting
  * with its size and lists it once in transports/registry.c; the registry keeps a completed copy, in which every
@@ -101,9 +92,6 @@ struct dccl_transport {
   /* Chosen by itself only between ranks of one host as DCCL_HOSTID sees it (shared memory): pretend hosts then
    * use a network transport between them, although shm could reach. */
   int host_local;
-  /* 1 when the producer's stores land in the consumer's FIFO itself (shared memory), so the consumer may poll each
-   * slot's `ready` word; 0 when a transport copies whole slots in (sockets: a header may arrive before its payload). */
-  int direct_slots;
   /* 1 when progress() moves the bytes (sockets, RDMA), so the executor calls it while it waits. */
   int moves_bytes;
   /* 1: both ends confirm over the bootstrap that connect() succeeded before start() runs on either; nothing may be
@@ -155,53 +143,83 @@ extern const struct dccl_transport dccl_transport_ib;
 
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */
 
-/* A free slot to fill, or NULL if the FIFO is full (the caller retries later). */
-static inline struct dccl_slot_header *dccl_conn_send_slot(struct dccl_conn *c, uint64_t *tail_out) {
-  struct dccl_fifo *f = c->fifo;
-  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed); /* only this side writes tail */
-  if (tail - c->cached_peer_counter >= f->nslots) {
-    c->cached_peer_counter = atomic_load_explicit(&f->head, memory_order_acquire);
-    if (tail - c->cached_peer_counter >= f->nslots) return NULL;
+/* The protocol a slot of `bytes` travels in when the operation asks for `proto`: LL only where the link carries it
+ * and the payload fits. Both ends compute it from their own operation; a slot says how it was sent, so ends that
+ * disagree (different counts) still read it and report the mismatch. */
+static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int proto) {
+  int ll = proto == DCCL_PROTO_LL && (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) && bytes <= c->desc.ll_bytes;
+  return ll ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
+}
+
+struct dccl_send_slot {
+  void *payload; /* where to write the payload: the slot itself (bulk) or the conn's LL staging */
+  uint64_t pos;  /* the slot's FIFO position (the tail when taken) */
+  int proto;
+};
+/* Takes a free slot for `bytes` of payload under `proto`; 0 if the FIFO is full (the caller retries later). */
+static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int proto, struct dccl_send_slot *s) {
+  uint64_t tail = c->own_counter;
+  if (tail - c->cached_peer_counter >= c->desc.nslots) {
+    c->cached_peer_counter = dccl_ld_acquire_u64(dccl_conn_head(c)); /* the consumer is done with those slots */
+    if (tail - c->cached_peer_counter >= c->desc.nslots) return 0;
   }
-  *tail_out = tail;
-  return dccl_fifo_slot(f, tail);
+  s->pos = tail;
+  s->proto = dccl_conn_proto(c, bytes, proto);
+  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)dccl_conn_slot_payload(c, tail);
+  return 1;
 }
-/* Publishes the slot returned by dccl_conn_send_slot: header and payload become visible before `ready` and
- * `tail` move. */
-static inline void dccl_conn_send_post(struct dccl_conn *c, struct dccl_slot_header *slot, uint64_t tail,
-                                       uint64_t bytes, uint64_t seq, uint32_t kind) {
-  slot->bytes = bytes;
-  slot->seq = seq;
-  slot->kind = kind;
-  slot->abort = 0;
-  if (bytes <= DCCL_SLOT_INLINE_BYTES)
-    for (uint64_t i = 0; i < bytes; i++) slot->inline_data[i] = ((const unsigned char *)(slot + 1))[i];
-  atomic_store_explicit(&slot->ready, tail + 1, memory_order_release);
-  atomic_store_explicit(&c->fifo->tail, tail + 1, memory_order_release);
+/* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, then `tail` with release. LL: the units,
+ * then `tail` (release; free on x86) for transports that read it and for a consumer that expected bulk. */
+static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
+                                       uint64_t seq, uint32_t kind) {
+  struct dccl_slot_header h = {bytes, seq, kind, 0};
+  char *slot = dccl_conn_slot(&c->desc, c->regions, s->pos);
+  if (s->proto == DCCL_PROTO_LL)
+    dccl_ll_write_slot(slot, s->pos, &h, (const uint32_t *)c->ll_stage);
+  else
+    dccl_bulk_write_head(slot, s->pos, &h);
+  c->own_counter = s->pos + 1;
+  dccl_st_release_u64(dccl_conn_tail(c), s->pos + 1);
 }
-/* The next filled slot, or NULL if none has arrived yet. */
-static inline struct dccl_slot_header *dccl_conn_recv_slot(struct dccl_conn *c) {
-  struct dccl_fifo *f = c->fifo;
-  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* only this side writes head */
-  struct dccl_slot_header *slot = dccl_fifo_slot(f, head);
-  if (c->transport->direct_slots) {
-    /* `ready` is stored before `tail`, so tail cannot tell more; polling it too would pull a second line across. */
-    return atomic_load_explicit(&slot->ready, memory_order_acquire) == head + 1 ? slot : NULL;
+
+struct dccl_recv_slot {
+  struct dccl_slot_header h; /* a copy of the slot's header */
+  const void *payload;       /* in the slot (bulk) or in the conn's LL staging */
+};
+/* The next filled slot, expected to carry `bytes` under `proto`; 0 if none has arrived yet. An LL consumer polls
+ * the slot's units; a bulk one polls `tail`. Either reads the slot in whichever protocol it came. */
+static inline int dccl_conn_recv_slot(struct dccl_conn *c, uint64_t bytes, int proto, struct dccl_recv_slot *r) {
+  uint64_t head = c->own_counter;
+  const char *slot = dccl_conn_slot(&c->desc, c->regions, head);
+  uint32_t *stage = (uint32_t *)c->ll_stage;
+  if (dccl_conn_proto(c, bytes, proto) == DCCL_PROTO_LL) {
+    int got = dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage);
+    if (got == DCCL_LL_NOT_YET) return 0;
+    r->payload = stage;
+    if (got == DCCL_LL_DONE) return 1;
   }
   if (c->cached_peer_counter <= head) {
-    c->cached_peer_counter = atomic_load_explicit(&f->tail, memory_order_acquire);
-    if (c->cached_peer_counter <= head) return NULL;
+    c->cached_peer_counter = dccl_ld_acquire_u64(dccl_conn_tail(c));
+    if (c->cached_peer_counter <= head) return 0;
   }
-  return slot;
-}
-/* A received slot's payload: the header's copy for a small one (already in the line just read). */
-static inline const void *dccl_slot_payload(const struct dccl_slot_header *slot) {
-  return slot->bytes <= DCCL_SLOT_INLINE_BYTES ? (const void *)slot->inline_data : (const void *)(slot + 1);
+  uint64_t unit0 = dccl_ld_relaxed_u64((const uint64_t *)slot);
+  if (unit0 == dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(head))) {
+    r->h = *(const struct dccl_slot_header *)(slot + 8);
+    r->payload = slot + DCCL_SLOT_HEAD_BYTES;
+    return 1;
+  }
+  /* An LL slot where bulk was expected: read it as such, so the header check names the disagreement. */
+  r->payload = stage;
+  return dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage) == DCCL_LL_DONE;
 }
 /* Hands the slot returned by dccl_conn_recv_slot back to the producer. */
 static inline void dccl_conn_recv_done(struct dccl_conn *c) {
-  uint64_t head = atomic_load_explicit(&c->fifo->head, memory_order_relaxed);
-  atomic_store_explicit(&c->fifo->head, head + 1, memory_order_release);
+  c->own_counter++;
+  dccl_st_release_u64(dccl_conn_head(c), c->own_counter);
+}
+/* 1 + the rank that gave up on this link, or 0. */
+static inline uint32_t dccl_conn_peer_aborted(const struct dccl_conn *c) {
+  return dccl_ld_acquire_u32(dccl_conn_aborted(c));
 }
 
 #endif

@@ -37,6 +37,7 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   c->dead_rank = &comm->dead_rank;
   c->error_text = comm->error_text;
   c->pick_algo = dccl_tune_algo;
+  c->pick_proto = dccl_tune_proto;
   c->find_conn = find_conn;
   c->set_failed = set_failed;
   c->explain_failure = explain_failure;

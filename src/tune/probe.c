@@ -57,15 +57,15 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
     DCCLCHECK(progress(next));
     DCCLCHECK(progress(prev));
     int moved = 0;
-    uint64_t tail;
-    struct dccl_slot_header *s = sent < nsteps && sent == received ? dccl_conn_send_slot(next, &tail) : NULL;
-    if (s) {
-      memcpy(s + 1, &sent, sizeof(sent));
-      dccl_conn_send_post(next, s, tail, sizeof(sent), sent, 0);
+    struct dccl_send_slot s;
+    struct dccl_recv_slot r;
+    if (sent < nsteps && sent == received && dccl_conn_send_slot(next, sizeof(sent), DCCL_PROTO_LL, &s)) {
+      memcpy(s.payload, &sent, sizeof(sent));
+      dccl_conn_send_post(next, &s, sizeof(sent), sent, 0);
       sent++;
       moved = 1;
     }
-    if (received < sent && dccl_conn_recv_slot(prev)) {
+    if (received < sent && dccl_conn_recv_slot(prev, sizeof(sent), DCCL_PROTO_LL, &r)) {
       dccl_conn_recv_done(prev);
       received++;
       moved = 1;

@@ -58,3 +58,14 @@ int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   }
   return best;
 }
+
+/* LL saves a step the hand-off of the counter's line (about half of the measured step latency, which passes a
+ * token as LL) and costs passes over twice the bytes: into the slot's units and out of them. It wins while those
+ * passes cost less. All ranks hold the same constants, so they choose alike. */
+int dccl_tune_proto(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
+  const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
+  if (!strcasecmp(forced, "ll")) return DCCL_PROTO_LL;
+  if (!strcasecmp(forced, "bulk")) return DCCL_PROTO_BULK;
+  double ll_extra_ns = 4.0 * (double)bytes / comm->bw_bytes_per_ns;
+  return ll_extra_ns < comm->alpha_ns / 2 ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
+}

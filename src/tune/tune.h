@@ -18,5 +18,7 @@ void dccl_tune_agree(struct dccl_coll_comm *c, const double *all);
 double dccl_tune_predict_ns(const struct dccl_coll_comm *c, int algo, size_t bytes);
 /* The algorithm for a collective of kind (enum dccl_op_kind) moving `bytes`: DCCL_ALGO if set, else the model. */
 int dccl_tune_algo(const struct dccl_coll_comm *c, int kind, size_t bytes);
+/* The protocol for a collective of kind moving `bytes`: DCCL_PROTO if set, else the model (tune.c). */
+int dccl_tune_proto(const struct dccl_coll_comm *c, int kind, size_t bytes);
 
 #endif

@@ -28,6 +28,9 @@
   X(IB_RETRY_CNT, INT, 7, "net_ib retries before a write fails with `transport retry counter exceeded`.")          \
   X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce). Empty: the cost model "       \
                    "chooses per call.")               \
+  X(PROTO, STR, "", "Forces a protocol: `ll` (flags stored with the data, for small messages) or `bulk` (payload, " \
+                    "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
+                    "(shm) and a step fits an LL slot (4 KiB).")                                                  \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
   X(STREAM_BYTES, INT, 4194304, "Outputs of at least this many bytes per rank are written with non-temporal "    \

@@ -41,20 +41,27 @@ static struct dccl_transport mem_transport;
 /* A FIFO shared by the two ends of each directed link, made on first request. */
 struct link {
   int from, to, lane;
-  struct dccl_fifo *fifo;
+  void *fifo;
+  struct dccl_conn_desc desc;
 };
 static struct link links[4096];
 static int nlinks;
 
-static struct dccl_fifo *link_fifo(int from, int to, int lane) {
-  for (int i = 0; i < nlinks; i++)
-    if (links[i].from == from && links[i].to == to && links[i].lane == lane) return links[i].fifo;
-  uint32_t nslots = (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
-  uint64_t slot = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
-  struct dccl_fifo *f = aligned_alloc(128, dccl_fifo_bytes(nslots, slot));
-  dccl_fifo_init(f, nslots, slot);
-  links[nlinks++] = (struct link){from, to, lane, f};
-  return f;
+/* Binds conn to the FIFO of link (from, to, lane), with LL as shm offers it. */
+static void bind_link(struct dccl_conn *conn, int from, int to, int lane) {
+  struct link *l = NULL;
+  for (int i = 0; i < nlinks && !l; i++)
+    if (links[i].from == from && links[i].to == to && links[i].lane == lane) l = &links[i];
+  if (!l) {
+    uint32_t nslots = (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
+    uint64_t slot = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+    l = &links[nlinks++];
+    *l = (struct link){.from = from, .to = to, .lane = lane};
+    uint64_t bytes = dccl_conn_desc_layout(&l->desc, nslots, slot, 1, DCCL_REGION_RECV);
+    l->fifo = aligned_alloc(128, (bytes + 127) & ~(uint64_t)127);
+    dccl_fifo_init(l->fifo, &l->desc);
+  }
+  dccl_conn_bind(conn, &l->desc, l->fifo, l->fifo);
 }
 
 /* Real connection setup needs both ends to ask for a link: every request must have its mirror at the peer. */
@@ -85,7 +92,10 @@ static void connect_all(struct dccl_comm *comms, struct dccl_op **ops, int n) {
       e->lane = reqs[i].lane;
       e->conn = (struct dccl_conn){
           .transport = &mem_transport, .ctx = &comms[r].tctx, .peer = e->peer, .is_send = e->is_send, .lane = e->lane};
-      e->conn.fifo = e->is_send ? link_fifo(r, e->peer, e->lane) : link_fifo(e->peer, r, e->lane);
+      if (e->is_send)
+        bind_link(&e->conn, r, e->peer, e->lane);
+      else
+        bind_link(&e->conn, e->peer, r, e->lane);
       e->next = atomic_load(&comms[r].conns);
       atomic_store(&comms[r].conns, e);
     }

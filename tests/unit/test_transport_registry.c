@@ -62,7 +62,7 @@ static void test_complete_older_table(void) {
   memset(old.bytes, 0xab, sizeof old.bytes);
   old.t.name = "fake";
   old.t.alias = NULL;
-  old.t.host_local = old.t.direct_slots = old.t.moves_bytes = old.t.confirm_start = 0;
+  old.t.host_local = old.t.moves_bytes = old.t.confirm_start = 0;
   old.t.fallback = NULL;
   old.t.unreachable = NULL;
   old.t.describe_self = NULL;

@@ -97,49 +97,58 @@ static unsigned char pattern(uint64_t seq, uint64_t j) {
   return (unsigned char)(seq * 131 + j * 7 + (j >> 9));
 }
 
+/* Slots of every protocol pairing: the sender asks for bulk on i % 4 in {0, 1}, the receiver for LL on {1, 2},
+ * so slot 0 is bulk/bulk, 1 bulk/LL, 2 LL/LL, 3 LL/bulk (each end expecting the other's protocol still reads
+ * it). Two slots in three are small enough for LL. */
+static int send_proto(uint64_t i) { return i % 4 < 2 ? DCCL_PROTO_BULK : DCCL_PROTO_LL; }
+static int recv_proto(uint64_t i) { return i % 4 == 1 || i % 4 == 2 ? DCCL_PROTO_LL : DCCL_PROTO_BULK; }
+static uint64_t shm_slot_len(uint64_t i, uint64_t slot_bytes) {
+  return slot_len(i, i % 3 ? DCCL_LL_MAX_BYTES : slot_bytes);
+}
+
 /* Sends n slots; returns failures. */
 static int send_slots(struct dccl_conn *c, uint64_t n) {
-  uint64_t slot_bytes = c->fifo->slot_bytes;
+  uint64_t slot_bytes = c->desc.slot_bytes;
   for (uint64_t i = 0; i < n; i++) {
-    uint64_t tail;
-    struct dccl_slot_header *h;
+    struct dccl_send_slot ss;
+    uint64_t len = shm_slot_len(i, slot_bytes);
     double end = now_s() + 20;
-    while ((h = dccl_conn_send_slot(c, &tail)) == NULL) {
+    while (!dccl_conn_send_slot(c, len, send_proto(i), &ss)) {
       if (now_s() > end) {
         fprintf(stderr, "sender stuck at slot %" PRIu64 "\n", i);
         return 1;
       }
       sched_yield();
     }
-    uint64_t len = slot_len(i, slot_bytes);
-    unsigned char *payload = (unsigned char *)(h + 1);
+    unsigned char *payload = ss.payload;
     for (uint64_t j = 0; j < len; j++) payload[j] = pattern(i, j);
-    dccl_conn_send_post(c, h, tail, len, i, (uint32_t)(i % 7));
+    dccl_conn_send_post(c, &ss, len, i, (uint32_t)(i % 7));
   }
   return 0;
 }
 
 /* Receives and verifies n slots; returns failures. */
 static int recv_slots(struct dccl_conn *c, uint64_t n) {
-  uint64_t slot_bytes = c->fifo->slot_bytes;
+  uint64_t slot_bytes = c->desc.slot_bytes;
   int bad = 0;
   for (uint64_t i = 0; i < n; i++) {
-    struct dccl_slot_header *h;
+    struct dccl_recv_slot rs;
+    uint64_t len = shm_slot_len(i, slot_bytes);
     double end = now_s() + 20;
-    while ((h = dccl_conn_recv_slot(c)) == NULL) {
+    while (!dccl_conn_recv_slot(c, len, recv_proto(i), &rs)) {
       if (now_s() > end) {
         fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i);
         return bad + 1;
       }
       sched_yield();
     }
-    uint64_t len = slot_len(i, slot_bytes);
+    const struct dccl_slot_header *h = &rs.h;
     if (h->seq != i || h->bytes != len || h->kind != i % 7 || h->abort != 0) {
       if (bad++ < 5)
         fprintf(stderr, "slot %" PRIu64 ": seq %" PRIu64 " bytes %" PRIu64 " kind %u (want %" PRIu64 ")\n", i, h->seq,
                 h->bytes, h->kind, len);
     } else {
-      const unsigned char *payload = (const unsigned char *)(h + 1);
+      const unsigned char *payload = rs.payload;
       for (uint64_t j = 0; j < len; j++)
         if (payload[j] != pattern(i, j)) {
           if (bad++ < 5) fprintf(stderr, "slot %" PRIu64 " byte %" PRIu64 " differs\n", i, j);
@@ -160,7 +169,7 @@ static void test_can_connect(void) {
   CHECK(t->can_connect(&a, &b, NULL, NULL) == 1, "same real host must allow shm");
   CHECK(t->can_connect(&a, &c, NULL, NULL) == 0, "different real hosts must refuse shm");
   CHECK(t->can_connect(&c, &a, NULL, NULL) == 0, "the answer must be symmetric");
-  CHECK(!t->moves_bytes && t->direct_slots && t->host_local, "ops table shape");
+  CHECK(!t->moves_bytes && t->host_local, "ops table shape");
 }
 
 static int make_segment(const char *name) {
@@ -246,9 +255,13 @@ static void test_transfer(void) {
   ncclResult_t res = link_up(&s, sv[0]);
   CHECK(res == ncclSuccess, "receive side link_up: %d %s", res, dccl_last_error());
   if (res == ncclSuccess) {
-    CHECK(s.conn.fifo && s.conn.fifo->nslots == dccl_param_int(DCCL_PARAM_NSLOTS) &&
-              s.conn.fifo->slot_bytes == (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE),
+    CHECK(dccl_conn_bound(&s.conn) && s.conn.desc.nslots == dccl_param_int(DCCL_PARAM_NSLOTS) &&
+              s.conn.desc.slot_bytes == (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE),
           "FIFO geometry is not the parameters'");
+    CHECK(s.conn.desc.protos == (DCCL_PROTO_BIT(DCCL_PROTO_BULK) | DCCL_PROTO_BIT(DCCL_PROTO_LL)) &&
+              s.conn.desc.ll_bytes == DCCL_LL_MAX_BYTES,
+          "shm must carry LL slots of %u bytes (protos %#x, %u bytes)", DCCL_LL_MAX_BYTES, s.conn.desc.protos,
+          s.conn.desc.ll_bytes);
     CHECK(await(sv[0], 20) == 0, "sender never connected");
     CHECK(shm_names_with(nonce) == 0, "segment name still in /dev/shm after both sides connected");
     CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "live peer reported dead: %s", dccl_last_error());
@@ -272,7 +285,7 @@ static void test_close_without_sender(void) {
   CHECK(shm_names_with(nonce) == 1, "receive setup should have made exactly one named segment");
   s.conn.transport->close(&s.conn);
   CHECK(shm_names_with(nonce) == 0, "close left the segment of a never-connected link");
-  CHECK(s.conn.priv == NULL && s.conn.fifo == NULL, "close must clear the conn");
+  CHECK(s.conn.priv == NULL && !dccl_conn_bound(&s.conn), "close must clear the conn");
 }
 
 /* The peer is SIGKILLed after connecting: check_peer says so within 1 s, naming rank, host and pid. The victim is
@@ -375,7 +388,7 @@ static void test_abort(void) {
   CHECK(strstr(dccl_last_error(), "rank 1 aborted") != NULL, "text must name rank 1: \"%s\"", dccl_last_error());
   /* A second abort (ours) must not overwrite the first rank's mark. */
   s.conn.transport->abort(&s.conn);
-  CHECK(atomic_load(&s.conn.fifo->aborted) == 2, "the first aborting rank must stay recorded");
+  CHECK(dccl_conn_peer_aborted(&s.conn) == 2, "the first aborting rank must stay recorded");
   notify(sv[0]);
   s.conn.transport->close(&s.conn);
   CHECK(child_failures(child) == 0, "aborting side failed");
@@ -402,7 +415,7 @@ static void test_fallocate_too_big(void) {
   snprintf(size_txt, sizeof(size_txt), "%" PRIu64, too_big + dccl_fifo_bytes(1, 0));
   CHECK(strstr(dccl_last_error(), "/dev/shm") && strstr(dccl_last_error(), size_txt),
         "text must name /dev/shm and %s bytes: \"%s\"", size_txt, dccl_last_error());
-  CHECK(s.conn.priv == NULL && s.conn.fifo == NULL, "failed setup must leave the conn empty");
+  CHECK(s.conn.priv == NULL && !dccl_conn_bound(&s.conn), "failed setup must leave the conn empty");
   CHECK(shm_names_with(nonce) == 0, "failed setup left a segment");
   s.conn.transport->close(&s.conn); /* safe on a failed setup */
 }

@@ -115,23 +115,23 @@ static int pump(struct dccl_conn *c) {
 /* Sends slots first..first+n-1 and waits until they have all left; `full` fills every byte, else only the first 8
  * (the seq). */
 static int send_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full) {
-  uint64_t slot_bytes = c->fifo->slot_bytes;
+  uint64_t slot_bytes = c->desc.slot_bytes;
   for (uint64_t i = first; i < first + n; i++) {
-    uint64_t tail;
-    struct dccl_slot_header *h;
+    struct dccl_send_slot ss;
+    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
     double end = now_s() + 30;
     int idle = 0;
-    while ((h = dccl_conn_send_slot(c, &tail)) == NULL) {
+    /* LL asked for, bulk given: sockets carry bulk slots only. */
+    while (!dccl_conn_send_slot(c, len, DCCL_PROTO_LL, &ss)) {
       if (pump_idle(c, &idle)) return 1;
       if (now_s() > end) return fprintf(stderr, "sender stuck at slot %" PRIu64 "\n", i), 1;
     }
-    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
-    unsigned char *payload = (unsigned char *)(h + 1);
+    unsigned char *payload = ss.payload;
     if (full)
       for (uint64_t j = 0; j < len; j++) payload[j] = pattern(i, j, c->lane);
     else
       memcpy(payload, &i, sizeof(i));
-    dccl_conn_send_post(c, h, tail, len, i, (uint32_t)(i % 7));
+    dccl_conn_send_post(c, &ss, len, i, (uint32_t)(i % 7));
     if (pump(c)) return 1;
   }
   double end = now_s() + 30;
@@ -144,18 +144,19 @@ static int send_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full)
 }
 
 static int recv_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full) {
-  uint64_t slot_bytes = c->fifo->slot_bytes;
+  uint64_t slot_bytes = c->desc.slot_bytes;
   int bad = 0;
   for (uint64_t i = first; i < first + n; i++) {
-    struct dccl_slot_header *h;
+    struct dccl_recv_slot rs;
+    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
     double end = now_s() + 30;
     int idle = 0;
-    while ((h = dccl_conn_recv_slot(c)) == NULL) {
+    while (!dccl_conn_recv_slot(c, len, DCCL_PROTO_LL, &rs)) {
       if (pump_idle(c, &idle)) return bad + 1;
       if (now_s() > end) return fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i), bad + 1;
     }
-    uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
-    const unsigned char *payload = (const unsigned char *)(h + 1);
+    const struct dccl_slot_header *h = &rs.h;
+    const unsigned char *payload = rs.payload;
     if (h->seq != i || h->bytes != len || h->kind != i % 7 || h->abort != 0) {
       if (bad++ < 5)
         fprintf(stderr,
@@ -210,8 +211,10 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
   CHECK(res == ncclSuccess, "%s: receive side connect: %s", what, dccl_last_error());
   if (res == ncclSuccess) {
     uint32_t want_slots = g->nslots ? g->nslots : (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
-    CHECK(s.conn[0].fifo->nslots == want_slots, "%s: FIFO has %u slots, want %u", what, s.conn[0].fifo->nslots,
+    CHECK(s.conn[0].desc.nslots == want_slots, "%s: FIFO has %u slots, want %u", what, s.conn[0].desc.nslots,
           want_slots);
+    CHECK(s.conn[0].desc.protos == DCCL_PROTO_BIT(DCCL_PROTO_BULK) && s.conn[0].desc.ll_bytes == 0,
+          "%s: sockets must carry bulk slots only", what);
     struct dccl_socket_comm_state *st = s.ctx.transport_state[T->index];
     CHECK(st && st->nstash == 0 && st->ntokens == 0, "%s: stash or tokens left after every link connected", what);
     /* Lanes are sent one after the other, so the lane sent last is read last. */
@@ -378,9 +381,9 @@ static void test_peer_killed(int victim_sends) {
   } else if (res == ncclSuccess) {
     /* Fill the FIFO and the socket buffers: the victim reads nothing. */
     for (int i = 0; i < 2000; i++) {
-      uint64_t tail;
-      struct dccl_slot_header *h = dccl_conn_send_slot(c, &tail);
-      if (h) dccl_conn_send_post(c, h, tail, c->fifo->slot_bytes, (uint64_t)i, 0);
+      struct dccl_send_slot ss;
+      if (dccl_conn_send_slot(c, c->desc.slot_bytes, DCCL_PROTO_BULK, &ss))
+        dccl_conn_send_post(c, &ss, c->desc.slot_bytes, (uint64_t)i, 0);
       if (T->progress(c) != ncclSuccess) break;
     }
   }
@@ -389,9 +392,8 @@ static void test_peer_killed(int victim_sends) {
   kill(child, SIGKILL);
   double t0 = now_s();
   while ((res = T->progress(c)) == ncclSuccess && now_s() - t0 < 2) {
-    uint64_t tail;
-    struct dccl_slot_header *h = dccl_conn_send_slot(c, &tail);
-    if (h && victim_sends == 0) dccl_conn_send_post(c, h, tail, 100, 0, 0);
+    struct dccl_send_slot ss;
+    if (victim_sends == 0 && dccl_conn_send_slot(c, 100, DCCL_PROTO_BULK, &ss)) dccl_conn_send_post(c, &ss, 100, 0, 0);
     usleep(100);
   }
   double took = now_s() - t0;

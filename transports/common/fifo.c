@@ -1,14 +1,31 @@
-/* The FIFO every transport shares: counters at the start of the region, slots after (transport.h). */
+/* The FIFO every transport shares (pure/conn_desc.h): a fresh region, and a conn's binding to one. */
 #include <string.h>
 
 #include "transports/transport.h"
 
-void dccl_fifo_init(struct dccl_fifo *f, uint32_t nslots, uint64_t slot_bytes) {
+void dccl_fifo_init(void *region, const struct dccl_conn_desc *d) {
   /* The padding is zeroed too, so a FIFO in fresh shared memory and one in malloc'd memory look the same. */
-  memset(f, 0, sizeof(*f));
-  atomic_init(&f->head, 0);
-  atomic_init(&f->tail, 0);
-  atomic_init(&f->aborted, 0);
-  f->nslots = nslots;
-  f->slot_bytes = slot_bytes;
+  struct dccl_fifo_ctrl *ctrl = region;
+  memset(ctrl, 0, sizeof(*ctrl));
+  ctrl->nslots = d->nslots;
+  ctrl->slot_bytes = d->slot_bytes;
+  /* Reused memory may hold units whose flags look fresh (an earlier FIFO's slot at the same position): clear
+   * every unit a consumer may poll before the first lap writes it. */
+  char *regions[DCCL_REGIONS] = {region, region};
+  uint64_t polled = d->ll_bytes ? (uint64_t)dccl_ll_units(d->ll_bytes) * 8 : 8;
+  for (uint64_t i = 0; i < d->nslots; i++) memset(dccl_conn_slot(d, regions, i), 0, polled);
+}
+
+void dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region) {
+  c->desc = *d;
+  c->regions[DCCL_REGION_RECV] = recv_region;
+  c->regions[DCCL_REGION_SEND] = send_region;
+  /* Continue where the FIFO stands (a fresh one stands at 0), so a conn can be bound to a FIFO in use. */
+  c->own_counter = dccl_ld_acquire_u64(c->is_send ? dccl_conn_tail(c) : dccl_conn_head(c));
+  c->cached_peer_counter = 0; /* re-read at first use */
+}
+
+void dccl_conn_unbind(struct dccl_conn *c) {
+  memset(&c->desc, 0, sizeof(c->desc));
+  c->regions[DCCL_REGION_RECV] = c->regions[DCCL_REGION_SEND] = NULL;
 }

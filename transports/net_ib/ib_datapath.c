@@ -146,22 +146,23 @@ static uint64_t first_pending(const struct dccl_ib_link *l, int use_arrivals) {
 }
 
 static int send_side(struct dccl_ib_link *l) {
-  struct dccl_fifo *f = l->fifo;
-  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
+  struct dccl_conn *c = l->conn;
+  uint64_t tail = dccl_ld_acquire_u64(dccl_conn_tail(c));
   uint64_t credit = atomic_load_explicit(&l->ctrl->remote_head, memory_order_acquire);
   int moved = 0;
   while (l->posted < tail && l->posted - credit < l->nslots) {
     struct dccl_ib_qp *q = &l->qps[l->posted % (uint64_t)l->nqps];
     if (!sq_has_room(q)) break;
-    struct dccl_slot_header *slot = dccl_fifo_slot(f, l->posted);
-    uint64_t off = (uint64_t)((char *)slot - (char *)f);
+    char *slot = dccl_conn_slot(&c->desc, c->regions, l->posted);
+    uint64_t bytes = dccl_conn_slot_header(c, l->posted)->bytes;
+    uint64_t off = (uint64_t)(slot - (char *)l->fifo);
     /* The header from the slot; the payload from the slot, or in place from the user's registered buffer. */
     uint64_t i = l->posted % l->nslots;
-    struct ibv_sge sge[2] = {{(uintptr_t)slot, (uint32_t)(sizeof(*slot) + slot->bytes), l->fifo_mr->lkey}};
+    struct ibv_sge sge[2] = {{(uintptr_t)slot, (uint32_t)(DCCL_SLOT_HEAD_BYTES + bytes), l->fifo_mr->lkey}};
     int nsge = 1;
     if (l->slot_src[i]) {
-      sge[0].length = sizeof(*slot);
-      sge[1] = (struct ibv_sge){(uintptr_t)l->slot_src[i], (uint32_t)slot->bytes, l->slot_reg[i].mr.lkey};
+      sge[0].length = DCCL_SLOT_HEAD_BYTES;
+      sge[1] = (struct ibv_sge){(uintptr_t)l->slot_src[i], (uint32_t)bytes, l->slot_reg[i].mr.lkey};
       nsge = 2;
     }
     uint32_t imm = (uint32_t)l->posted;
@@ -173,10 +174,10 @@ static int send_side(struct dccl_ib_link *l) {
   }
   uint64_t head = first_pending(l, 0);
   if (head > l->posted) head = l->posted;
-  uint64_t old = atomic_load_explicit(&f->head, memory_order_relaxed);
+  uint64_t old = dccl_ld_relaxed_u64(dccl_conn_head(c));
   if (head != old) {
     dccl_ib_release_slots(l, old, head); /* before the executor may reuse them */
-    atomic_store_explicit(&f->head, head, memory_order_release);
+    dccl_st_release_u64(dccl_conn_head(c), head);
     moved++;
   }
   return moved;
@@ -192,14 +193,14 @@ void dccl_ib_release_slots(struct dccl_ib_link *l, uint64_t from, uint64_t to) {
 }
 
 static int recv_side(struct dccl_ib_link *l) {
-  struct dccl_fifo *f = l->fifo;
+  struct dccl_conn *c = l->conn;
   int moved = 0;
   uint64_t tail = first_pending(l, 1);
-  if (tail != atomic_load_explicit(&f->tail, memory_order_relaxed)) {
-    atomic_store_explicit(&f->tail, tail, memory_order_release);
+  if (tail != dccl_ld_relaxed_u64(dccl_conn_tail(c))) {
+    dccl_st_release_u64(dccl_conn_tail(c), tail);
     moved++;
   }
-  uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
+  uint64_t head = dccl_ld_acquire_u64(dccl_conn_head(c));
   struct dccl_ib_qp *q = &l->qps[0];
   if (head != l->credited && sq_has_room(q)) {
     l->ctrl->head_src = head;
@@ -219,7 +220,7 @@ static void send_abort(struct dccl_ib_link *l) {
   if (!sq_has_room(q)) return; /* best effort: the peer also learns from the monitor */
   l->ctrl->abort_src = (uint32_t)l->conn->ctx->rank + 1;
   struct ibv_sge sge = {(uintptr_t)&l->ctrl->abort_src, sizeof(uint32_t), l->ctrl_mr->lkey};
-  uint64_t raddr = l->remote.fifo_addr + offsetof(struct dccl_fifo, aborted);
+  uint64_t raddr = l->remote.fifo_addr + l->conn->desc.aborted.off; /* both ends lay the FIFO out alike */
   (void)post_write(l, q, &sge, 1, raddr, l->remote.fifo_rkey, NULL, 0, 1);
 }
 

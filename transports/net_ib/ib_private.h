@@ -79,7 +79,7 @@ struct dccl_ib_link {
   struct dccl_ib_comm *ic;
   struct dccl_conn *conn;
   struct dccl_ib_link *next; /* in the comm's list, walked by the proxy */
-  struct dccl_fifo *fifo;
+  void *fifo; /* the FIFO's one region: the peer's sender writes slots into a receiver's */
   struct ibv_mr *fifo_mr;
   struct dccl_ib_ctrl *ctrl;
   struct ibv_mr *ctrl_mr;

@@ -60,11 +60,15 @@ static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
   l->nslots = (uint32_t)nslots;
   l->slot_bytes = (uint64_t)slot_bytes;
   l->nqps = (int)nqps;
-  size_t fifo_bytes = dccl_fifo_bytes(l->nslots, l->slot_bytes);
+  /* Bulk only: the NIC writes whole slots and the receive completion advances tail, so per-unit flags would only
+   * double the bytes on the wire. */
+  struct dccl_conn_desc desc;
+  size_t fifo_bytes = dccl_conn_desc_layout(&desc, l->nslots, l->slot_bytes, 0, DCCL_REGION_RECV);
   void *mem = NULL;
   if (posix_memalign(&mem, 4096, fifo_bytes) != 0) return dccl_error(ncclSystemError, "out of memory for a FIFO");
   l->fifo = mem;
-  dccl_fifo_init(l->fifo, l->nslots, l->slot_bytes);
+  dccl_fifo_init(l->fifo, &desc);
+  dccl_conn_bind(conn, &desc, l->fifo, l->fifo);
   mem = NULL;
   if (posix_memalign(&mem, 4096, 4096) != 0) return dccl_error(ncclSystemError, "out of memory for a FIFO");
   l->ctrl = memset(mem, 0, 4096);
@@ -126,7 +130,6 @@ static ncclResult_t ib_setup(struct dccl_conn *conn, void *info) {
     ib_close(conn);
     return res;
   }
-  conn->fifo = l->fifo;
   struct dccl_ib_conn_info out;
   fill_info(conn, l, &out);
   memset(info, 0, DCCL_CONN_INFO_BYTES);
@@ -189,8 +192,7 @@ static int ib_send_from(struct dccl_conn *conn, uint64_t tail, const void *src, 
 }
 
 static int ib_send_flushed(struct dccl_conn *conn) {
-  struct dccl_fifo *f = conn->fifo;
-  return atomic_load_explicit(&f->head, memory_order_acquire) == atomic_load_explicit(&f->tail, memory_order_acquire);
+  return dccl_ld_acquire_u64(dccl_conn_head(conn)) == dccl_ld_acquire_u64(dccl_conn_tail(conn));
 }
 
 static ncclResult_t ib_check_peer(struct dccl_conn *conn) {
@@ -227,14 +229,13 @@ static void ib_close(struct dccl_conn *conn) {
   free(l->slot_reg);
   free(l);
   conn->priv = NULL;
-  conn->fifo = NULL;
+  dccl_conn_unbind(conn);
 }
 
 const struct dccl_transport dccl_transport_ib = {
     .size = sizeof(struct dccl_transport),
     .name = "net_ib",
     .alias = "ib",
-    .direct_slots = 0,
     .moves_bytes = 1,
     .confirm_start = 1,
     .fallback = "socket",

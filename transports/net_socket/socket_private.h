@@ -58,7 +58,7 @@ struct dccl_socket_stream {
 };
 
 struct dccl_socket_conn {
-  struct dccl_fifo *fifo; /* private to this process */
+  void *fifo; /* the FIFO's one region, private to this process */
   uint32_t nslots, nstreams;
   uint64_t slot_bytes;
   uint64_t token; /* receive side */

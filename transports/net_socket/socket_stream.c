@@ -7,7 +7,7 @@
 #include "transports/net_socket/socket_private.h"
 #include "util/error.h"
 
-#define HEADER_BYTES ((uint64_t)sizeof(struct dccl_slot_header))
+#define HEADER_BYTES ((uint64_t)DCCL_SLOT_HEAD_BYTES) /* unit 0 and the header: a slot's first line */
 
 ncclResult_t dccl_socket_stream_error(struct dccl_conn *conn, int err) {
   const struct dccl_peer_info *peer = &conn->ctx->peers[conn->peer];
@@ -22,7 +22,8 @@ ncclResult_t dccl_socket_stream_error(struct dccl_conn *conn, int err) {
 static ncclResult_t send_stream(struct dccl_conn *conn, struct dccl_socket_stream *s, uint64_t tail) {
   struct dccl_socket_conn *sc = conn->priv;
   while (s->slot < tail) {
-    struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
+    char *slot = dccl_conn_slot(&conn->desc, conn->regions, s->slot);
+    const struct dccl_slot_header *h = dccl_conn_slot_header(conn, s->slot);
     if (h->bytes > sc->slot_bytes)
       return dccl_error(ncclInternalError,
                         "socket link to rank %d: slot %llu claims %llu bytes, more than the slot's "
@@ -30,7 +31,7 @@ static ncclResult_t send_stream(struct dccl_conn *conn, struct dccl_socket_strea
                         conn->peer, (unsigned long long)s->slot, (unsigned long long)h->bytes,
                         (unsigned long long)sc->slot_bytes);
     uint64_t total = HEADER_BYTES + h->bytes;
-    ssize_t n = send(s->fd, (char *)h + s->done, total - s->done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = send(s->fd, slot + s->done, total - s->done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
@@ -46,13 +47,12 @@ static ncclResult_t send_stream(struct dccl_conn *conn, struct dccl_socket_strea
 
 ncclResult_t dccl_socket_progress_send(struct dccl_conn *conn) {
   struct dccl_socket_conn *sc = conn->priv;
-  struct dccl_fifo *f = sc->fifo;
-  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
+  uint64_t tail = dccl_ld_acquire_u64(dccl_conn_tail(conn));
   for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(send_stream(conn, &sc->streams[i], tail));
   /* A slot is free again once its stream has moved past it. */
-  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed), h = head;
+  uint64_t head = dccl_ld_relaxed_u64(dccl_conn_head(conn)), h = head;
   while (h < tail && sc->streams[h % sc->nstreams].slot > h) h++;
-  if (h != head) atomic_store_explicit(&f->head, h, memory_order_release);
+  if (h != head) dccl_st_release_u64(dccl_conn_head(conn), h);
   return ncclSuccess;
 }
 
@@ -60,10 +60,11 @@ ncclResult_t dccl_socket_progress_send(struct dccl_conn *conn) {
 static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_stream *s, uint64_t head) {
   struct dccl_socket_conn *sc = conn->priv;
   while (!s->said_goodbye && !s->broken && s->slot - head < sc->nslots) {
-    struct dccl_slot_header *h = dccl_fifo_slot(sc->fifo, s->slot);
+    char *slot = dccl_conn_slot(&conn->desc, conn->regions, s->slot);
+    const struct dccl_slot_header *h = dccl_conn_slot_header(conn, s->slot);
     /* The header first: it says how many payload bytes follow. */
     uint64_t want = s->done < HEADER_BYTES ? HEADER_BYTES - s->done : HEADER_BYTES + h->bytes - s->done;
-    ssize_t n = recv(s->fd, (char *)h + s->done, want, MSG_DONTWAIT); /* want > 0: a complete slot moved on */
+    ssize_t n = recv(s->fd, slot + s->done, want, MSG_DONTWAIT); /* want > 0: a complete slot moved on */
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
@@ -99,13 +100,12 @@ static ncclResult_t recv_stream(struct dccl_conn *conn, struct dccl_socket_strea
 
 ncclResult_t dccl_socket_progress_recv(struct dccl_conn *conn) {
   struct dccl_socket_conn *sc = conn->priv;
-  struct dccl_fifo *f = sc->fifo;
-  uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
+  uint64_t head = dccl_ld_acquire_u64(dccl_conn_head(conn));
   for (uint32_t i = 0; i < sc->nstreams; i++) DCCLCHECK(recv_stream(conn, &sc->streams[i], head));
   /* Publish every slot that is complete, in order. */
-  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed), t = tail;
+  uint64_t tail = dccl_ld_relaxed_u64(dccl_conn_tail(conn)), t = tail;
   while (sc->streams[t % sc->nstreams].slot > t) t++;
-  if (t != tail) atomic_store_explicit(&f->tail, t, memory_order_release);
+  if (t != tail) dccl_st_release_u64(dccl_conn_tail(conn), t);
   /* A broken stream is an error once the consumer has drained everything before the slot it can never get. */
   const struct dccl_socket_stream *next = &sc->streams[t % sc->nstreams];
   if (next->broken && t == head) return dccl_socket_stream_error(conn, next->broken_errno);

@@ -54,16 +54,19 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
     sc->streams[i].slot = i;
   }
   void *mem = NULL;
+  /* Bulk only: the kernel copies whole slots, so per-unit flags would only double the bytes on the wire. */
+  struct dccl_conn_desc desc;
+  uint64_t region_bytes = dccl_conn_desc_layout(&desc, nslots, slot_bytes, 0, DCCL_REGION_RECV);
   /* Page-aligned, so every slot's payload is as aligned as the slot layout allows. */
-  if (posix_memalign(&mem, 4096, dccl_fifo_bytes(nslots, slot_bytes)) != 0) {
+  if (posix_memalign(&mem, 4096, region_bytes) != 0) {
     free(sc);
     return dccl_error(ncclSystemError, "out of memory for a socket FIFO of %u x %llu bytes", nslots,
                       (unsigned long long)slot_bytes);
   }
   sc->fifo = mem;
-  dccl_fifo_init(sc->fifo, nslots, slot_bytes);
+  dccl_fifo_init(sc->fifo, &desc);
   conn->priv = sc;
-  conn->fifo = sc->fifo;
+  dccl_conn_bind(conn, &desc, sc->fifo, sc->fifo);
 
   struct socket_conn_info out;
   memset(&out, 0, sizeof(out));
@@ -80,7 +83,7 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
       free(sc->fifo);
       free(sc);
       conn->priv = NULL;
-      conn->fifo = NULL;
+      dccl_conn_unbind(conn);
       return res;
     }
     out.token = sc->token;
@@ -159,8 +162,7 @@ static ncclResult_t socket_progress(struct dccl_conn *conn) {
 }
 
 static int socket_send_flushed(struct dccl_conn *conn) {
-  struct dccl_fifo *f = conn->fifo;
-  return atomic_load_explicit(&f->head, memory_order_acquire) == atomic_load_explicit(&f->tail, memory_order_acquire);
+  return dccl_ld_acquire_u64(dccl_conn_head(conn)) == dccl_ld_acquire_u64(dccl_conn_tail(conn));
 }
 
 static ncclResult_t socket_check_peer(struct dccl_conn *conn) {
@@ -197,12 +199,13 @@ static void socket_abort(struct dccl_conn *conn) {
 
 /* Tells the receiver this EOF is a clean end, where a stream is between slots (never blocks). */
 static void say_goodbye(struct dccl_socket_conn *sc) {
-  struct dccl_slot_header bye;
-  memset(&bye, 0, sizeof(bye));
-  bye.bytes = DCCL_SOCKET_GOODBYE;
+  char bye[DCCL_SLOT_HEAD_BYTES];
+  struct dccl_slot_header h = {.bytes = DCCL_SOCKET_GOODBYE};
+  memset(bye, 0, sizeof(bye));
+  memcpy(bye + 8, &h, sizeof(h));
   for (uint32_t i = 0; i < sc->nstreams; i++)
     if (sc->streams[i].fd >= 0 && sc->streams[i].done == 0)
-      (void)send(sc->streams[i].fd, &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)send(sc->streams[i].fd, bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 static void socket_close(struct dccl_conn *conn) {
@@ -217,7 +220,7 @@ static void socket_close(struct dccl_conn *conn) {
   free(sc->fifo);
   free(sc);
   conn->priv = NULL;
-  conn->fifo = NULL;
+  dccl_conn_unbind(conn);
 }
 
 static void socket_comm_free(void *state, int aborted) {

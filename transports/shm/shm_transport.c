@@ -62,7 +62,9 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
   sc->slot_bytes = slot_bytes;
   sc->watch.pidfd = -1;
   conn->priv = sc;
-  conn->fifo = NULL;
+  dccl_conn_unbind(conn);
+  struct dccl_conn_desc desc;
+  uint64_t region_bytes = dccl_conn_desc_layout(&desc, nslots, slot_bytes, 1, DCCL_REGION_RECV);
 
   struct shm_conn_info out;
   memset(&out, 0, sizeof(out));
@@ -73,7 +75,7 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
     pthread_once(&sweep_once, sweep_stale_once);
     int sender = conn->peer, receiver = ctx->rank;
     sc->creator_pid = getpid();
-    sc->map_bytes = dccl_fifo_bytes(nslots, slot_bytes);
+    sc->map_bytes = region_bytes;
     snprintf(sc->name, sizeof(sc->name), "/" DCCL_SHM_PREFIX "%d-%016llx-%d-%d-%d-%u", (int)sc->creator_pid,
              (unsigned long long)ctx->peers[ctx->rank].comm_nonce, sender, receiver, conn->lane,
              atomic_fetch_add(&segment_counter, 1));
@@ -83,8 +85,8 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
       conn->priv = NULL;
       return res;
     }
-    conn->fifo = sc->map;
-    dccl_fifo_init(conn->fifo, nslots, slot_bytes);
+    dccl_fifo_init(sc->map, &desc);
+    dccl_conn_bind(conn, &desc, sc->map, sc->map);
     out.segment_bytes = sc->map_bytes;
     memcpy(out.name, sc->name, sizeof(out.name));
   }
@@ -123,9 +125,12 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
     DCCLCHECK(dccl_shm_segment_open(sc->name, sc->map_bytes, &sc->map));
     /* Both sides map it now: drop the name, so no crash or kill from here on can leave it in /dev/shm. */
     dccl_shm_segment_unlink(sc->name);
-    conn->fifo = sc->map;
-    if (conn->fifo->nslots != sc->nslots || conn->fifo->slot_bytes != sc->slot_bytes)
+    const struct dccl_fifo_ctrl *ctrl = sc->map;
+    if (ctrl->nslots != sc->nslots || ctrl->slot_bytes != sc->slot_bytes)
       return dccl_error(ncclInternalError, "shm link to rank %d: the segment's FIFO header does not match", conn->peer);
+    struct dccl_conn_desc desc;
+    dccl_conn_desc_layout(&desc, sc->nslots, sc->slot_bytes, 1, DCCL_REGION_RECV);
+    dccl_conn_bind(conn, &desc, sc->map, sc->map);
   }
   dccl_shm_watch_start(&sc->watch, (pid_t)conn->ctx->peers[conn->peer].pid);
   sc->watching = 1;
@@ -140,8 +145,8 @@ static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
   struct shm_conn *sc = conn->priv;
   struct dccl_transport_ctx *ctx = conn->ctx;
   if (!sc) return ncclSuccess;
-  if (conn->fifo) {
-    uint32_t aborted = atomic_load_explicit(&conn->fifo->aborted, memory_order_acquire);
+  if (dccl_conn_bound(conn)) {
+    uint32_t aborted = dccl_conn_peer_aborted(conn);
     /* Our own abort was reported when it happened; repeating it would bury the original reason. */
     if (aborted == (uint32_t)ctx->rank + 1) return ncclRemoteError;
     if (aborted != 0)
@@ -157,10 +162,8 @@ static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
 }
 
 static void shm_abort(struct dccl_conn *conn) {
-  if (!conn->fifo) return;
-  uint32_t expected = 0; /* the first rank to give up is the one named */
-  atomic_compare_exchange_strong_explicit(&conn->fifo->aborted, &expected, (uint32_t)conn->ctx->rank + 1,
-                                          memory_order_release, memory_order_relaxed);
+  if (!dccl_conn_bound(conn)) return;
+  (void)dccl_cas0_u32(dccl_conn_aborted(conn), (uint32_t)conn->ctx->rank + 1); /* the first to give up is named */
 }
 
 static void shm_close(struct dccl_conn *conn) {
@@ -172,7 +175,7 @@ static void shm_close(struct dccl_conn *conn) {
   if (!conn->is_send && sc->creator_pid == getpid() && sc->name[0]) dccl_shm_segment_unlink(sc->name);
   free(sc);
   conn->priv = NULL;
-  conn->fifo = NULL;
+  dccl_conn_unbind(conn);
 }
 
 /* No per-communicator state. But a failed communicator may have lost a peer that had created a segment nobody
@@ -185,7 +188,6 @@ const struct dccl_transport dccl_transport_shm = {
     .size = sizeof(struct dccl_transport),
     .name = "shm",
     .host_local = 1,
-    .direct_slots = 1,
     .moves_bytes = 0, /* the executor's own loads and stores move the bytes */
     .unreachable = " (another host)",
     .can_connect = shm_can_connect,

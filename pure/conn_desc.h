@@ -1,0 +1,275 @@
+/* The connection descriptor: how one directed link's FIFO is laid out, in words that mean the same in C11, C++ and
+ * CUDA, in either process and after an IPC mapping (docs/design.md, "Connections" and "Memory ordering").
+ *
+ * A FIFO is `nslots` slots and three shared words: `tail` (slots filled, advanced by the producer), `head` (slots
+ * drained, advanced by the consumer), both 64-bit and only growing, each alone on a 128-byte line, and an abort
+ * word. They may lie in two regions: the receiver's (DCCL_REGION_RECV) and the sender's (DCCL_REGION_SEND). The
+ * descriptor names the region and offset of each; every process (or kernel) resolves them against its own mapping
+ * of the regions, so the descriptor holds no pointer. A counter lives where its poller reads it cheapest among the
+ * memory its writer can store to: kernel to kernel, tail and slots in the receiver's device memory and head in the
+ * sender's; kernel to host or host to kernel, all in pinned host memory (no GDRCopy); host to host, one shared or
+ * private region.
+ *
+ * Two protocols, chosen per slot by the producer; the first 8-byte unit of every slot says which:
+ *   - bulk: header and payload with plain stores, then `tail` with a release store. The consumer polls `tail`
+ *     (acquire). Unit 0 holds DCCL_SLOT_BULK_MARK and the slot's flag, so a consumer polling the slot learns it
+ *     must wait for `tail`.
+ *   - low latency (LL): the header and the payload go 4 bytes at a time into 8-byte units {data, flag}, each
+ *     written and read as one access; the flag is the slot's FIFO position + 1, truncated to 32 bits, so a unit
+ *     left from the slot's last use (nslots earlier) never passes for a fresh one. No fence: a consumer polls the
+ *     units themselves. Device code moves 16-byte lines (two units) per access. Twice the bytes, one hand-off less.
+ * Nothing here calls the OS: it is shared by the host transports and by kernels. */
+#ifndef DCCL_CONN_DESC_H_
+#define DCCL_CONN_DESC_H_
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define DCCL_CONN_FN __host__ __device__ static inline
+#else
+#define DCCL_CONN_FN static inline
+#endif
+
+#define DCCL_CACHELINE 128 /* a GPU's line; two of the host's, so no two counters ever share a host line */
+
+/* ---- atomics on plain words: acquire/release at system scope (another process, the host or the GPU) ---- */
+
+DCCL_CONN_FN uint64_t dccl_ld_acquire_u64(const uint64_t *p) {
+#ifdef __CUDA_ARCH__
+  uint64_t v;
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+DCCL_CONN_FN void dccl_st_release_u64(uint64_t *p, uint64_t v) {
+#ifdef __CUDA_ARCH__
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+/* One indivisible access that orders nothing else: a counter only its reader writes, an LL unit. */
+DCCL_CONN_FN uint64_t dccl_ld_relaxed_u64(const uint64_t *p) {
+#ifdef __CUDA_ARCH__
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+DCCL_CONN_FN void dccl_st_relaxed_u64(uint64_t *p, uint64_t v) {
+#ifdef __CUDA_ARCH__
+  asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+DCCL_CONN_FN uint32_t dccl_ld_acquire_u32(const uint32_t *p) {
+#ifdef __CUDA_ARCH__
+  uint32_t v;
+  asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+/* Sets *p to v if it is 0 (the first to abort is the one named); returns the value found. */
+DCCL_CONN_FN uint32_t dccl_cas0_u32(uint32_t *p, uint32_t v) {
+#ifdef __CUDA_ARCH__
+  return atomicCAS_system((unsigned int *)p, 0u, v);
+#else
+  uint32_t expected = 0;
+  __atomic_compare_exchange_n(p, &expected, v, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  return expected;
+#endif
+}
+
+/* ---- the FIFO's shared words ---- */
+
+struct dccl_counter_line {
+  uint64_t value;
+  char pad[DCCL_CACHELINE - sizeof(uint64_t)];
+};
+
+/* The control block at the start of a receiver's region. `nslots` and `slot_bytes` are the creator's, for the
+ * opener to check its own geometry against; slots are addressed with the descriptor's copies, never these. */
+struct dccl_fifo_ctrl {
+  struct dccl_counter_line head; /* unused when the descriptor puts head in the sender's region */
+  struct dccl_counter_line tail;
+  uint32_t aborted; /* 1 + the rank that first gave up; either side sets it, both poll it on the slow path */
+  uint32_t nslots;
+  uint64_t slot_bytes;
+  char pad[DCCL_CACHELINE - 16];
+};
+
+/* ---- slots ---- */
+
+/* The header every slot carries: the receiver checks seq and kind against the operation it runs. */
+struct dccl_slot_header {
+  uint64_t bytes; /* payload bytes in this slot */
+  uint64_t seq;   /* operation sequence number (per comm for collectives, per peer/direction for p2p) */
+  uint32_t kind;  /* enum dccl_op_kind */
+  uint32_t abort; /* nonzero: the producer gave up (the payload is meaningless) */
+};
+
+#define DCCL_SLOT_HEAD_BYTES 64u          /* a bulk slot's payload starts this far in: unit 0, then the header */
+#define DCCL_SLOT_BULK_MARK 0xb01cb01cu   /* unit 0's data in a bulk slot; an LL slot's is its size, far smaller */
+#define DCCL_LL_HEADER_UNITS 6u           /* the 24-byte header, 4 bytes per unit */
+#define DCCL_LL_MAX_BYTES 4096u           /* the most payload an LL slot carries: 8 KiB of units plus the header */
+
+enum dccl_proto { DCCL_PROTO_BULK = 0, DCCL_PROTO_LL = 1 };
+#define DCCL_PROTO_BIT(p) (1u << (p))
+
+enum dccl_region { DCCL_REGION_RECV = 0, DCCL_REGION_SEND = 1, DCCL_REGIONS = 2 };
+
+/* Where one shared thing lies: a region and an offset in it. */
+struct dccl_conn_loc {
+  uint64_t off;
+  uint32_t region; /* enum dccl_region */
+  uint32_t pad;
+};
+
+/* One side's view of a link. Both sides hold the same values; each resolves them against its own mappings. */
+struct dccl_conn_desc {
+  struct dccl_conn_loc head, tail, aborted, slots;
+  uint64_t slot_bytes;  /* bulk payload capacity of a slot */
+  uint64_t slot_stride; /* bytes from one slot to the next */
+  uint32_t nslots;
+  uint32_t protos;   /* DCCL_PROTO_BIT of each protocol the link carries (bulk always) */
+  uint32_t ll_bytes; /* the most payload an LL slot carries (0 without LL) */
+  uint32_t pad;
+};
+
+/* Lays out a FIFO whose control block and slots lie in the receiver's region: the block, then the slots. With
+ * head_region == DCCL_REGION_SEND the head counter is instead the first line of the sender's region. LL is
+ * offered when `ll` is set, for payloads up to what a slot's units hold (at most DCCL_LL_MAX_BYTES). Returns the
+ * receiver's region size; the sender's, when used, is DCCL_CACHELINE. */
+DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t nslots, uint64_t slot_bytes, int ll,
+                                            uint32_t head_region) {
+  char *raw = (char *)d;
+  for (unsigned i = 0; i < sizeof(*d); i++) raw[i] = 0;
+  d->head.region = head_region; /* offset 0 in either region */
+  d->tail.off = sizeof(struct dccl_counter_line);
+  d->aborted.off = 2 * sizeof(struct dccl_counter_line);
+  d->slots.off = sizeof(struct dccl_fifo_ctrl);
+  d->nslots = nslots;
+  d->slot_bytes = slot_bytes;
+  d->slot_stride = DCCL_SLOT_HEAD_BYTES + ((slot_bytes + 63) & ~(uint64_t)63); /* payloads stay 64-byte aligned */
+  d->protos = DCCL_PROTO_BIT(DCCL_PROTO_BULK);
+  uint64_t ll_cap = (d->slot_stride / 8 - DCCL_LL_HEADER_UNITS) * 4 & ~(uint64_t)7; /* whole 16-byte lines */
+  if (ll && ll_cap > 0) {
+    d->protos |= DCCL_PROTO_BIT(DCCL_PROTO_LL);
+    d->ll_bytes = (uint32_t)(ll_cap < DCCL_LL_MAX_BYTES ? ll_cap : DCCL_LL_MAX_BYTES);
+  }
+  return d->slots.off + (uint64_t)nslots * d->slot_stride;
+}
+
+/* The address of a shared word, or of the slot at FIFO position `pos`, in this process's mapping of the regions. */
+DCCL_CONN_FN uint64_t *dccl_conn_word(char *const *regions, struct dccl_conn_loc l) {
+  return (uint64_t *)(regions[l.region] + l.off);
+}
+DCCL_CONN_FN char *dccl_conn_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
+  return regions[d->slots.region] + d->slots.off + (pos % d->nslots) * d->slot_stride;
+}
+
+/* ---- LL units ---- */
+
+/* The flag of the units of the slot at FIFO position `pos`: never the flag of the same slot's previous use
+ * (pos - nslots), nor 0 (fresh memory) before 2^32 slots. */
+DCCL_CONN_FN uint32_t dccl_ll_flag(uint64_t pos) { return (uint32_t)(pos + 1); }
+DCCL_CONN_FN uint64_t dccl_ll_unit(uint32_t data, uint32_t flag) { return (uint64_t)flag << 32 | data; }
+/* Units holding an LL slot's header and `bytes` of payload, rounded up to whole 16-byte lines. */
+DCCL_CONN_FN uint32_t dccl_ll_units(uint64_t bytes) {
+  return (DCCL_LL_HEADER_UNITS + (uint32_t)((bytes + 3) / 4) + 1) & ~1u;
+}
+
+/* A 16-byte line of two units, as one access on the device (each half still carries its own flag, since only
+ * 8-byte atomicity is relied on: PCIe and the host's loads may split the line). */
+DCCL_CONN_FN void dccl_ll_store_line(uint64_t *line, uint32_t d0, uint32_t d1, uint32_t flag) {
+#ifdef __CUDA_ARCH__
+  asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
+               : "memory");
+#else
+  dccl_st_relaxed_u64(line, dccl_ll_unit(d0, flag));
+  dccl_st_relaxed_u64(line + 1, dccl_ll_unit(d1, flag));
+#endif
+}
+/* 1 when both halves carry `flag` (*d0, *d1 are then the line's data). */
+DCCL_CONN_FN int dccl_ll_load_line(const uint64_t *line, uint32_t flag, uint32_t *d0, uint32_t *d1) {
+#ifdef __CUDA_ARCH__
+  uint32_t f0, f1;
+  asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(*d0), "=r"(f0), "=r"(*d1), "=r"(f1) : "l"(line)
+               : "memory");
+  return f0 == flag && f1 == flag;
+#else
+  uint64_t u0 = dccl_ld_relaxed_u64(line), u1 = dccl_ld_relaxed_u64(line + 1);
+  *d0 = (uint32_t)u0;
+  *d1 = (uint32_t)u1;
+  return (uint32_t)(u0 >> 32) == flag && (uint32_t)(u1 >> 32) == flag;
+#endif
+}
+
+/* The header as six 32-bit words (units 0..5), and back. Unit 0 is the payload size, which tells an LL slot
+ * from a bulk one (DCCL_SLOT_BULK_MARK). */
+DCCL_CONN_FN void dccl_ll_header_words(const struct dccl_slot_header *h, uint32_t w[DCCL_LL_HEADER_UNITS]) {
+  w[0] = (uint32_t)h->bytes;
+  w[1] = (uint32_t)(h->bytes >> 32);
+  w[2] = (uint32_t)h->seq;
+  w[3] = (uint32_t)(h->seq >> 32);
+  w[4] = h->kind;
+  w[5] = h->abort;
+}
+DCCL_CONN_FN void dccl_ll_header_from_words(const uint32_t w[DCCL_LL_HEADER_UNITS], struct dccl_slot_header *h) {
+  h->bytes = (uint64_t)w[1] << 32 | w[0];
+  h->seq = (uint64_t)w[3] << 32 | w[2];
+  h->kind = w[4];
+  h->abort = w[5];
+}
+
+/* A bulk slot's unit 0 and header, written before the payload is published by `tail`. */
+DCCL_CONN_FN void dccl_bulk_write_head(char *slot, uint64_t pos, const struct dccl_slot_header *h) {
+  *(struct dccl_slot_header *)(slot + 8) = *h;
+  dccl_st_relaxed_u64((uint64_t *)slot, dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos)));
+}
+
+/* One thread's LL slot: header and payload (4-byte aligned, read in whole 8-byte pairs of words) into the units of
+ * the slot at FIFO position `pos`. The header's first line goes last: on the host, whose stores become visible in
+ * order, a reader that sees it sees the whole slot (it checks every flag anyway). */
+DCCL_CONN_FN void dccl_ll_write_slot(char *slot, uint64_t pos, const struct dccl_slot_header *h,
+                                     const uint32_t *payload) {
+  uint32_t w[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos), nunits = dccl_ll_units(h->bytes);
+  uint64_t *units = (uint64_t *)slot;
+  dccl_ll_header_words(h, w);
+  for (uint32_t i = DCCL_LL_HEADER_UNITS; i < nunits; i += 2, payload += 2)
+    dccl_ll_store_line(units + i, payload[0], payload[1], flag);
+  for (uint32_t i = DCCL_LL_HEADER_UNITS; i > 0; i -= 2) dccl_ll_store_line(units + i - 2, w[i - 2], w[i - 1], flag);
+}
+
+enum dccl_ll_read { DCCL_LL_NOT_YET = 0, DCCL_LL_DONE = 1, DCCL_LL_IS_BULK = 2 };
+/* One thread's read of the slot at FIFO position `pos` as LL: DCCL_LL_NOT_YET until every unit of it carries the slot's flag, then the
+ * header into *h and the payload into `payload` (room for `cap` bytes, rounded up to 8; a header claiming more
+ * is returned with the payload unread, for the caller's size check to refuse). DCCL_LL_IS_BULK: the producer
+ * sent this slot as bulk (wait for tail, then read it as such). */
+DCCL_CONN_FN int dccl_ll_read_slot(const char *slot, uint64_t pos, uint32_t cap, struct dccl_slot_header *h,
+                                   uint32_t *payload) {
+  uint32_t w[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
+  const uint64_t *units = (const uint64_t *)slot;
+  if (!dccl_ll_load_line(units, flag, &w[0], &w[1])) {
+    uint64_t u0 = dccl_ld_relaxed_u64(units);
+    return (uint32_t)(u0 >> 32) == flag && (uint32_t)u0 == DCCL_SLOT_BULK_MARK ? DCCL_LL_IS_BULK : DCCL_LL_NOT_YET;
+  }
+  if (w[0] == DCCL_SLOT_BULK_MARK) return DCCL_LL_IS_BULK;
+  for (uint32_t i = 2; i < DCCL_LL_HEADER_UNITS; i += 2)
+    if (!dccl_ll_load_line(units + i, flag, &w[i], &w[i + 1])) return DCCL_LL_NOT_YET;
+  dccl_ll_header_from_words(w, h);
+  if (h->bytes > cap) return DCCL_LL_DONE;
+  uint32_t nunits = dccl_ll_units(h->bytes);
+  for (uint32_t i = DCCL_LL_HEADER_UNITS; i < nunits; i += 2, payload += 2)
+    if (!dccl_ll_load_line(units + i, flag, &payload[0], &payload[1])) return DCCL_LL_NOT_YET;
+  return DCCL_LL_DONE;
+}
+
+#endif
