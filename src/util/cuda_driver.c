@@ -66,6 +66,7 @@ typedef cu_result (*get_proc_address_fn)(const char *symbol, void **fn, int vers
                                          int *status);
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static get_proc_address_fn get_proc;
 
 static void cu_load(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -74,7 +75,7 @@ static void cu_load(void) {
     return;
   }
   /* The one name looked up by dlsym: the resolver itself, in its CUDA 12 form (with the query status). */
-  get_proc_address_fn get_proc = (get_proc_address_fn)dlsym(lib, "cuGetProcAddress_v2");
+  get_proc = (get_proc_address_fn)dlsym(lib, "cuGetProcAddress_v2");
   if (!get_proc) {
     DCCL_WARN(DCCL_INIT, "libcuda.so.1 has no cuGetProcAddress_v2 (a driver older than CUDA 12): host buffers only");
     return;
@@ -185,4 +186,12 @@ void dccl_cuda_primary_ctx_release(int ordinal) {
 
 void dccl_cuda_set_current(void *ctx) {
   if (ctx && dccl_cuda_available()) (void)cu.ctx_set_current(ctx);
+}
+
+void *dccl_cuda_entry(const char *name, int abi_version) {
+  if (!dccl_cuda_available()) return NULL;
+  void *fn = NULL;
+  int status = 0;
+  if (get_proc(name, &fn, abi_version, 0, &status) != CU_SUCCESS || status != 0) return NULL;
+  return fn;
 }

@@ -38,6 +38,9 @@ ncclResult_t dccl_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd);
  * the same one), for a communicator's lifetime. */
 ncclResult_t dccl_cuda_primary_ctx_retain(int ordinal, void **ctx);
 void dccl_cuda_primary_ctx_release(int ordinal);
+/* The driver's entry point `name` (its base name, "cuLaunchKernel") in the ABI of CUDA `abi_version`; NULL when
+ * there is no driver or it lacks that version. */
+void *dccl_cuda_entry(const char *name, int abi_version);
 /* Makes ctx current on the calling thread (a DCCL thread about to touch the device); NULL: nothing. */
 void dccl_cuda_set_current(void *ctx);
 

@@ -1,0 +1,26 @@
+# The kernels: collectives/device/kernels.cu is compiled into one fatbin (sm_90 code, plus compute_90 PTX that
+# newer GPUs JIT-compile), which tools/embed_bin turns into a C array linked into the library. The library loads
+# it with cuModuleLoadData when a communicator gets a device: no runtime library, no file beside the .so.
+set(DCCL_FATBIN ${PROJECT_BINARY_DIR}/dccl_kernels.fatbin)
+set(DCCL_FATBIN_C ${PROJECT_BINARY_DIR}/dccl_kernels_fatbin.c)
+file(GLOB DCCL_DEVICE_HEADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/collectives/device/*.cuh
+     ${PROJECT_SOURCE_DIR}/pure/*.h)
+set(DCCL_NVCC_WERROR "")
+if(DCCL_WERROR)
+  set(DCCL_NVCC_WERROR --Werror=all-warnings)
+endif()
+add_custom_command(
+  OUTPUT ${DCCL_FATBIN}
+  COMMAND ${CMAKE_CUDA_COMPILER} -fatbin -O3 -std=c++17 ${DCCL_NVCC_WERROR}
+          -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
+          -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/include
+          ${PROJECT_SOURCE_DIR}/collectives/device/kernels.cu -o ${DCCL_FATBIN}
+  DEPENDS ${PROJECT_SOURCE_DIR}/collectives/device/kernels.cu ${DCCL_DEVICE_HEADERS}
+  COMMENT "Compiling the DCCL kernels (sm_90 + compute_90 PTX)" VERBATIM)
+add_executable(embed_bin ${PROJECT_SOURCE_DIR}/tools/embed_bin.c)
+add_custom_command(OUTPUT ${DCCL_FATBIN_C}
+                   COMMAND embed_bin ${DCCL_FATBIN} ${DCCL_FATBIN_C} dccl_kernels_fatbin
+                   DEPENDS embed_bin ${DCCL_FATBIN} VERBATIM)
+target_sources(dccl_objs PRIVATE ${DCCL_FATBIN_C})
+target_include_directories(dccl_objs PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_definitions(dccl_objs PUBLIC DCCL_HAVE_DEVICE_CODE)

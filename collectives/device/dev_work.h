@@ -1,0 +1,73 @@
+/* What a kernel is told: one launch runs a group's device operations, each planned into the same schedules the
+ * host executor runs (pure/schedule.h), over connections whose FIFOs live in device memory (pure/conn_desc.h).
+ * Compiles as C11 (the host fills it) and as CUDA (the kernel reads it). Addresses are device-visible: user
+ * buffers, device memory, or pinned host memory mapped into the device's address space. */
+#ifndef DCCL_DEV_WORK_H_
+#define DCCL_DEV_WORK_H_
+
+#include <stdint.h>
+
+#include "pure/conn_desc.h"
+#include "pure/schedule.h"
+
+#define DCCL_DEV_CONN_SLOTS 8 /* = DCCL_CONN_SLOTS */
+#define DCCL_DEV_THREADS 512  /* per CTA: 16 warps, split in two halves when a channel runs two streams */
+
+/* One side of a link as kernels see it, in device memory. Written by the host when the link is made; after that
+ * only kernels write `pos` and `nops`, so a replayed CUDA graph continues where the last launch stopped. */
+struct dccl_dev_conn {
+  char *regions[DCCL_REGIONS]; /* this process's device-visible mappings of the receiver's and sender's regions */
+  struct dccl_conn_desc desc;
+  uint64_t pos;        /* slots this side filled (sender) or drained (receiver) */
+  uint64_t peer_seen;  /* the other side's counter as last read */
+  uint64_t nops;       /* operations run over this link: the slot header's seq, the same on both sides */
+  int32_t peer;        /* the rank at the other end, for error reports */
+  uint32_t pad;
+};
+
+/* A reduction as the kernel applies it (collectives/reduce.h's struct dccl_redop, with plain types). */
+struct dccl_dev_redop {
+  uint32_t type;     /* enum dccl_elem_type */
+  uint32_t kind;     /* 0 sum, 1 prod, 2 max, 3 min */
+  uint32_t has_pre;  /* premultiply the own input by `pre` */
+  uint32_t post_div; /* 0, or divide the final value by it (integer average) */
+  uint64_t pre;      /* the premultiplier's bits, in `type` */
+};
+
+/* One channel of one operation: the unit a CTA runs. */
+struct dccl_dev_task {
+  struct dccl_sched sched; /* ring_rank points at device-visible memory */
+  struct dccl_dev_conn *recv[DCCL_DEV_CONN_SLOTS], *send[DCCL_DEV_CONN_SLOTS];
+  uint64_t nsteps[2];
+  const char *sendbuff;
+  char *recvbuff;
+  struct dccl_dev_redop redop;
+  uint32_t esize;
+  uint32_t kind; /* enum dccl_op_kind: a send's slots say DCCL_OP_SEND, which its receiver expects */
+  int32_t rank;  /* this rank: the one-shot sum puts its own input at its place in rank order */
+  uint32_t pad;
+};
+
+/* Where the kernel reports what stopped it; host-mapped, read by ncclCommGetAsyncError. */
+struct dccl_dev_status {
+  uint32_t error;     /* enum dccl_dev_error, 0 while all is well */
+  int32_t peer;       /* the link's far end */
+  uint32_t want_kind, got_kind;
+  uint64_t want_seq, got_seq, want_bytes, got_bytes;
+};
+enum dccl_dev_error { DCCL_DEV_OK = 0, DCCL_DEV_ABORTED, DCCL_DEV_MISMATCH, DCCL_DEV_PEER_ABORTED };
+
+/* One launch. CTA b runs tasks [cta_first[b], cta_first[b] + cta_ntasks[b]) in order: the channel c tasks of a
+ * communicator's collectives share links, so one CTA runs them one after the other; point-to-point tasks of
+ * different peers get CTAs of their own, so a send never waits behind a receive. */
+#define DCCL_DEV_MAX_TASKS 1024
+#define DCCL_DEV_MAX_CTAS 64
+struct dccl_dev_work {
+  const uint32_t *abort_flag;     /* host-mapped: nonzero stops every wait */
+  struct dccl_dev_status *status; /* host-mapped */
+  uint32_t ntasks, nctas;
+  uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
+  struct dccl_dev_task tasks[]; /* ntasks */
+};
+
+#endif
