@@ -72,21 +72,22 @@ measure_all() {
   measure "$bin/gpu_ipc_pair" --kind fd --label "$mode"
 }
 
+scenarios="fault kill kill-own kill-idle"
 say "== without MPS"
 measure_all "no MPS"
-measure "$bin/gpu_mps_fault" fault --label "no MPS"
-measure "$bin/gpu_mps_fault" kill --label "no MPS"
+for s in $scenarios; do measure "$bin/gpu_mps_fault" "$s" --label "no MPS"; done
 
 say "== under MPS"
-mps_start
 export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe
-measure_all "MPS"
-measure "$bin/gpu_mps_fault" fault --label "MPS"
-say "gpu-lab measure: MPS after the fault: $(echo get_server_list | timeout 10 "$mps_control" 2>&1 | tr '\n' ' ')"
-mps_stop
 mps_start
-measure "$bin/gpu_mps_fault" kill --label "MPS"
-mps_stop
+measure_all "MPS"
+# A fresh MPS for each scenario: one client's death can take the others with it.
+for s in $scenarios; do
+  measure "$bin/gpu_mps_fault" "$s" --label "MPS"
+  say "gpu-lab measure: MPS servers after '$s': $(echo get_server_list | timeout 10 "$mps_control" 2>&1 | tr '\n' ' ')"
+  mps_stop
+  [ "$s" = "${scenarios##* }" ] || mps_start
+done
 unset CUDA_MPS_PIPE_DIRECTORY
 
 for f in "$mps_logdir"/*; do

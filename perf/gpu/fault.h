@@ -11,7 +11,8 @@ enum fault_role { ROLE_OWNER, ROLE_SURVIVOR, ROLE_VICTIM, ROLE_PROBE };
 /* Commands to a client; each is answered with one int32 (1 = done as asked, 0 = something failed). */
 enum fault_cmd {
   CMD_SHARE,    /* owner: export the flag region to the coordinator; others: receive and map it */
-  CMD_SPIN,     /* launch the spinning kernel, answer once it runs */
+  CMD_SPIN,     /* launch the spinning kernel on the shared flag, answer once it runs */
+  CMD_SPIN_OWN, /* the same on a flag in the client's own memory (no access to the shared region) */
   CMD_FAULT,    /* victim: run a kernel that stores to an illegal address */
   CMD_OBSERVE,  /* survivors: is the kernel still running, what does the stream say */
   CMD_RELEASE,  /* owner sets the shared flag from the host; all set their stop word; wait for the kernel */

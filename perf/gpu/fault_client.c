@@ -80,21 +80,28 @@ static int share(struct client *c) {
   return ok;
 }
 
-static int spin(struct client *c) {
+static int spin(struct client *c, int on_own_memory) {
+  CUdeviceptr flag = c->flag;
+  if (on_own_memory) {
+    CU_MUST(cuMemAlloc(&flag, 4096));
+    CU_MUST(cuMemsetD8(flag, 0, 4096));
+    CU_MUST(cuCtxSynchronize());
+  }
   void *host = NULL;
   if (!step(c, "cuMemHostAlloc", cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)))
     return 0;
   c->words = host;
   for (int i = 0; i < 4; i++) c->words[i] = 0;
   CU_MUST(cuMemHostGetDevicePointer(&c->words_dev, host, 0));
-  int err = spin_launch(c->flag, c->words_dev, c->words_dev + 8, c->words_dev + 4, SPIN_TIMEOUT_NS, c->spin);
+  int err = spin_launch(flag, c->words_dev, c->words_dev + 8, c->words_dev + 4, SPIN_TIMEOUT_NS, c->spin);
   if (err) {
     say(c, "spin launch: cudaError %d", err);
     return 0;
   }
   double deadline = now_us() + 5e6;
   while (heartbeat(c) == 0 && now_us() < deadline) sleep_ms(1);
-  say(c, "spinning kernel %s", heartbeat(c) ? "runs" : "did not start within 5 s");
+  say(c, "spinning kernel (on %s) %s", on_own_memory ? "its own memory" : "the shared flag",
+      heartbeat(c) ? "runs" : "did not start within 5 s");
   return heartbeat(c) != 0;
 }
 
@@ -171,7 +178,10 @@ void fault_client(enum fault_role role, const char *name, int sock) {
         answer = share(&c);
         break;
       case CMD_SPIN:
-        answer = spin(&c);
+        answer = spin(&c, 0);
+        break;
+      case CMD_SPIN_OWN:
+        answer = spin(&c, 1);
         break;
       case CMD_FAULT:
         answer = fault(&c);

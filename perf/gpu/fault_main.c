@@ -1,6 +1,8 @@
-/* gpu_mps_fault fault|kill [--label TEXT]
+/* gpu_mps_fault fault|kill|kill-own|kill-idle [--label TEXT]
  * Three clients (an owner of the shared flag, another survivor and a victim) run kernels spinning on one flag in
- * the owner's memory; then the victim faults (an illegal address) or is killed (SIGKILL). The survivors report
+ * the owner's memory; then the victim faults (an illegal address) or is killed (SIGKILL): kill while its kernel
+ * spins on the shared flag, kill-own while it spins on its own memory, kill-idle with no kernel of its own
+ * (it still holds the shared mapping). The survivors report
  * whether their kernels still run and what the driver says, then try to finish and to work on; new clients are
  * started while the survivors live and after all have exited. The coordinator never touches CUDA, so it can fork
  * clients at any time. Exit status: 0 the scenario ran to its end (whatever it showed), 2 it could not run. */
@@ -137,11 +139,12 @@ static void observe(struct child *survivors, int n, const char *when) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || (strcmp(argv[1], "fault") && strcmp(argv[1], "kill"))) {
-    fprintf(stderr, "usage: gpu_mps_fault fault|kill [--label TEXT]\n");
+  const char *scenario = argc > 1 ? argv[1] : "";
+  int faulting = !strcmp(scenario, "fault"), own = !strcmp(scenario, "kill-own"), idle = !strcmp(scenario, "kill-idle");
+  if (!faulting && !own && !idle && strcmp(scenario, "kill")) {
+    fprintf(stderr, "usage: gpu_mps_fault fault|kill|kill-own|kill-idle [--label TEXT]\n");
     return 2;
   }
-  int faulting = !strcmp(argv[1], "fault");
   const char *label = argc > 3 && !strcmp(argv[2], "--label") ? argv[3] : "";
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct child c[3] = {
@@ -163,8 +166,8 @@ int main(int argc, char **argv) {
     kill_children(0);
     return 2;
   }
-  for (int i = 0; i < 3; i++)
-    if (!command(&c[i], CMD_SPIN, "spin")) {
+  for (int i = 0; i < (idle ? 2 : 3); i++)
+    if (!command(&c[i], i == 2 && own ? CMD_SPIN_OWN : CMD_SPIN, "spin")) {
       printf("FAILED: %s's kernel does not spin\n", c[i].name);
       kill_children(0);
       return 2;
@@ -175,7 +178,9 @@ int main(int argc, char **argv) {
     printf("-- the victim runs a kernel that stores to address 16\n");
     command(victim, CMD_FAULT, "fault");
   } else {
-    printf("-- the victim is killed (SIGKILL) while its kernel spins\n");
+    printf("-- the victim is killed (SIGKILL) %s\n", idle  ? "with no kernel running"
+                                                     : own ? "while its kernel spins on its own memory"
+                                                           : "while its kernel spins on the shared flag");
     kill(victim->pid, SIGKILL);
     reap(victim, "after SIGKILL");
   }

@@ -10,19 +10,24 @@
 /* A side's exported region: its 8-byte kernel flag at 0, its 32-bit stream flag at PAIR_FLAG32, its inbox at
  * PAIR_INBOX (PAIR_BYTES long). A side polls its own flags and writes the peer's. */
 #define PAIR_FLAG32 256
+#define PAIR_GATE 512 /* 32-bit: side 0's stream waits here until a batch of echoes is all queued */
 #define PAIR_INBOX ((size_t)2 << 20)
 #define PAIR_BYTES ((size_t)256 << 20)
 #define PAIR_MAX_ITERS 100000
 #define PAIR_MAX_EVENTS 2001
+#define PAIR_ECHO_BATCH 100
+#define PAIR_MAX_BATCHES ((PAIR_MAX_EVENTS - 1) / PAIR_ECHO_BATCH)
 
 struct side {
   CUstream stream;
+  CUstream gate; /* opens side 0's gate */
   struct region own;
   struct mapping peer_map; /* two processes only */
   CUdeviceptr peer;        /* the peer's region as this side addresses it */
   CUdeviceptr src;         /* PAIR_BYTES of payload */
   CUdeviceptr stamps, status;
   CUevent events[PAIR_MAX_EVENTS];
+  CUevent batch_start[PAIR_MAX_BATCHES];
 };
 
 struct pair {

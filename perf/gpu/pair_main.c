@@ -51,6 +51,7 @@ static void setup_sides(struct pair *p) {
     if (!pair_mine(p, i)) continue;
     struct side *s = &p->side[i];
     CU_MUST(cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+    CU_MUST(cuStreamCreate(&s->gate, CU_STREAM_NON_BLOCKING));
     CU_MUST(region_alloc(&s->own, p->kind, PAIR_INBOX + PAIR_BYTES, p->dev));
     CU_MUST(cuMemsetD8(s->own.ptr, 0, s->own.size));
     CU_MUST(cuMemAlloc(&s->src, PAIR_BYTES));
@@ -58,6 +59,7 @@ static void setup_sides(struct pair *p) {
     CU_MUST(cuMemAlloc(&s->stamps, (PAIR_MAX_ITERS + 1) * sizeof(uint64_t)));
     CU_MUST(cuMemAlloc(&s->status, 2 * sizeof(int)));
     for (int e = 0; e < PAIR_MAX_EVENTS; e++) CU_MUST(cuEventCreate(&s->events[e], CU_EVENT_DEFAULT));
+    for (int e = 0; e < PAIR_MAX_BATCHES; e++) CU_MUST(cuEventCreate(&s->batch_start[e], CU_EVENT_DEFAULT));
   }
   CU_MUST(cuCtxSynchronize());
   if (p->local) {
@@ -88,6 +90,8 @@ static void teardown_sides(struct pair *p) {
     pair_barrier(p); /* the peer's mapping of our region is gone before we free it */
     region_free(&s->own);
     for (int e = 0; e < PAIR_MAX_EVENTS; e++) cuEventDestroy(s->events[e]);
+    for (int e = 0; e < PAIR_MAX_BATCHES; e++) cuEventDestroy(s->batch_start[e]);
+    cuStreamDestroy(s->gate);
     cuMemFree(s->src);
     cuMemFree(s->stamps);
     cuMemFree(s->status);
