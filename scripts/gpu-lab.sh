@@ -3,7 +3,12 @@
 # logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Today that is the shared device code and the
 # host-buffer library's behaviour next to a GPU; GPU collectives and their benchmarks join here as they land.
 # Usage: bash scripts/gpu-lab.sh [build dir=build-gpu]
+#        bash scripts/gpu-lab.sh measure [build dir]: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 set -uo pipefail
+if [ "${1:-}" = measure ]; then
+  shift
+  exec bash "$(dirname "${BASH_SOURCE[0]}")/gpu-lab-measure.sh" "$@"
+fi
 build=${1:-build-gpu}
 out=${OUT:-gpu-lab-out}
 mkdir -p "$out"

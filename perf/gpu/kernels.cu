@@ -1,0 +1,145 @@
+// The kernels of the GPU measurements (kernels.h says what each does). Flags use PTX acquire/release at system
+// scope: the other side is another process, so nothing weaker is enough in general.
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+__device__ static uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ static uint64_t load_acquire(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ static void store_release(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// 0 once *flag >= want; 1 when the deadline passed first. The timer is read every 256 polls only: each read costs.
+__device__ static int wait_geq(const uint64_t *flag, uint64_t want, uint64_t deadline) {
+  unsigned polls = 0;
+  while (load_acquire(flag) < want)
+    if ((++polls & 255) == 0 && global_ns() > deadline) return 1;
+  return 0;
+}
+
+__global__ void ping_kernel(uint64_t *peer_flag, const uint64_t *own_flag, int n, uint64_t *stamps, int *status,
+                            uint64_t timeout_ns) {
+  uint64_t deadline = global_ns() + timeout_ns;
+  int i = 1, late = 0;
+  stamps[0] = global_ns();
+  for (; i <= n; i++) {
+    store_release(peer_flag, (uint64_t)i);
+    if ((late = wait_geq(own_flag, (uint64_t)i, deadline))) break;
+    stamps[i] = global_ns();
+  }
+  status[0] = i - 1;
+  status[1] = late;
+}
+
+__global__ void pong_kernel(uint64_t *peer_flag, const uint64_t *own_flag, int n, int *status, uint64_t timeout_ns) {
+  uint64_t deadline = global_ns() + timeout_ns;
+  int i = 1, late = 0;
+  for (; i <= n; i++) {
+    if ((late = wait_geq(own_flag, (uint64_t)i, deadline))) break;
+    store_release(peer_flag, (uint64_t)i);
+  }
+  status[0] = i - 1;
+  status[1] = late;
+}
+
+__global__ void copy_kernel(unsigned char *dst, const unsigned char *src, size_t bytes) {
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+  size_t vec = ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) ? bytes / 16 : 0;
+  uint4 *d = (uint4 *)dst;
+  const uint4 *s = (const uint4 *)src;
+  for (size_t i = tid; i < vec; i += stride) d[i] = s[i];
+  for (size_t i = vec * 16 + tid; i < bytes; i += stride) dst[i] = src[i];
+}
+
+__global__ void spin_kernel(const volatile uint32_t *flag, const volatile uint32_t *stop,
+                            volatile unsigned long long *heartbeat, volatile uint32_t *why, uint64_t timeout_ns) {
+  uint64_t deadline = global_ns() + timeout_ns;
+  uint32_t reason = 0;
+  for (unsigned long long beat = 1; !reason; beat++) {
+    if (*flag)
+      reason = 1;
+    else if (*stop)
+      reason = 2;
+    else if (global_ns() > deadline)
+      reason = 3;
+    if ((beat & 1023) == 0) {
+      *heartbeat = beat;
+      __threadfence_system();
+    }
+  }
+  *why = reason;
+  __threadfence_system();
+}
+
+__global__ void fault_kernel(volatile uint32_t *bad) {
+  *bad = 1;
+}
+
+__global__ void store_kernel(uint32_t *dst, uint32_t value) {
+  *dst = value;
+}
+
+static int launched() {
+  return (int)cudaGetLastError();
+}
+
+extern "C" int kernels_preload(void) {
+  cudaFuncAttributes attr;
+  const void *all[] = {(const void *)ping_kernel, (const void *)pong_kernel,  (const void *)copy_kernel,
+                       (const void *)spin_kernel, (const void *)fault_kernel, (const void *)store_kernel};
+  for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) {
+    cudaError_t e = cudaFuncGetAttributes(&attr, all[i]);
+    if (e != cudaSuccess) return (int)e;
+  }
+  return 0;
+}
+
+extern "C" int ping_launch(CUdeviceptr peer_flag, CUdeviceptr own_flag, int n, CUdeviceptr stamps, CUdeviceptr status,
+                           uint64_t timeout_ns, CUstream stream) {
+  ping_kernel<<<1, 1, 0, stream>>>((uint64_t *)peer_flag, (const uint64_t *)own_flag, n, (uint64_t *)stamps,
+                                   (int *)status, timeout_ns);
+  return launched();
+}
+
+extern "C" int pong_launch(CUdeviceptr peer_flag, CUdeviceptr own_flag, int n, CUdeviceptr status, uint64_t timeout_ns,
+                           CUstream stream) {
+  pong_kernel<<<1, 1, 0, stream>>>((uint64_t *)peer_flag, (const uint64_t *)own_flag, n, (int *)status, timeout_ns);
+  return launched();
+}
+
+extern "C" int copy_launch(CUdeviceptr dst, CUdeviceptr src, size_t bytes, int sm_count, CUstream stream) {
+  const int threads = 512;
+  size_t want = (bytes / 16 + threads - 1) / threads;
+  int blocks = want < (size_t)(4 * sm_count) ? (int)want : 4 * sm_count;
+  if (blocks < 1) blocks = 1;
+  copy_kernel<<<blocks, threads, 0, stream>>>((unsigned char *)dst, (const unsigned char *)src, bytes);
+  return launched();
+}
+
+extern "C" int spin_launch(CUdeviceptr flag, CUdeviceptr stop, CUdeviceptr heartbeat, CUdeviceptr why,
+                           uint64_t timeout_ns, CUstream stream) {
+  spin_kernel<<<1, 1, 0, stream>>>((const volatile uint32_t *)flag, (const volatile uint32_t *)stop,
+                                   (volatile unsigned long long *)heartbeat, (volatile uint32_t *)why, timeout_ns);
+  return launched();
+}
+
+extern "C" int fault_launch(CUdeviceptr bad, CUstream stream) {
+  fault_kernel<<<1, 1, 0, stream>>>((volatile uint32_t *)bad);
+  return launched();
+}
+
+extern "C" int store_launch(CUdeviceptr dst, uint32_t value, CUstream stream) {
+  store_kernel<<<1, 1, 0, stream>>>((uint32_t *)dst, value);
+  return launched();
+}
