@@ -15,6 +15,8 @@
 /* Lanes 0..nchannels-1 serve collectives; lanes from DCCL_LANE_P2P serve send/recv, so a group may run a
  * collective and point-to-point at once. */
 #define DCCL_LANE_P2P 64
+/* Device-buffer links are other links (their FIFOs are in GPU memory): the same lanes, offset by this. */
+#define DCCL_LANE_DEVICE 128
 /* Connections per channel: ring uses index 0; trees two children and the parent (DCCL_TREE_PARENT); one-shot
  * every other rank, so it serves up to DCCL_CONN_SLOTS + 1 ranks. */
 #define DCCL_CONN_SLOTS 8
@@ -44,6 +46,7 @@ struct dccl_conn_req {
 
 struct dccl_op;
 struct dccl_op_pool;
+struct dccl_dev_comm;
 
 /* The operations posted on a communicator and not yet complete, in issue order (collectives/op_queue.c). One
  * thread progresses it at a time: the caller's for a blocking communicator, the progress thread for a nonblocking
@@ -63,10 +66,12 @@ struct dccl_coll_comm {
   int oversubscribed;                 /* more ranks than processing units on this host: waits yield at once */
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
+  int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
   struct dccl_ring rings[DCCL_MAX_CHANNELS];
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;
   struct dccl_op_pool *pool; /* free ops (collectives/op_pool.c) */
+  struct dccl_dev_comm *dev; /* the GPU state (collectives/device/dev_exec.c); NULL: host buffers only */
   struct dccl_op_queue queue;
   /* Cost model constants, measured at creation (src/tune). */
   double alpha_ns; /* per pipeline step latency */

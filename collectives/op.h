@@ -36,6 +36,8 @@ struct dccl_op {
   int algo;
   int proto; /* enum dccl_proto the slots of this operation ask for (a link without LL carries bulk) */
   int stream_out; /* the output exceeds the caches: copy into it with non-temporal stores */
+  int on_device;  /* device buffers: runs in a kernel on `stream` (collectives/device/) */
+  void *stream;   /* the user's cudaStream_t */
   uint64_t seq;
   /* Posted before this one on the same links (the comm's previous collective, or the previous send/recv to the
    * same peer): it must finish first. Cleared when that op completes. */
@@ -60,7 +62,8 @@ ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **
  * reduce-scatter and the broadcast/reduce chains share; the two all-reduce trees; one-shot), appended to reqs as
  * dccl_op_conn_reqs does: made at creation, so no collective makes a link. Rooted trees (broadcast/reduce under
  * DCCL_ALGO=tree) and point-to-point links are made at first use. */
-ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);
+ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, struct dccl_conn_req **reqs, int *n,
+                                      int *cap);
 /* Looks up the (now connected) connections of every channel. */
 ncclResult_t dccl_op_bind(struct dccl_op *op);
 

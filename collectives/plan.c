@@ -108,7 +108,7 @@ static void plan_oneshot(struct dccl_op *op) {
 
 static void plan_ring(struct dccl_op *op, uint64_t range) {
   struct dccl_coll_comm *comm = op->comm;
-  int nch = comm->nchannels;
+  int nch = op->on_device ? comm->dev_nchannels : comm->nchannels;
   if ((uint64_t)nch * 4096 > range * op->esize) nch = 1; /* small: one channel */
   op->nchannels = nch;
   for (int c = 0; c < nch; c++) {
@@ -125,14 +125,34 @@ static void plan_ring(struct dccl_op *op, uint64_t range) {
   }
 }
 
+static ncclResult_t plan_lanes(struct dccl_op *op);
+
+/* Device buffers: one-shot for small all-reduces (one hand-off), rings otherwise; trees when DCCL_ALGO asks. The
+ * host's cost model is measured on host copies and does not apply. */
+static int device_algo(const struct dccl_op *op) {
+  const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
+  if (!strcmp(forced, "tree")) return DCCL_ALGO_TREE;
+  if (!strcmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
+  if (!strcmp(forced, "ring")) return DCCL_ALGO_RING;
+  return op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= 65536 ? DCCL_ALGO_ONESHOT : DCCL_ALGO_RING;
+}
+
 ncclResult_t dccl_op_plan(struct dccl_op *op) {
+  ncclResult_t res = plan_lanes(op);
+  /* Device links are other links than the host's: the same lanes, offset. */
+  for (int c = 0; op->on_device && c < op->nchannels; c++) op->ch[c].lane += DCCL_LANE_DEVICE;
+  return res;
+}
+
+static ncclResult_t plan_lanes(struct dccl_op *op) {
   struct dccl_coll_comm *comm = op->comm;
-  uint64_t chunk_bytes = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  uint64_t chunk_bytes = (uint64_t)dccl_param_int(op->on_device ? DCCL_PARAM_DEV_CHUNK_SIZE : DCCL_PARAM_CHUNK_SIZE);
   uint64_t chunk = chunk_bytes / op->esize;
   if (chunk == 0) chunk = 1;
   int n = comm->nranks;
   op->nchannels = 0;
-  op->proto = comm->pick_proto(comm, op->kind, op->count * op->esize);
+  /* The kernels speak bulk only so far. */
+  op->proto = op->on_device ? DCCL_PROTO_BULK : comm->pick_proto(comm, op->kind, op->count * op->esize);
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
     struct dccl_op_channel *ch = &op->ch[0];
     channel_clear(ch, DCCL_LANE_P2P);
@@ -147,7 +167,8 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
     ch->sched.count = op->count;
     op->nchannels = 1;
   } else {
-    if (op->algo == DCCL_ALGO_AUTO) op->algo = comm->pick_algo(comm, op->kind, op->count * op->esize);
+    if (op->algo == DCCL_ALGO_AUTO)
+      op->algo = op->on_device ? device_algo(op) : comm->pick_algo(comm, op->kind, op->count * op->esize);
     /* One-shot exists for all-reduce only, and needs a connection slot per peer. */
     if (op->algo == DCCL_ALGO_ONESHOT && (op->kind != DCCL_OP_ALLREDUCE || n - 1 > DCCL_CONN_SLOTS))
       op->algo = DCCL_ALGO_RING;
@@ -247,7 +268,8 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
   return ncclSuccess;
 }
 
-ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap) {
+ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, struct dccl_conn_req **reqs, int *n,
+                                      int *cap) {
   if (comm->nranks == 1) return ncclSuccess;
   static const int algos[] = {DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT};
   struct dccl_op *op = malloc(sizeof(*op));
@@ -256,7 +278,7 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, struct dccl_c
   for (int i = 0; i < 3 && res == ncclSuccess; i++) {
     /* A large float all-reduce: every channel of the algorithm carries a share. */
     *op = (struct dccl_op){.comm = comm, .kind = DCCL_OP_ALLREDUCE, .count = (size_t)1 << 28, .type = ncclFloat32,
-                           .esize = 4, .algo = algos[i], .root = -1, .peer = -1};
+                           .esize = 4, .algo = algos[i], .root = -1, .peer = -1, .on_device = on_device};
     res = dccl_op_plan(op);
     if (res == ncclSuccess) res = dccl_op_conn_reqs(op, reqs, n, cap);
   }

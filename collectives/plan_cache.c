@@ -11,7 +11,7 @@
 #define PLAN_CACHE_ENTRIES 8
 
 struct plan_entry {
-  int kind, root, algo, proto, nchannels;
+  int kind, root, algo, proto, nchannels, on_device;
   size_t count;
   ncclDataType_t type;
   struct dccl_op_channel ch[]; /* nchannels */
@@ -31,7 +31,9 @@ int dccl_plan_cache_get(struct dccl_op *op) {
   if (!c || !cacheable(op)) return 0;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     const struct plan_entry *e = c->entry[i];
-    if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root) continue;
+    if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root ||
+        e->on_device != op->on_device)
+      continue;
     op->algo = e->algo;
     op->proto = e->proto;
     op->nchannels = e->nchannels;
@@ -54,6 +56,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   if (!e) return; /* a cache that cannot grow just misses */
   c->entry[c->next_victim] = e;
   e->kind = op->kind;
+  e->on_device = op->on_device;
   e->root = op->root;
   e->algo = op->algo;
   e->proto = op->proto;

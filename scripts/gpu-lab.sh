@@ -19,7 +19,7 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCCL_BUILD_PERF=OFF &&
-       ninja -C "$build" device_shared_test cuda_host_paths; } > "$out/build.log" 2>&1; then
+       ninja -C "$build" device_shared_test cuda_host_paths gpu_colls; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
@@ -32,6 +32,18 @@ for t in device_shared_test cuda_host_paths; do
   tail -15 "$out/$t.log"
   echo "gpu-lab: $t exit $rc"
   [ "$rc" = 0 ] || status=1
+done
+# Device-buffer collectives: ranks of one process on GPU 0, every algorithm.
+for n in 1 2 3 4; do
+  for algo in "" ring tree oneshot; do
+    [ "$n" = 1 ] && [ -n "$algo" ] && continue
+    log="$out/gpu_colls.np$n${algo:+.$algo}.log"
+    DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" "$n" > "$log" 2>&1
+    rc=$?
+    grep -E "^FAIL" "$log" | head -5
+    tail -1 "$log"
+    [ "$rc" = 0 ] || { status=1; echo "gpu-lab: gpu_colls $n ranks ${algo:-auto} exit $rc"; }
+  done
 done
 echo "gpu-lab: $([ $status = 0 ] && echo 'all passed' || echo FAILED)"
 exit $status

@@ -8,8 +8,12 @@
 
 #include "util/log.h"
 
-/* Priority order: shared memory inside a host, then RDMA, then TCP, which reaches every peer. */
+/* Priority order: shared memory inside a host, then RDMA, then TCP, which reaches every peer. A link takes only
+ * transports that carry its buffers (p2p: device buffers; the others: host buffers). */
 static const struct dccl_transport *const providers[] = {
+#ifdef DCCL_HAVE_DEVICE_CODE
+    &dccl_transport_p2p, /* device links only */
+#endif
     &dccl_transport_shm,
 #ifdef DCCL_HAVE_IBVERBS
     &dccl_transport_ib,
@@ -74,6 +78,7 @@ int dccl_transport_complete(struct dccl_transport *out, const struct dccl_transp
     return -1;
   }
   if (!out->unreachable) out->unreachable = "";
+  if (!out->buffers) out->buffers = DCCL_BUFFERS_HOST;
   if (!out->describe_self) out->describe_self = no_describe;
   if (!out->start) out->start = no_start;
   if (!out->progress) out->progress = no_progress;

@@ -31,6 +31,9 @@ void dccl_fifo_init(void *region, const struct dccl_conn_desc *d);
 
 struct dccl_transport;
 
+#define DCCL_BUFFERS_HOST 1
+#define DCCL_BUFFERS_DEVICE 2
+
 /* What a transport may see of its communicator: core embeds one in it and fills it at creation. */
 struct dccl_transport_ctx {
   int rank, nranks;
@@ -42,6 +45,7 @@ struct dccl_transport_ctx {
   void *transport_state[DCCL_MAX_TRANSPORTS];
   /* 1 when [ptr, ptr+bytes) lies inside one range the user registered (ncclCommRegister): zero-copy may read it. */
   int (*is_registered)(const struct dccl_transport_ctx *ctx, const void *ptr, uint64_t bytes);
+  void *cu_ctx; /* the primary context of the rank's GPU (CUcontext), NULL without one: device transports use it */
 };
 
 struct dccl_conn {
@@ -53,6 +57,9 @@ struct dccl_conn {
   struct dccl_conn_desc desc;     /* the FIFO's layout, this side's copy */
   char *regions[DCCL_REGIONS];    /* this process's mapping of each region; NULL until the transport binds them */
   void *priv;                     /* the transport's own state */
+  /* Device links (lanes from DCCL_LANE_DEVICE): the kernels' view of this side (struct dccl_dev_conn) in device
+   * memory; regions[] then hold device addresses, which host code never reads. */
+  void *dev;
   /* This side's own counter (tail for a sender, head for a receiver): only this side writes it. */
   uint64_t own_counter;
   /* The other side's counter as last read: re-read only when it must have moved, so a step does not pull the
@@ -92,6 +99,9 @@ struct dccl_transport {
   /* Chosen by itself only between ranks of one host as DCCL_HOSTID sees it (shared memory): pretend hosts then
    * use a network transport between them, although shm could reach. */
   int host_local;
+  /* Which buffers its links carry: DCCL_BUFFERS_HOST (0 means that too), DCCL_BUFFERS_DEVICE, or both. A device
+   * link's FIFO is read and written by kernels. */
+  int buffers;
   /* 1 when progress() moves the bytes (sockets, RDMA), so the executor calls it while it waits. */
   int moves_bytes;
   /* 1: both ends confirm over the bootstrap that connect() succeeded before start() runs on either; nothing may be
@@ -139,6 +149,9 @@ extern const struct dccl_transport dccl_transport_shm;
 extern const struct dccl_transport dccl_transport_socket;
 #ifdef DCCL_HAVE_IBVERBS
 extern const struct dccl_transport dccl_transport_ib;
+#endif
+#ifdef DCCL_HAVE_DEVICE_CODE
+extern const struct dccl_transport dccl_transport_p2p;
 #endif
 
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */

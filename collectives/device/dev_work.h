@@ -7,23 +7,11 @@
 
 #include <stdint.h>
 
-#include "pure/conn_desc.h"
+#include "pure/dev_conn.h"
 #include "pure/schedule.h"
 
 #define DCCL_DEV_CONN_SLOTS 8 /* = DCCL_CONN_SLOTS */
 #define DCCL_DEV_THREADS 512  /* per CTA: 16 warps, split in two halves when a channel runs two streams */
-
-/* One side of a link as kernels see it, in device memory. Written by the host when the link is made; after that
- * only kernels write `pos` and `nops`, so a replayed CUDA graph continues where the last launch stopped. */
-struct dccl_dev_conn {
-  char *regions[DCCL_REGIONS]; /* this process's device-visible mappings of the receiver's and sender's regions */
-  struct dccl_conn_desc desc;
-  uint64_t pos;        /* slots this side filled (sender) or drained (receiver) */
-  uint64_t peer_seen;  /* the other side's counter as last read */
-  uint64_t nops;       /* operations run over this link: the slot header's seq, the same on both sides */
-  int32_t peer;        /* the rank at the other end, for error reports */
-  uint32_t pad;
-};
 
 /* A reduction as the kernel applies it (collectives/reduce.h's struct dccl_redop, with plain types). */
 struct dccl_dev_redop {
@@ -66,6 +54,8 @@ struct dccl_dev_work {
   const uint32_t *abort_flag;     /* host-mapped: nonzero stops every wait */
   struct dccl_dev_status *status; /* host-mapped */
   uint32_t ntasks, nctas;
+  uint32_t done_ctas; /* each CTA adds 1 as it exits: the host reuses the work once all have */
+  uint32_t pad;
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
   struct dccl_dev_task tasks[]; /* ntasks */
 };

@@ -210,7 +210,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
-extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS) dccl_kernel(const dccl_dev_work *w) {
+extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS) dccl_kernel(dccl_dev_work *w) {
   __shared__ dev_cta cta;
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   for (int k = 0; k < ntasks; k++) {
@@ -237,12 +237,16 @@ extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS) dccl_kernel(const
     h.bar = 1 + s;
     dev_run_stream(w, &cta, s, h);
     __syncthreads();
-    if (cta.stop) return;
+    if (cta.stop) break;
     if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
       int i = threadIdx.x;
       dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta.task.recv[i] : cta.task.send[i - DCCL_DEV_CONN_SLOTS];
       if (c) c->nops = cta.seq[0][i] + 1;
     }
     __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    atomicAdd_system(&w->done_ctas, 1u);
   }
 }

@@ -125,6 +125,10 @@ struct dccl_conn_batch {
 };
 ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches);
 
+/* Whether some transport carries device buffers between ranks a and b (from their peer infos alone: every rank
+ * gives the same answer). */
+int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b);
+
 /* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
  * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */
 ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, const char *what, int peer);

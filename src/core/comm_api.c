@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/device/dev_exec.h"
 #include "core/comm.h"
 #include "core/comm_async.h"
 #include "core/comm_init.h"
@@ -150,6 +151,12 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!asyncError) return dccl_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   DCCLCHECK(dccl_comm_check(comm, "ncclCommGetAsyncError"));
+  /* A kernel's failure becomes the communicator's (the first failure wins). */
+  char text[512];
+  ncclResult_t dev_err = atomic_load(&comm->async_error) == ncclSuccess
+                             ? dccl_dev_comm_error(&comm->coll, text, sizeof(text))
+                             : ncclSuccess;
+  if (dev_err != ncclSuccess) dccl_comm_set_failed(comm, dev_err, text);
   ncclResult_t err = (ncclResult_t)atomic_load(&comm->async_error);
   /* Work in the background: a nonblocking creation, a split of this parent, posted operations. */
   int busy = atomic_load(&comm->init_state) == DCCL_INIT_PENDING || atomic_load(&comm->splits_running) > 0 ||

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_init.h"
@@ -20,6 +21,7 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
   int ok = ncclSuccess;
   atomic_compare_exchange_strong(&comm->async_error, &ok, (int)code);
   comm->abort_flag = 1;
+  dccl_dev_comm_abort(&comm->coll); /* kernels poll their own copy of the flag */
   /* Tell the peers at once, so they stop waiting for us instead of discovering it later. */
   pthread_mutex_lock(&comm->conn_lock);
   for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
@@ -52,6 +54,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     if (goodbye) dccl_bootstrap_say_goodbye(comm->bootstrap);
     dccl_bootstrap_close(comm->bootstrap); /* stops the monitor thread before anything it reads is freed */
   }
+  dccl_dev_comm_free(&comm->coll); /* waits for the kernels, which use the links */
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {
     struct dccl_conn_entry *next = e->next;

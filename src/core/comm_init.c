@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
@@ -36,6 +37,7 @@ static void on_peer_death(void *arg, int dead_rank) {
   int ok = ncclSuccess;
   atomic_compare_exchange_strong(&comm->async_error, &ok, ncclRemoteError);
   comm->abort_flag = 1;
+  dccl_dev_comm_abort(&comm->coll); /* a store to pinned memory: safe from the monitor thread */
   DCCL_WARN(DCCL_INIT, "rank %d (host %s, pid %d) died", dead_rank, comm->peers[dead_rank].hostname,
             comm->peers[dead_rank].pid);
 }
@@ -53,16 +55,20 @@ static void describe_self(const struct dccl_comm *comm, struct dccl_peer_info *m
   if (a.ss_family == AF_INET6) memcpy(me->net_addr, &((struct sockaddr_in6 *)&a)->sin6_addr, 16);
 }
 
+static int clamp_channels(int64_t n) {
+  return n < 1 ? 1 : n > DCCL_MAX_CHANNELS ? DCCL_MAX_CHANNELS : (int)n;
+}
+
 static ncclResult_t build_rings(struct dccl_comm *comm) {
   int n = comm->nranks;
   uint64_t *hosts = malloc((size_t)n * sizeof(*hosts));
   if (!hosts) return dccl_error(ncclSystemError, "out of memory");
   for (int r = 0; r < n; r++) hosts[r] = comm->peers[r].host_hash;
-  int nch = (int)dccl_param_int(DCCL_PARAM_NCHANNELS);
-  if (nch < 1) nch = 1;
-  if (nch > DCCL_MAX_CHANNELS) nch = DCCL_MAX_CHANNELS;
+  int nch = clamp_channels(dccl_param_int(DCCL_PARAM_NCHANNELS));
+  int dev_nch = clamp_channels(dccl_param_int(DCCL_PARAM_DEV_NCHANNELS));
   comm->coll.nchannels = nch;
-  for (int c = 0; c < nch; c++) {
+  comm->coll.dev_nchannels = dev_nch;
+  for (int c = 0; c < (nch > dev_nch ? nch : dev_nch); c++) {
     struct dccl_ring *ring = &comm->coll.rings[c];
     ring->order = malloc((size_t)n * sizeof(int));
     if (!ring->order) {
@@ -87,12 +93,45 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   return ncclSuccess;
 }
 
+/* Whether every pair of ranks has a device transport (every rank evaluates every pair from the same peer infos, so
+ * all agree on making device links or not). */
+static int device_links_everywhere(struct dccl_comm *comm) {
+  if (!comm->coll.dev) return 0;
+  for (int a = 0; a < comm->nranks; a++)
+    for (int b = a + 1; b < comm->nranks; b++)
+      if (!dccl_comm_device_reachable(comm, a, b)) return 0;
+  return 1;
+}
+
+/* The GPU side of a communicator whose rank has a device: kernels loaded, its state, and the device links of every
+ * collective, when every pair of ranks can have them. A failure leaves a host-buffer communicator. */
+static void prepare_device(struct dccl_comm *comm, int *device_links) {
+  *device_links = 0;
+  if (!comm->cu_ctx) return;
+  int on_gpu = 0;
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++)
+    on_gpu += comm->peers[r].has_device && me->has_device && comm->peers[r].real_host_hash == me->real_host_hash &&
+              !memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid));
+  if (dccl_dev_comm_create(&comm->coll, comm->cu_ctx, comm->cuda_device, on_gpu) != ncclSuccess) {
+    DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
+    dccl_dev_comm_free(&comm->coll);
+    return;
+  }
+  *device_links = device_links_everywhere(comm);
+  if (!*device_links)
+    DCCL_INFO(DCCL_INIT, "no device links: some ranks cannot reach each other's GPU memory (device buffers will be "
+                         "refused between them)");
+}
+
 /* Every link the collectives may use without DCCL_ALGO (rings, all-reduce trees, one-shot), made up front: no
- * collective then waits for a peer to make one, and the cost model measures over the rings. */
-static ncclResult_t connect_collective_links(struct dccl_comm *comm) {
+ * collective then waits for a peer to make one, and the cost model measures over the rings. The same for device
+ * buffers where the ranks' GPUs can reach each other. */
+static ncclResult_t connect_collective_links(struct dccl_comm *comm, int device_links) {
   struct dccl_conn_req *reqs = NULL;
   int n = 0, cap = 0;
-  ncclResult_t res = dccl_coll_creation_links(&comm->coll, &reqs, &n, &cap);
+  ncclResult_t res = dccl_coll_creation_links(&comm->coll, 0, &reqs, &n, &cap);
+  if (res == ncclSuccess && device_links) res = dccl_coll_creation_links(&comm->coll, 1, &reqs, &n, &cap);
   if (res == ncclSuccess && n > 0) res = dccl_comm_connect(comm, reqs, n);
   free(reqs);
   return res;
@@ -139,7 +178,9 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
     DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
-  DCCLCHECK(connect_collective_links(comm));
+  int device_links;
+  prepare_device(comm, &device_links);
+  DCCLCHECK(connect_collective_links(comm, device_links));
   DCCLCHECK(measure_cost_model(comm));
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));

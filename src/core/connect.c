@@ -43,11 +43,23 @@ static int can_connect(const struct dccl_transport *t, const struct dccl_peer_in
   return t->can_connect(me, them, me->transport_info[t->index], them->transport_info[t->index]);
 }
 
-/* The same answer on both ends: it depends only on the two peer infos and the (uniform) environment. */
-static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, const struct dccl_transport **out) {
+int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
+  const struct dccl_peer_info *pa = &comm->peers[a], *pb = &comm->peers[b];
+  for (int i = 0; i < dccl_transport_count(); i++) {
+    const struct dccl_transport *t = dccl_transport_at(i);
+    if ((t->buffers & DCCL_BUFFERS_DEVICE) && can_connect(t, pa, pb)) return 1;
+  }
+  return 0;
+}
+
+/* The same answer on both ends: it depends only on the two peer infos, the lane and the (uniform) environment.
+ * Device links (lanes from DCCL_LANE_DEVICE) take only transports that carry device buffers; DCCL_TRANSPORT forces
+ * host links. */
+static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane, const struct dccl_transport **out) {
   const char *forced = dccl_param_str(DCCL_PARAM_TRANSPORT);
   const struct dccl_peer_info *me = &comm->peers[comm->rank], *them = &comm->peers[peer];
-  if (forced[0]) {
+  int buffers = lane >= DCCL_LANE_DEVICE ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST;
+  if (forced[0] && buffers == DCCL_BUFFERS_HOST) {
     *out = dccl_transport_find(forced);
     if (!*out)
       return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
@@ -58,11 +70,16 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, const str
   }
   for (int i = 0; i < dccl_transport_count(); i++) {
     const struct dccl_transport *t = dccl_transport_at(i);
-    if ((!t->host_local || me->host_hash == them->host_hash) && can_connect(t, me, them)) {
+    if ((t->buffers & buffers) && (!t->host_local || me->host_hash == them->host_hash) && can_connect(t, me, them)) {
       *out = t;
       return ncclSuccess;
     }
   }
+  if (buffers == DCCL_BUFFERS_DEVICE)
+    return dccl_error(ncclInvalidUsage,
+                      "device buffers between rank %d and rank %d (host %s): no device transport links them (this "
+                      "build moves device buffers only between ranks on one GPU)",
+                      comm->rank, peer, them->hostname);
   return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
                     dccl_transport_names(), peer, them->hostname, comm->rank);
 }
@@ -185,7 +202,7 @@ static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req
     e->lane = e->conn.lane = reqs[i].lane;
     e->conn.ctx = &comm->tctx;
     fl[(*n)++].e = e;
-    DCCLCHECK(choose_transport(comm, e->peer, &e->conn.transport));
+    DCCLCHECK(choose_transport(comm, e->peer, e->lane, &e->conn.transport));
   }
   return ncclSuccess;
 }

@@ -46,11 +46,33 @@ static ncclResult_t check_root(const struct dccl_comm *comm, const char *call, i
   return ncclSuccess;
 }
 
-static ncclResult_t check_buffer(const char *call, const char *which, const void *buf, size_t count) {
-  if (!buf && count > 0) return dccl_error(ncclInvalidArgument, "%s: %s is NULL with count %zu", call, which, count);
-  if (count > 0 && dccl_cuda_is_device_ptr(buf))
-    return dccl_error(ncclInvalidUsage, "%s: %s %p is GPU memory; this DCCL build supports host buffers only", call,
-                      which, buf);
+/* What a call learns from its buffers: every buffer of one call is host memory, or every one is device memory. */
+struct call {
+  const char *name;
+  cudaStream_t stream;
+  int on_device, known;
+};
+
+static ncclResult_t check_buffer(struct call *c, const char *which, const void *buf, size_t count) {
+  if (!buf && count > 0) return dccl_error(ncclInvalidArgument, "%s: %s is NULL with count %zu", c->name, which, count);
+  if (!buf || count == 0) return ncclSuccess;
+  int dev = dccl_cuda_is_device_ptr(buf);
+  if (c->known && dev != c->on_device)
+    return dccl_error(ncclInvalidUsage, "%s: %s %p is %s memory, the other buffer %s memory: pass both in one kind",
+                      c->name, which, buf, dev ? "GPU" : "host", dev ? "host" : "GPU");
+  c->on_device = dev;
+  c->known = 1;
+  return ncclSuccess;
+}
+
+/* Host buffers wait for the stream's work (which may produce the input); device buffers are ordered on it. */
+static ncclResult_t check_stream(struct dccl_comm *comm, struct call *c) {
+  if (!c->on_device) return dccl_cuda_host_op_on_stream(c->stream, c->name);
+  if (!comm->coll.dev)
+    return dccl_error(ncclInvalidUsage,
+                      "%s: GPU buffers, but rank %d's communicator has no usable CUDA device (create it with the GPU "
+                      "current: cudaSetDevice before ncclCommInitRank)",
+                      c->name, comm->rank);
   return ncclSuccess;
 }
 
@@ -61,11 +83,15 @@ static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
   return limit >= 0 && bytes >= (uint64_t)limit;
 }
 
-static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root, int peer) {
+static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kind, const void *sendbuff, void *recvbuff,
+                           size_t count, ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root,
+                           int peer) {
+  DCCLCHECK(check_stream(comm, (struct call *)c));
   struct dccl_op *op = dccl_op_get(&comm->coll);
   if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
   op->kind = kind;
+  op->on_device = c->on_device;
+  op->stream = c->stream;
   op->sendbuff = sendbuff;
   op->recvbuff = recvbuff;
   op->count = count;
@@ -90,27 +116,25 @@ static ncclResult_t submit(struct dccl_comm *comm, int kind, const void *sendbuf
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const char *call = "ncclAllReduce";
+  struct call c = {"ncclAllReduce", stream, 0, 0};
   size_t es;
   struct dccl_redop r;
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
-  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
-  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
-  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
-  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
-  return submit(comm, DCCL_OP_ALLREDUCE, sendbuff, recvbuff, count, datatype, es, &r, -1, -1);
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
+  DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, count));
+  DCCLCHECK(check_buffer(&c, "recvbuff", recvbuff, count));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, c.name));
+  return submit(comm, &c, DCCL_OP_ALLREDUCE, sendbuff, recvbuff, count, datatype, es, &r, -1, -1);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  const char *call = "ncclBroadcast";
+  struct call c = {"ncclBroadcast", stream, 0, 0};
   size_t es;
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
-  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
-  DCCLCHECK(check_root(comm, call, root));
-  if (comm->rank == root) DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
-  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
-  return submit(comm, DCCL_OP_BROADCAST, sendbuff, recvbuff, count, datatype, es, NULL, root, -1);
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
+  DCCLCHECK(check_root(comm, c.name, root));
+  if (comm->rank == root) DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, count));
+  DCCLCHECK(check_buffer(&c, "recvbuff", recvbuff, count));
+  return submit(comm, &c, DCCL_OP_BROADCAST, sendbuff, recvbuff, count, datatype, es, NULL, root, -1);
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -120,64 +144,59 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-  const char *call = "ncclReduce";
+  struct call c = {"ncclReduce", stream, 0, 0};
   size_t es;
   struct dccl_redop r;
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
-  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
-  DCCLCHECK(check_root(comm, call, root));
-  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, count));
-  if (comm->rank == root) DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, count));
-  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
-  return submit(comm, DCCL_OP_REDUCE, sendbuff, recvbuff, count, datatype, es, &r, root, -1);
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
+  DCCLCHECK(check_root(comm, c.name, root));
+  DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, count));
+  if (comm->rank == root) DCCLCHECK(check_buffer(&c, "recvbuff", recvbuff, count));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, c.name));
+  return submit(comm, &c, DCCL_OP_REDUCE, sendbuff, recvbuff, count, datatype, es, &r, root, -1);
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  const char *call = "ncclAllGather";
+  struct call c = {"ncclAllGather", stream, 0, 0};
   size_t es;
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
-  DCCLCHECK(check_common(comm, call, datatype, sendcount, 1, &es));
-  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, sendcount));
-  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, sendcount));
-  return submit(comm, DCCL_OP_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, es, NULL, -1, -1);
+  DCCLCHECK(check_common(comm, c.name, datatype, sendcount, 1, &es));
+  DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, sendcount));
+  DCCLCHECK(check_buffer(&c, "recvbuff", recvbuff, sendcount));
+  return submit(comm, &c, DCCL_OP_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, es, NULL, -1, -1);
 }
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const char *call = "ncclReduceScatter";
+  struct call c = {"ncclReduceScatter", stream, 0, 0};
   size_t es;
   struct dccl_redop r;
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, call));
-  DCCLCHECK(check_common(comm, call, datatype, recvcount, 1, &es));
-  DCCLCHECK(check_buffer(call, "sendbuff", sendbuff, recvcount));
-  DCCLCHECK(check_buffer(call, "recvbuff", recvbuff, recvcount));
-  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, call));
-  return submit(comm, DCCL_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, es, &r, -1, -1);
+  DCCLCHECK(check_common(comm, c.name, datatype, recvcount, 1, &es));
+  DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, recvcount));
+  DCCLCHECK(check_buffer(&c, "recvbuff", recvbuff, recvcount));
+  DCCLCHECK(dccl_redop_resolve(comm, op, datatype, &r, c.name));
+  return submit(comm, &c, DCCL_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, es, &r, -1, -1);
 }
 
 static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                        int peer, ncclComm_t comm) {
-  const char *call = dccl_op_name(kind);
+                        int peer, ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {dccl_op_name(kind), stream, 0, 0};
   size_t es;
-  DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
   if (peer < 0 || peer >= comm->nranks)
-    return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", call, peer, comm->nranks - 1);
-  DCCLCHECK(check_buffer(call, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff",
-                         kind == DCCL_OP_SEND ? sendbuff : recvbuff, count));
-  return submit(comm, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
+    return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", c.name, peer, comm->nranks - 1);
+  DCCLCHECK(check_buffer(&c, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff", kind == DCCL_OP_SEND ? sendbuff : recvbuff,
+                         count));
+  return submit(comm, &c, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclSend"));
-  return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm);
+  return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclRecv"));
-  return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm);
+  return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm, stream);
 }
 
 /* All-to-all, gather and scatter are groups of sends and receives. */

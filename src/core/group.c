@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/device/dev_exec.h"
 #include "core/comm_init.h"
 #include "util/error.h"
 
@@ -72,7 +73,14 @@ static ncclResult_t match_self(struct dccl_op *head) {
     if (r->count * r->esize != s->count * s->esize)
       return dccl_error(ncclInvalidUsage, "ncclSend to self of %zu bytes, but ncclRecv from self of %zu bytes",
                         s->count * s->esize, r->count * r->esize);
-    if (s->count) memmove(r->recvbuff, s->sendbuff, s->count * s->esize);
+    if (s->on_device != r->on_device)
+      return dccl_error(ncclInvalidUsage, "ncclSend to self and ncclRecv from self: one has GPU buffers, one host");
+    ncclResult_t res = ncclSuccess;
+    if (s->count && s->on_device)
+      res = dccl_dev_copy(s->comm, r->recvbuff, s->sendbuff, s->count * s->esize, s->stream);
+    else if (s->count)
+      memmove(r->recvbuff, s->sendbuff, s->count * s->esize);
+    if (res != ncclSuccess) return res;
     s->finished = r->finished = 1;
   }
   for (struct dccl_op *o = head; o; o = o->next)
@@ -164,15 +172,47 @@ static ncclResult_t post_and_wait(struct dccl_op *head) {
   return res == ncclSuccess && detached ? ncclInProgress : res;
 }
 
+/* Launches the group's device operations, one kernel per communicator on its operations' stream, and takes them
+ * out of the list (the kernels' work holds what they need). Returns at once. */
+static ncclResult_t launch_device_ops(struct dccl_op **head) {
+  ncclResult_t res = ncclSuccess;
+  for (struct dccl_op *op = *head; op && res == ncclSuccess; op = op->next) {
+    if (!op->on_device || comm_seen_before(*head, op)) continue;
+    for (struct dccl_op *o = op->next; o && res == ncclSuccess; o = o->next)
+      if (o->on_device && o->comm == op->comm && o->stream != op->stream)
+        res = dccl_error(ncclInvalidUsage,
+                         "%s and %s of one communicator in one group are on different streams: DCCL launches a "
+                         "group's device operations of a communicator as one kernel on one stream",
+                         dccl_op_name(op->kind), dccl_op_name(o->kind));
+    if (res == ncclSuccess) res = dccl_dev_launch(op->comm, *head, op->stream);
+  }
+  for (struct dccl_op **p = head; *p;) {
+    struct dccl_op *op = *p;
+    if (!op->on_device) {
+      p = &op->next;
+      continue;
+    }
+    *p = op->next;
+    dccl_op_put(op);
+  }
+  return res;
+}
+
 static ncclResult_t run_ops(struct dccl_op *head) {
   if (!head) return ncclSuccess;
   /* The common case, one collective whose plan came from the cache: nothing to match or connect. */
-  if (!head->next && head->bound) return post_and_wait(head);
+  if (!head->next && head->bound) {
+    if (!head->on_device) return post_and_wait(head);
+    ncclResult_t res = dccl_dev_launch(head->comm, head, head->stream);
+    dccl_op_put(head);
+    return res;
+  }
   ncclResult_t res = match_self(head);
   if (res == ncclSuccess) {
     res = connect_ops(head);
     if (res != ncclSuccess) res = connect_failed(head, res);
   }
+  if (res == ncclSuccess) res = launch_device_ops(&head);
   if (res != ncclSuccess) {
     put_ops(head);
     return res;

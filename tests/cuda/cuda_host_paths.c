@@ -1,6 +1,6 @@
 /* What this host-buffer build does on a machine with a GPU, through the driver it dlopens (src/util/cuda_driver.c):
- * - a device pointer passed as a buffer is refused with ncclInvalidUsage and a reason, and the communicator
- *   still works afterwards;
+ * - a call mixing a device buffer with a host buffer is refused with ncclInvalidUsage and a reason, and the
+ *   communicator still works afterwards;
  * - a host-buffer collective issued on a stream waits for the GPU work queued on that stream before reading
  *   its input (the input is copied from the device by that work);
  * - with stream NULL it waits for the legacy default stream, where a kernel writes the input late;
@@ -38,12 +38,13 @@ static void check(int ok, const char *what, const char *detail) {
     }                                                                                        \
   } while (0)
 
-static void device_pointer_refused(ncclComm_t comm) {
-  float *dev = NULL;
+static void mixed_buffers_refused(ncclComm_t comm) {
+  float *dev = NULL, host_out[1024];
   CUDA_OK(cudaMalloc((void **)&dev, 1024 * sizeof(float)));
-  ncclResult_t r = ncclAllReduce(dev, dev, 1024, ncclFloat32, ncclSum, comm, NULL);
+  ncclResult_t r = ncclAllReduce(dev, host_out, 1024, ncclFloat32, ncclSum, comm, NULL);
   const char *why = ncclGetLastError(comm);
-  check(r == ncclInvalidUsage && strstr(why, "GPU memory") != NULL, "a device buffer is refused", why);
+  check(r == ncclInvalidUsage && strstr(why, "one kind") != NULL, "a device buffer beside a host buffer is refused",
+        why);
   float host[4] = {1, 2, 3, 4}, out[4] = {0};
   r = ncclAllReduce(host, out, 4, ncclFloat32, ncclSum, comm, NULL);
   check(r == ncclSuccess && out[3] == 4, "the communicator works after the refusal", NULL);
@@ -175,7 +176,7 @@ int main(void) {
   }
   peer_info_names_the_gpu(comm);
   group_init_captures_device();
-  device_pointer_refused(comm);
+  mixed_buffers_refused(comm);
   waits_for_stream(comm);
   waits_for_null_stream(comm);
   mem_alloc_refused(comm);

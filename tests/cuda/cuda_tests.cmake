@@ -13,4 +13,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   add_executable(cuda_host_paths ${CMAKE_CURRENT_SOURCE_DIR}/cuda/cuda_host_paths.c
                                  ${CMAKE_CURRENT_SOURCE_DIR}/cuda/late_writer.cu)
   target_link_libraries(cuda_host_paths PRIVATE dccl_static CUDA::cudart)
+  # Collectives on device buffers, every rank on GPU 0 in one process (the GPU engine, issue 10).
+  add_executable(gpu_colls ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_colls.c)
+  target_link_libraries(gpu_colls PRIVATE dccl CUDA::cudart)
 endif()

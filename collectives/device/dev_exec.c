@@ -1,0 +1,309 @@
+/* The device executor's host side (collectives/device/dev_exec.h). A launch's description (struct dccl_dev_work)
+ * lives in pinned host memory the device reads directly: it is written here, read once by each CTA, and reused
+ * once every CTA has reported its exit. A launch captured into a CUDA graph keeps its description for good, since
+ * every replay reads it again. */
+#include "collectives/device/dev_exec.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/device/dev_work.h"
+#include "util/cuda_api.h"
+#include "util/error.h"
+#include "util/params.h"
+
+extern const unsigned char dccl_kernels_fatbin[];
+
+/* One pinned block holding one launch's work. */
+struct work_block {
+  struct dccl_dev_work *work;
+  size_t capacity; /* bytes */
+  int captured;    /* part of a CUDA graph: never reused */
+  struct work_block *next;
+};
+
+struct dccl_dev_comm {
+  CUcontext ctx;
+  CUfunction kernel;
+  int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
+  uint32_t *abort_word;            /* pinned, device-visible */
+  struct dccl_dev_status *status;  /* pinned, device-visible */
+  int *ring_orders;                /* pinned: each ring's rank order, for the schedules' ring_rank */
+  struct work_block *blocks;
+};
+
+/* The kernels, loaded once per device: a module load may synchronise the device, which must not happen while
+ * another rank's kernel spins, so it happens at the first communicator's creation. */
+#define MAX_DEVICES 64
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  CUmodule module;
+  CUfunction kernel;
+  int resident_ctas;
+} modules[MAX_DEVICES];
+
+static ncclResult_t load_kernels(int ordinal, CUfunction *kernel, int *resident) {
+  if (ordinal < 0 || ordinal >= MAX_DEVICES) return dccl_error(ncclInvalidUsage, "device %d: too many GPUs", ordinal);
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&modules_lock);
+  if (!modules[ordinal].kernel) {
+    CUmodule mod;
+    CUfunction fn;
+    CUdevice dev;
+    int per_sm = 0, sms = 0;
+    CUresult r = dccl_cu.module_load_data(&mod, dccl_kernels_fatbin);
+    if (r == CUDA_SUCCESS) r = dccl_cu.module_get_function(&fn, mod, "dccl_kernel");
+    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fn, DCCL_DEV_THREADS, 0);
+    if (r == CUDA_SUCCESS) r = dccl_cu.device_get(&dev, ordinal);
+    if (r == CUDA_SUCCESS) r = dccl_cu.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (r != CUDA_SUCCESS) {
+      res = dccl_error(ncclUnhandledCudaError, "loading DCCL's kernels on device %d: %s (%d)", ordinal,
+                       dccl_cuda_error_text(r), (int)r);
+    } else {
+      modules[ordinal].module = mod;
+      modules[ordinal].kernel = fn;
+      modules[ordinal].resident_ctas = per_sm * sms;
+      DCCL_INFO(DCCL_INIT, "device %d: kernels loaded, %d CTAs of %d threads resident (%d SMs)", ordinal,
+                per_sm * sms, DCCL_DEV_THREADS, sms);
+    }
+  }
+  *kernel = modules[ordinal].kernel;
+  *resident = modules[ordinal].resident_ctas;
+  pthread_mutex_unlock(&modules_lock);
+  return res;
+}
+
+static ncclResult_t pinned(void *p, size_t bytes) {
+  DCCL_CUCHECK(dccl_cu.mem_host_alloc((void **)p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+               "cuMemHostAlloc");
+  memset(*(void **)p, 0, bytes);
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu) {
+  DCCLCHECK(dccl_cuda_api_load());
+  struct dccl_dev_comm *dev = calloc(1, sizeof(*dev));
+  if (!dev) return dccl_error(ncclSystemError, "out of memory");
+  comm->dev = dev;
+  dev->ctx = (CUcontext)cu_ctx;
+  int resident = 0;
+  DCCLCHECK(load_kernels(ordinal, &dev->kernel, &resident));
+  /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity. */
+  dev->max_ctas = resident / (ranks_on_gpu > 0 ? ranks_on_gpu : 1);
+  if (dev->max_ctas > DCCL_DEV_MAX_CTAS) dev->max_ctas = DCCL_DEV_MAX_CTAS;
+  if (dev->max_ctas < 1)
+    return dccl_error(ncclInvalidUsage, "device %d: %d ranks cannot share its %d resident CTAs", ordinal,
+                      ranks_on_gpu, resident);
+  DCCLCHECK(pinned(&dev->abort_word, sizeof(uint32_t)));
+  DCCLCHECK(pinned(&dev->status, sizeof(struct dccl_dev_status)));
+  DCCLCHECK(pinned(&dev->ring_orders, (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int)));
+  for (int c = 0; c < DCCL_MAX_CHANNELS; c++)
+    if (comm->rings[c].order)
+      memcpy(dev->ring_orders + (size_t)c * comm->nranks, comm->rings[c].order, comm->nranks * sizeof(int));
+  return ncclSuccess;
+}
+
+static int block_idle(const struct work_block *b) {
+  const volatile struct dccl_dev_work *w = b->work;
+  return !b->captured && w->done_ctas == w->nctas;
+}
+
+int dccl_dev_comm_busy(struct dccl_coll_comm *comm) {
+  if (!comm->dev) return 0;
+  for (struct work_block *b = comm->dev->blocks; b; b = b->next)
+    if (!b->captured && !block_idle(b)) return 1;
+  return 0;
+}
+
+void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
+  if (comm->dev && comm->dev->abort_word) __atomic_store_n(comm->dev->abort_word, 1u, __ATOMIC_RELEASE);
+}
+
+void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
+  struct dccl_dev_comm *dev = comm->dev;
+  if (!dev) return;
+  /* Kernels still queued read the work and the abort word: wait for them (an aborted one exits soon). */
+  while (dccl_dev_comm_busy(comm)) {
+  }
+  dccl_cu.ctx_set_current(dev->ctx);
+  while (dev->blocks) {
+    struct work_block *b = dev->blocks;
+    dev->blocks = b->next;
+    dccl_cu.mem_free_host(b->work);
+    free(b);
+  }
+  if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
+  if (dev->status) dccl_cu.mem_free_host(dev->status);
+  if (dev->ring_orders) dccl_cu.mem_free_host(dev->ring_orders);
+  free(dev);
+  comm->dev = NULL;
+}
+
+static const char *kind_name(uint32_t kind) {
+  return dccl_op_name((int)kind);
+}
+
+ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len) {
+  if (!comm->dev) return ncclSuccess;
+  const volatile struct dccl_dev_status *s = comm->dev->status;
+  uint32_t error = __atomic_load_n(&comm->dev->status->error, __ATOMIC_ACQUIRE);
+  switch (error) {
+    case DCCL_DEV_OK:
+      return ncclSuccess;
+    case DCCL_DEV_MISMATCH:
+      snprintf(text, len,
+               "mismatched operations on the device link with rank %d: it sent %s (operation %llu on the link, %llu "
+               "bytes) where rank %d expects %s (operation %llu, %llu bytes)",
+               s->peer, kind_name(s->got_kind), (unsigned long long)s->got_seq, (unsigned long long)s->got_bytes,
+               comm->rank, kind_name(s->want_kind), (unsigned long long)s->want_seq,
+               (unsigned long long)s->want_bytes);
+      return ncclInvalidUsage;
+    case DCCL_DEV_PEER_ABORTED:
+      snprintf(text, len, "rank %d gave up on its device link with rank %d", s->peer, comm->rank);
+      return ncclRemoteError;
+    default:
+      snprintf(text, len, "a kernel of rank %d stopped: the communicator was aborted", comm->rank);
+      return ncclRemoteError;
+  }
+}
+
+/* A pinned block with room for `bytes` that no kernel reads any more. */
+static ncclResult_t get_block(struct dccl_dev_comm *dev, size_t bytes, struct work_block **out) {
+  for (struct work_block *b = dev->blocks; b; b = b->next)
+    if (b->capacity >= bytes && block_idle(b)) {
+      *out = b;
+      return ncclSuccess;
+    }
+  struct work_block *b = calloc(1, sizeof(*b));
+  if (!b) return dccl_error(ncclSystemError, "out of memory");
+  size_t cap = bytes < 16384 ? 16384 : bytes;
+  ncclResult_t res = pinned(&b->work, cap);
+  if (res != ncclSuccess) {
+    free(b);
+    return res;
+  }
+  b->capacity = cap;
+  b->next = dev->blocks;
+  dev->blocks = b;
+  *out = b;
+  return ncclSuccess;
+}
+
+static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, const struct dccl_op *op, int c,
+                      struct dccl_dev_task *t) {
+  const struct dccl_op_channel *ch = &op->ch[c];
+  memset(t, 0, sizeof(*t));
+  t->sched = ch->sched;
+  /* The ring order, as the device sees it. */
+  if (ch->sched.ring_rank) t->sched.ring_rank = dev->ring_orders + (size_t)c * comm->nranks;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    t->recv[i] = ch->recv[i] ? (struct dccl_dev_conn *)ch->recv[i]->dev : NULL;
+    t->send[i] = ch->send[i] ? (struct dccl_dev_conn *)ch->send[i]->dev : NULL;
+  }
+  t->nsteps[0] = ch->nsteps[0];
+  t->nsteps[1] = ch->nsteps[1];
+  t->sendbuff = op->sendbuff;
+  t->recvbuff = op->recvbuff;
+  t->redop.type = (uint32_t)op->redop.type;
+  t->redop.kind = (uint32_t)op->redop.kind;
+  t->redop.has_pre = (uint32_t)op->redop.has_pre;
+  t->redop.post_div = (uint32_t)op->redop.post_div;
+  memcpy(&t->redop.pre, op->redop.pre, sizeof(t->redop.pre));
+  t->esize = (uint32_t)op->esize;
+  t->kind = (uint32_t)op->kind;
+  t->rank = comm->rank;
+}
+
+static int is_p2p(const struct dccl_op *op) {
+  return op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV;
+}
+static int same_p2p_lane(const struct dccl_op *a, const struct dccl_op *b) {
+  return a->comm == b->comm && a->on_device && b->on_device && is_p2p(a) && is_p2p(b) && a->kind == b->kind &&
+         a->peer == b->peer;
+}
+
+/* Which CTA runs a task: channel c of the collectives is CTA c (they share links, so they run in issue order);
+ * each point-to-point (peer, direction) gets a CTA of its own after them, so a send never waits behind a receive. */
+static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, int ncoll_ctas) {
+  if (!is_p2p(op)) return c;
+  int idx = ncoll_ctas;
+  for (const struct dccl_op *o = list; o; o = o->next) {
+    if (o->comm != op->comm || !o->on_device || !is_p2p(o)) continue;
+    if (same_p2p_lane(o, op)) return idx;
+    int first = 1; /* the first op of its lane in the list opens a CTA */
+    for (const struct dccl_op *p = list; p != o && first; p = p->next) first = !same_p2p_lane(p, o);
+    idx += first;
+  }
+  return idx;
+}
+
+ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  struct dccl_dev_comm *dev = comm->dev;
+  if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
+  int ntasks = 0, ncoll = 0;
+  for (const struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device) continue;
+    for (int c = 0; c < op->nchannels; c++)
+      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
+    if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->nchannels > ncoll) ncoll = op->nchannels;
+  }
+  if (ntasks == 0) return ncclSuccess;
+  if (ntasks > DCCL_DEV_MAX_TASKS)
+    return dccl_error(ncclInvalidUsage, "a group of device operations needs %d kernel tasks; at most %d", ntasks,
+                      DCCL_DEV_MAX_TASKS);
+  struct work_block *b = NULL;
+  DCCLCHECK(get_block(dev, sizeof(struct dccl_dev_work) + (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
+  struct dccl_dev_work *w = b->work;
+  memset(w, 0, sizeof(*w));
+  w->abort_flag = dev->abort_word;
+  w->status = dev->status;
+  /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
+  int nctas = 0;
+  for (const struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device) continue;
+    for (int c = 0; c < op->nchannels; c++) {
+      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
+      int cta = cta_of(list, op, c, ncoll);
+      if (cta >= dev->max_ctas || cta >= DCCL_DEV_MAX_CTAS)
+        return dccl_error(ncclInvalidUsage, "a group of device operations needs more than %d CTAs (DCCL_DEV_NCHANNELS, "
+                                            "or fewer point-to-point peers per group)", dev->max_ctas);
+      w->cta_ntasks[cta]++;
+      if (cta + 1 > nctas) nctas = cta + 1;
+    }
+  }
+  int next = 0;
+  for (int k = 0; k < nctas; k++) {
+    w->cta_first[k] = (uint16_t)next;
+    next += w->cta_ntasks[k];
+    w->cta_ntasks[k] = 0;
+  }
+  for (const struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device) continue;
+    for (int c = 0; c < op->nchannels; c++) {
+      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
+      int cta = cta_of(list, op, c, ncoll);
+      fill_task(dev, comm, op, c, &w->tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
+    }
+  }
+  w->ntasks = (uint32_t)ntasks;
+  w->nctas = (uint32_t)nctas;
+  w->done_ctas = 0;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
+  b->captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  void *args[] = {&w};
+  DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
+                                     args, NULL),
+               "launching DCCL's kernel");
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes, void *stream) {
+  (void)comm;
+  DCCL_CUCHECK(dccl_cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, bytes, (CUstream)stream),
+               "ncclSend/ncclRecv to self: cuMemcpyAsync");
+  return ncclSuccess;
+}

@@ -1,0 +1,53 @@
+/* The device executor's host side: a communicator's GPU state (kernels loaded, abort word and status the kernels
+ * share with the host, launch work in pinned memory) and the launch of a group's device operations on the user's
+ * stream. Without the CUDA toolkit at build time these say that device buffers are not supported. */
+#ifndef DCCL_DEV_EXEC_H_
+#define DCCL_DEV_EXEC_H_
+
+#include <stddef.h>
+
+#include "collectives/op.h"
+
+struct dccl_dev_comm;
+
+#ifdef DCCL_HAVE_DEVICE_CODE
+/* Sets up comm->dev for the GPU whose primary context is `cu_ctx` (loads the kernels once per device; nothing
+ * here synchronises the device). `ranks_on_gpu`: this communicator's ranks sharing the GPU, which share its CTAs. */
+ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu);
+/* Waits for the communicator's launched kernels (not for captured ones: graphs may replay them later), then frees. */
+void dccl_dev_comm_free(struct dccl_coll_comm *comm);
+/* Makes every running and future kernel of the communicator stop waiting (abort). */
+void dccl_dev_comm_abort(struct dccl_coll_comm *comm);
+/* A failure a kernel reported, as ncclRemoteError/ncclInvalidUsage with the reason in `text`; ncclSuccess if none. */
+ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len);
+/* 1 when kernels of the communicator may still run (launched, not seen finished). */
+int dccl_dev_comm_busy(struct dccl_coll_comm *comm);
+/* Launches the device ops of the list that belong to `comm` (linked by next, bound, in issue order) as one kernel
+ * on `stream`. Returns at once. */
+ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream);
+/* Copies device memory on `stream` (a send to oneself). */
+ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes, void *stream);
+#else
+static inline ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks) {
+  (void)comm, (void)cu_ctx, (void)ordinal, (void)ranks;
+  return ncclSuccess;
+}
+static inline void dccl_dev_comm_free(struct dccl_coll_comm *comm) { (void)comm; }
+static inline void dccl_dev_comm_abort(struct dccl_coll_comm *comm) { (void)comm; }
+static inline ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len) {
+  (void)comm, (void)text, (void)len;
+  return ncclSuccess;
+}
+static inline int dccl_dev_comm_busy(struct dccl_coll_comm *comm) { (void)comm; return 0; }
+static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  (void)comm, (void)list, (void)stream;
+  return ncclInvalidUsage;
+}
+static inline ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes,
+                                         void *stream) {
+  (void)comm, (void)dst, (void)src, (void)bytes, (void)stream;
+  return ncclInvalidUsage;
+}
+#endif
+
+#endif

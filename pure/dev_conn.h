@@ -1,0 +1,22 @@
+/* A device link as kernels see it: one side's connection in device memory, made by a device transport
+ * (transports/p2p) and read by the kernels (collectives/device). Compiles as C11 and CUDA. */
+#ifndef DCCL_DEV_CONN_H_
+#define DCCL_DEV_CONN_H_
+
+#include <stdint.h>
+
+#include "pure/conn_desc.h"
+
+/* One side of a link as kernels see it, in device memory. Written by the host when the link is made; after that
+ * only kernels write `pos` and `nops`, so a replayed CUDA graph continues where the last launch stopped. */
+struct dccl_dev_conn {
+  char *regions[DCCL_REGIONS]; /* this process's device-visible mappings of the receiver's and sender's regions */
+  struct dccl_conn_desc desc;
+  uint64_t pos;        /* slots this side filled (sender) or drained (receiver) */
+  uint64_t peer_seen;  /* the other side's counter as last read */
+  uint64_t nops;       /* operations run over this link: the slot header's seq, the same on both sides */
+  int32_t peer;        /* the rank at the other end, for error reports */
+  uint32_t pad;
+};
+
+#endif

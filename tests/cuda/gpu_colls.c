@@ -1,0 +1,254 @@
+/* Collectives on device buffers, all ranks on GPU 0 in this one process (ncclCommInitAll with the same device for
+ * every rank), each rank on a stream of its own, driven in groups from this thread. Every collective, in-place
+ * and out-of-place, at sizes 0, 1, 7, 1000 and 1048579 elements, for float32 sum, int32 max, bf16 sum and
+ * float32 avg; then a ring of sends and an all-to-all. Inputs are small integers, so every reduction order gives
+ * the exact answer, which is computed on the host and compared element by element.
+ * Usage: gpu_colls [nranks=2]  (DCCL_ALGO picks ring, tree or oneshot)
+ * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dccl.h"
+
+#define MAX_RANKS 8
+static int nranks = 2, n_failed, n_passed;
+
+#define CUDA_OK(call)                                                                        \
+  do {                                                                                       \
+    cudaError_t err_ = (call);                                                               \
+    if (err_ != cudaSuccess) {                                                               \
+      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
+      exit(1);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+static ncclComm_t comms[MAX_RANKS];
+static cudaStream_t streams[MAX_RANKS];
+static void *dsend[MAX_RANKS], *drecv[MAX_RANKS];
+static size_t cap_bytes;
+
+/* Rank r's input element i: a small integer, exact in every type tested. */
+static int input(int r, size_t i) {
+  return (int)((r * 3 + (int)(i % 11)) % 7) + 1;
+}
+
+static uint16_t bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16); /* exact for small integers */
+}
+static float f_of_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+struct tcase {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  const char *name;
+};
+
+static size_t esize(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : 4; }
+
+static void store(ncclDataType_t t, void *buf, size_t i, double v) {
+  if (t == ncclFloat32) ((float *)buf)[i] = (float)v;
+  else if (t == ncclInt32) ((int32_t *)buf)[i] = (int32_t)v;
+  else ((uint16_t *)buf)[i] = bf16_of((float)v);
+}
+static double load(ncclDataType_t t, const void *buf, size_t i) {
+  if (t == ncclFloat32) return ((const float *)buf)[i];
+  if (t == ncclInt32) return ((const int32_t *)buf)[i];
+  return f_of_bf16(((const uint16_t *)buf)[i]);
+}
+
+static double reduce_ref(const struct tcase *c, size_t i) {
+  double acc = 0;
+  for (int r = 0; r < nranks; r++) {
+    double x = input(r, i);
+    if (c->op == ncclMax) acc = r == 0 || x > acc ? x : acc;
+    else acc += x;
+  }
+  return c->op == ncclAvg ? acc / nranks : acc;
+}
+
+static void fill_inputs(const struct tcase *c, size_t n) {
+  void *h = malloc(n * esize(c->type) + 1);
+  for (int r = 0; r < nranks; r++) {
+    for (size_t i = 0; i < n; i++) store(c->type, h, i, input(r, i));
+    CUDA_OK(cudaMemcpy(dsend[r], h, n * esize(c->type), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(drecv[r], 0xee, cap_bytes));
+  }
+  CUDA_OK(cudaDeviceSynchronize()); /* no kernel of ours runs between cases */
+  free(h);
+}
+
+/* Copies rank r's output (n elements) back and compares it with want(i). */
+static int compare(const char *what, const struct tcase *c, int r, const void *dbuf, size_t n,
+                   double (*want)(const struct tcase *, int, size_t)) {
+  void *h = malloc(n * esize(c->type) + 1);
+  CUDA_OK(cudaMemcpy(h, dbuf, n * esize(c->type), cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    double got = load(c->type, h, i), exp = want(c, r, i);
+    double tol = c->type == ncclBfloat16 || c->op == ncclAvg ? 1e-2 * (exp < 0 ? -exp : exp) + 1e-2 : 0;
+    if (got - exp > tol || exp - got > tol) {
+      if (bad++ < 3) printf("  %s %s rank %d element %zu: %g, expected %g\n", what, c->name, r, i, got, exp);
+    }
+  }
+  free(h);
+  return bad == 0;
+}
+
+static double want_allreduce(const struct tcase *c, int r, size_t i) { (void)r; return reduce_ref(c, i); }
+static double want_bcast(const struct tcase *c, int r, size_t i) { (void)c, (void)r; return input(1 % nranks, i); }
+static size_t cur_n;
+static double want_allgather(const struct tcase *c, int r, size_t i) {
+  (void)c, (void)r;
+  return input((int)(i / cur_n), i % cur_n);
+}
+static double want_reducescatter(const struct tcase *c, int r, size_t i) { return reduce_ref(c, (size_t)r * cur_n + i); }
+static double want_ring(const struct tcase *c, int r, size_t i) { (void)c; return input((r + nranks - 1) % nranks, i); }
+static double want_alltoall(const struct tcase *c, int r, size_t i) {
+  (void)c;
+  return input((int)(i / cur_n), (size_t)r * cur_n + i % cur_n);
+}
+
+static void result(int ok, const char *what, const struct tcase *c, size_t n, int inplace) {
+  if (ok) n_passed++;
+  else {
+    n_failed++;
+    printf("FAIL: %s %s n=%zu %s (%s)\n", what, c->name, n, inplace ? "in-place" : "out-of-place",
+           ncclGetLastError(NULL));
+  }
+}
+
+static int sync_all(void) {
+  for (int r = 0; r < nranks; r++)
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return 0;
+  for (int r = 0; r < nranks; r++) {
+    ncclResult_t e;
+    if (ncclCommGetAsyncError(comms[r], &e) != ncclSuccess || e != ncclSuccess) {
+      printf("  rank %d: %s\n", r, ncclGetLastError(comms[r]));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void run_case(const struct tcase *c, size_t n, int inplace) {
+  size_t es = esize(c->type);
+  int ok;
+  /* all-reduce */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++)
+    ncclAllReduce(dsend[r], inplace ? dsend[r] : drecv[r], n, c->type, c->op, comms[r], streams[r]);
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++) ok = compare("allreduce", c, r, inplace ? dsend[r] : drecv[r], n, want_allreduce);
+  result(ok, "allreduce", c, n, inplace);
+  if (c->op != ncclSum) return; /* the rest moves data: one reduction is enough */
+  /* broadcast from rank 1 */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++)
+    ncclBroadcast(dsend[r], inplace ? dsend[r] : drecv[r], n, c->type, 1 % nranks, comms[r], streams[r]);
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++) ok = compare("broadcast", c, r, inplace ? dsend[r] : drecv[r], n, want_bcast);
+  result(ok, "broadcast", c, n, inplace);
+  /* reduce to rank 0 */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++)
+    ncclReduce(dsend[r], inplace ? dsend[r] : drecv[r], n, c->type, c->op, 0, comms[r], streams[r]);
+  ok = ncclGroupEnd() == ncclSuccess && sync_all() &&
+       compare("reduce", c, 0, inplace ? dsend[0] : drecv[0], n, want_allreduce);
+  result(ok, "reduce", c, n, inplace);
+  /* all-gather of n / nranks per rank; in place: rank r's part sits at r * per in the output */
+  cur_n = n / nranks;
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) {
+    const char *src = inplace ? (const char *)drecv[r] + (size_t)r * cur_n * es : dsend[r];
+    if (inplace) CUDA_OK(cudaMemcpy((void *)src, dsend[r], cur_n * es, cudaMemcpyDeviceToDevice));
+    ncclAllGather(src, drecv[r], cur_n, c->type, comms[r], streams[r]);
+  }
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++) ok = compare("allgather", c, r, drecv[r], cur_n * nranks, want_allgather);
+  result(ok, "allgather", c, n, inplace);
+  /* reduce-scatter of n / nranks per rank */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++)
+    ncclReduceScatter(dsend[r], inplace ? (char *)dsend[r] + (size_t)r * cur_n * es : drecv[r], cur_n, c->type, c->op,
+                      comms[r], streams[r]);
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++)
+    ok = compare("reducescatter", c, r, inplace ? (char *)dsend[r] + (size_t)r * cur_n * es : drecv[r], cur_n,
+                 want_reducescatter);
+  result(ok, "reducescatter", c, n, inplace);
+  if (inplace) return;
+  /* a ring of sends */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) {
+    ncclSend(dsend[r], n, c->type, (r + 1) % nranks, comms[r], streams[r]);
+    ncclRecv(drecv[r], n, c->type, (r + nranks - 1) % nranks, comms[r], streams[r]);
+  }
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++) ok = compare("send/recv ring", c, r, drecv[r], n, want_ring);
+  result(ok, "send/recv ring", c, n, 0);
+  /* all-to-all of n / nranks per pair */
+  fill_inputs(c, n);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) ncclAlltoAll(dsend[r], drecv[r], cur_n, c->type, comms[r], streams[r]);
+  ok = ncclGroupEnd() == ncclSuccess && sync_all();
+  for (int r = 0; r < nranks && ok; r++) ok = compare("alltoall", c, r, drecv[r], cur_n * nranks, want_alltoall);
+  result(ok, "alltoall", c, n, 0);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1) nranks = atoi(argv[1]);
+  if (nranks < 1 || nranks > MAX_RANKS) return 2;
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIP: no usable GPU\n");
+    return 77;
+  }
+  alarm(300);
+  CUDA_OK(cudaSetDevice(0));
+  int devs[MAX_RANKS] = {0};
+  if (ncclCommInitAll(comms, nranks, devs) != ncclSuccess) {
+    printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
+    return 1;
+  }
+  size_t max_n = 1048579;
+  cap_bytes = max_n * 4 + 64;
+  for (int r = 0; r < nranks; r++) {
+    CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    CUDA_OK(cudaMalloc(&dsend[r], cap_bytes));
+    CUDA_OK(cudaMalloc(&drecv[r], cap_bytes));
+  }
+  const struct tcase cases[] = {{ncclFloat32, ncclSum, "float32 sum"},
+                                {ncclInt32, ncclMax, "int32 max"},
+                                {ncclBfloat16, ncclSum, "bf16 sum"},
+                                {ncclFloat32, ncclAvg, "float32 avg"}};
+  const size_t sizes[] = {0, 1, 7, 1000, 1048579};
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+      for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
+  for (int r = 0; r < nranks; r++) {
+    ncclCommDestroy(comms[r]);
+    cudaFree(dsend[r]);
+    cudaFree(drecv[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  printf("gpu_colls (%d ranks, DCCL_ALGO=%s): %d passed, %d failed\n", nranks, getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "",
+         n_passed, n_failed);
+  return n_failed ? 1 : 0;
+}
