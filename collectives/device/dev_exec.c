@@ -5,6 +5,7 @@
 #include "collectives/device/dev_exec.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,14 @@ static ncclResult_t load_kernels(int ordinal, CUfunction *kernel, int *resident)
   return res;
 }
 
+/* The device's context current on this thread (a user thread may have none yet, or another device's). */
+static ncclResult_t enter(CUcontext ctx) {
+  CUcontext cur = NULL;
+  if (dccl_cu.ctx_get_current(&cur) == CUDA_SUCCESS && cur == ctx) return ncclSuccess;
+  DCCL_CUCHECK(dccl_cu.ctx_set_current(ctx), "cuCtxSetCurrent");
+  return ncclSuccess;
+}
+
 static ncclResult_t pinned(void *p, size_t bytes) {
   DCCL_CUCHECK(dccl_cu.mem_host_alloc((void **)p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
                "cuMemHostAlloc");
@@ -88,6 +97,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   if (!dev) return dccl_error(ncclSystemError, "out of memory");
   comm->dev = dev;
   dev->ctx = (CUcontext)cu_ctx;
+  DCCLCHECK(enter(dev->ctx));
   int resident = 0;
   DCCLCHECK(load_kernels(ordinal, &dev->kernel, &resident));
   /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity. */
@@ -125,9 +135,8 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   struct dccl_dev_comm *dev = comm->dev;
   if (!dev) return;
   /* Kernels still queued read the work and the abort word: wait for them (an aborted one exits soon). */
-  while (dccl_dev_comm_busy(comm)) {
-  }
-  dccl_cu.ctx_set_current(dev->ctx);
+  while (dccl_dev_comm_busy(comm)) sched_yield();
+  (void)enter(dev->ctx);
   while (dev->blocks) {
     struct work_block *b = dev->blocks;
     dev->blocks = b->next;
@@ -242,6 +251,7 @@ static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, i
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   struct dccl_dev_comm *dev = comm->dev;
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
+  DCCLCHECK(enter(dev->ctx));
   int ntasks = 0, ncoll = 0;
   for (const struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device) continue;
@@ -302,7 +312,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
 }
 
 ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes, void *stream) {
-  (void)comm;
+  DCCLCHECK(enter(comm->dev->ctx));
   DCCL_CUCHECK(dccl_cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, bytes, (CUstream)stream),
                "ncclSend/ncclRecv to self: cuMemcpyAsync");
   return ncclSuccess;

@@ -14,11 +14,16 @@ static int all_ops_set(const struct dccl_transport *t) {
 
 static void test_registered(void) {
   int n = dccl_transport_count();
-#ifdef DCCL_HAVE_IBVERBS
-  const char *want[] = {"shm", "net_ib", "socket"};
-#else
-  const char *want[] = {"shm", "socket"};
+  const char *want[] = {
+#ifdef DCCL_HAVE_DEVICE_CODE
+      "p2p",
 #endif
+      "shm",
+#ifdef DCCL_HAVE_IBVERBS
+      "net_ib",
+#endif
+      "socket"};
+  char want_names[64] = "";
   int nwant = (int)(sizeof(want) / sizeof(want[0]));
   check(n == nwant, "%d transports registered, want %d (%s)", n, nwant, dccl_transport_names());
   for (int i = 0; i < n && i < nwant; i++) {
@@ -28,17 +33,22 @@ static void test_registered(void) {
     check(t->size == sizeof(struct dccl_transport), "%s: registered size %zu", t->name, t->size);
     check(all_ops_set(t), "%s has an op left NULL", t->name);
     check(dccl_transport_find(t->name) == t, "%s not found by its name", t->name);
+    int device_only = !strcmp(t->name, "p2p");
+    check(t->buffers == (device_only ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST), "%s carries buffers %d", t->name,
+          t->buffers);
+    snprintf(want_names + strlen(want_names), sizeof(want_names) - strlen(want_names), "%s%s", i ? ", " : "",
+             want[i]);
   }
   check(dccl_transport_at(n) == NULL && dccl_transport_at(-1) == NULL, "out-of-range index answered");
-  check(dccl_transport_find("SHM") == dccl_transport_at(0), "names are case-insensitive");
-  check(dccl_transport_find("p2p") == NULL, "an unknown name was found");
+  check(dccl_transport_find("SHM") == dccl_transport_find("shm") && dccl_transport_find("shm"),
+        "names are case-insensitive");
+  check(dccl_transport_find("nvlink_magic") == NULL, "an unknown name was found");
 #ifdef DCCL_HAVE_IBVERBS
   check(dccl_transport_find("ib") == dccl_transport_find("net_ib"), "the alias ib names net_ib");
   check(dccl_transport_find(dccl_transport_find("ib")->fallback) == dccl_transport_find("socket"),
         "net_ib falls back to socket");
 #endif
-  check(!strcmp(dccl_transport_names(), n == 3 ? "shm, net_ib, socket" : "shm, socket"), "names: %s",
-        dccl_transport_names());
+  check(!strcmp(dccl_transport_names(), want_names), "names: %s, want %s", dccl_transport_names(), want_names);
 }
 
 static int fake_can_connect(const struct dccl_peer_info *a, const struct dccl_peer_info *b, const void *x,
