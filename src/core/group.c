@@ -176,6 +176,16 @@ static ncclResult_t post_and_wait(struct dccl_op *head) {
  * out of the list (the kernels' work holds what they need). Returns at once. */
 static ncclResult_t launch_device_ops(struct dccl_op **head) {
   ncclResult_t res = ncclSuccess;
+  /* Sends to oneself were copied already (match_self): they are not part of the kernel. */
+  for (struct dccl_op **p = head; *p;) {
+    struct dccl_op *op = *p;
+    if (op->on_device && op->finished) {
+      *p = op->next;
+      dccl_op_put(op);
+    } else {
+      p = &op->next;
+    }
+  }
   for (struct dccl_op *op = *head; op && res == ncclSuccess; op = op->next) {
     if (!op->on_device || comm_seen_before(*head, op)) continue;
     for (struct dccl_op *o = op->next; o && res == ncclSuccess; o = o->next)
