@@ -26,6 +26,7 @@ static void usage(const char *prog) {
       "  -a, --average <0|1|2|3>      per-rank times reported as: rank 0, mean, min, max (default 1)\n"
       "  -t, --nthreads 1  -g, --ngpus 1  -z, --blocking 0   accepted for compatibility (one rank per process)\n"
       "  -J, --json <file>            also write the run as JSON: its metadata and rows (docs/performance.md)\n"
+      "      --host                   host buffers even where a GPU is present (default: device buffers there)\n"
       "  -M, --mpi_baseline <0|1>     also time the same operation through MPI (out-of-place)\n"
       "  -T, --timeout <seconds>      abort the run after this long (default: never)\n"
       "  -B, --bootstrap <mpi|uid>    communicator from dcclCommInitMPI, or ncclGetUniqueId + MPI_Bcast\n"
@@ -93,6 +94,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
                                            {"mpi_baseline", required_argument, 0, 'M'},
                                            {"timeout", required_argument, 0, 'T'},
                                            {"bootstrap", required_argument, 0, 'B'},
+                                           {"host", no_argument, 0, 'H'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -179,6 +181,9 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
           o->use_unique_id = 0;
         else
           bad = "-B wants mpi or uid";
+        break;
+      case 'H':
+        o->host_buffers = 1;
         break;
       case 'h':
         if (rank == 0) usage(argv[0]);

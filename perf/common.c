@@ -86,6 +86,7 @@ struct perf_run {
   ncclComm_t comm;
   int rank, nranks;
   unsigned char *send, *recv; /* recv is also the in-place buffer; both have guards on either side */
+  struct perf_mem mem;        /* device buffers the host ones mirror, where a GPU is used */
   long long total_wrong;
   double busbw_sum;
   int busbw_rows;
@@ -112,12 +113,29 @@ static double combine_time(const struct perf_run *run, double seconds) {
   return out;
 }
 
-/* Microseconds per iteration. Host-buffer operations are complete when the call returns. */
-static double time_dccl(const struct perf_run *run, const struct perf_call *call, const void *send, void *recv) {
-  for (int i = 0; i < run->opts->warmup_iters; i++) PERF_NCCL_CHECK(run->coll->run(send, recv, call, run->comm));
+/* What the collective is given for a host address: itself, or the device address it mirrors. */
+static void *buf(const struct perf_run *run, const unsigned char *host) {
+  return perf_mem_ptr(&run->mem, host, run->send - PERF_GUARD_BYTES, run->recv - PERF_GUARD_BYTES);
+}
+static void upload(const struct perf_run *run) {
+  perf_mem_upload(&run->mem, run->send - PERF_GUARD_BYTES, run->recv - PERF_GUARD_BYTES);
+}
+static void download(const struct perf_run *run) {
+  perf_mem_download(&run->mem, run->send - PERF_GUARD_BYTES, run->recv - PERF_GUARD_BYTES);
+}
+
+/* Microseconds per iteration. Host-buffer operations are complete when the call returns; device ones when the
+ * stream has run them. */
+static double time_dccl(const struct perf_run *run, const struct perf_call *call, const unsigned char *send,
+                        unsigned char *recv) {
+  const void *s = buf(run, send);
+  void *r = buf(run, recv);
+  for (int i = 0; i < run->opts->warmup_iters; i++) PERF_NCCL_CHECK(run->coll->run(s, r, call, run->comm));
+  perf_mem_sync(&run->mem);
   MPI_Barrier(MPI_COMM_WORLD);
   double start = MPI_Wtime();
-  for (int i = 0; i < run->opts->iters; i++) PERF_NCCL_CHECK(run->coll->run(send, recv, call, run->comm));
+  for (int i = 0; i < run->opts->iters; i++) PERF_NCCL_CHECK(run->coll->run(s, r, call, run->comm));
+  perf_mem_sync(&run->mem);
   return combine_time(run, (MPI_Wtime() - start) / run->opts->iters) * 1e6;
 }
 
@@ -154,7 +172,9 @@ static long long check_out_of_place(const struct perf_run *run, const struct per
   perf_guard_set(run->send, send_bytes);
   perf_fill_input(v, run->rank, 0, run->send, call->counts.send_count);
   perf_guard_set(run->recv, recv_bytes);
-  PERF_NCCL_CHECK(run->coll->run(run->send, run->recv, call, run->comm));
+  upload(run);
+  PERF_NCCL_CHECK(run->coll->run(buf(run, run->send), buf(run, run->recv), call, run->comm));
+  download(run);
   if (has_result(run->coll, call)) wrong += (long long)perf_count_wrong(run->coll, v, call, run->recv);
   wrong += (long long)perf_count_input_changed(v, run->rank, 0, run->send, call->counts.send_count);
   wrong += (long long)perf_guard_count_changed(run->send, send_bytes);
@@ -170,7 +190,9 @@ static long long check_in_place(const struct perf_run *run, const struct perf_ca
   long long wrong = 0;
   perf_guard_set(run->recv, bytes);
   perf_fill_input(v, run->rank, 0, send, c->send_count);
-  PERF_NCCL_CHECK(run->coll->run(send, recv, call, run->comm));
+  upload(run);
+  PERF_NCCL_CHECK(run->coll->run(buf(run, send), buf(run, recv), call, run->comm));
+  download(run);
   if (has_result(run->coll, call)) wrong += (long long)perf_count_wrong(run->coll, v, call, recv);
   wrong += (long long)perf_guard_count_changed(run->recv, bytes);
   return wrong;
@@ -202,8 +224,10 @@ static void run_row(struct perf_run *run, struct perf_call *call, size_t bytes) 
   /* Timed runs start from valid inputs, so no run is slowed by denormals or NaNs. */
   unsigned char *ip_send = run->recv + c->inplace_send_offset * ts, *ip_recv = run->recv + c->inplace_recv_offset * ts;
   perf_fill_input(&v, run->rank, 0, run->send, c->send_count);
+  upload(run);
   row.out_of_place.time_us = time_dccl(run, call, run->send, run->recv);
   perf_fill_input(&v, run->rank, 0, ip_send, c->send_count);
+  upload(run);
   row.in_place.time_us = time_dccl(run, call, ip_send, ip_recv);
 
   if (run->opts->check > 0) {
@@ -356,6 +380,8 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   }
 
   const char *how = "";
+  /* The GPU first: a communicator is for the device current when it is made. */
+  perf_mem_init(&run.mem, !opts.host_buffers, opts.max_bytes);
   /* Creation time, from a common start to the slowest rank's return: what a job waits for. */
   MPI_Barrier(MPI_COMM_WORLD);
   double created = MPI_Wtime();
@@ -373,8 +399,9 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
-  char created_by[160];
-  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank)", how, slowest * 1e3);
+  char created_by[200];
+  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers", how, slowest * 1e3,
+           run.mem.on_device ? "device" : "host");
   perf_print_header(&opts, coll, created_by, MPI_COMM_WORLD);
 
   run.send = alloc_guarded(opts.max_bytes);
@@ -400,6 +427,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   error_comm = NULL;
   free_guarded(run.send);
   free_guarded(run.recv);
+  perf_mem_free(&run.mem);
   MPI_Finalize();
   return run.total_wrong ? 1 : 0;
 }

@@ -62,6 +62,7 @@ struct perf_options {
   int mpi_baseline;  /* -M 1 */
   int timeout_s;     /* -T: the whole run is aborted after this many seconds; 0: never */
   int use_unique_id; /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
+  int host_buffers;  /* --host: host memory even where a GPU is present */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
@@ -157,6 +158,27 @@ void perf_guard_set(unsigned char *base, size_t bytes);
 size_t perf_guard_count_changed(const unsigned char *base, size_t bytes);
 /* The input range that keeps sums, products and averages exact in `type` for `nranks` ranks. */
 double perf_value_range(const struct perf_type *type, enum perf_op op, int nranks);
+
+/* ---- device buffers (device_mem.c) ---- */
+/* The collectives' buffers: the host buffers themselves, or device memory the host buffers mirror (same layout,
+ * guards included, from the start of each allocation). */
+struct perf_mem {
+  int on_device, device;
+  unsigned char *dev_send, *dev_recv;
+  size_t bytes; /* each allocation, guards included */
+};
+/* Uses this host's GPU for the rank (before the communicator is made) when want_device and one exists; returns
+ * on_device. max_bytes: each buffer's usable size. */
+int perf_mem_init(struct perf_mem *m, int want_device, size_t max_bytes);
+void perf_mem_free(struct perf_mem *m);
+/* The host copies (allocation starts) to the device, and back after waiting for the device's work. */
+void perf_mem_upload(const struct perf_mem *m, const unsigned char *send_base, const unsigned char *recv_base);
+void perf_mem_download(const struct perf_mem *m, unsigned char *send_base, unsigned char *recv_base);
+/* Waits for the operations queued on the device (stream NULL, which the tools use). */
+void perf_mem_sync(const struct perf_mem *m);
+/* The address the collective is given for a host-copy address inside one of the two allocations. */
+void *perf_mem_ptr(const struct perf_mem *m, const unsigned char *host, const unsigned char *send_base,
+                   const unsigned char *recv_base);
 
 /* ---- output (report.c) ---- */
 struct perf_result {

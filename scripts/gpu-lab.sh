@@ -18,8 +18,10 @@ mkdir -p "$out"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
-if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCCL_BUILD_PERF=OFF &&
-       ninja -C "$build" device_shared_test cuda_host_paths gpu_colls; } > "$out/build.log" 2>&1; then
+if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+       ninja -C "$build" device_shared_test cuda_host_paths gpu_colls all_reduce_perf broadcast_perf reduce_perf \
+         all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf; } \
+     > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
@@ -45,5 +47,7 @@ for n in 1 2 3 4; do
     [ "$rc" = 0 ] || { status=1; echo "gpu-lab: gpu_colls $n ranks ${algo:-auto} exit $rc"; }
   done
 done
+# The perf tools on device buffers, ranks in processes of their own under MPS.
+bash "$(dirname "${BASH_SOURCE[0]}")/gpu-lab-perf.sh" "$build" "$out" || status=1
 echo "gpu-lab: $([ $status = 0 ] && echo 'all passed' || echo FAILED)"
 exit $status

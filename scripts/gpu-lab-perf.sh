@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The device-buffer part of the GPU machine's call (scripts/gpu-lab.sh): the perf tools under mpirun, one rank per
+# process, every rank on GPU 0 under MPS (ranks in separate processes run their kernels concurrently only under
+# MPS; docs/gpu.md). First every tool checks every type, op and root at small sizes (2 and 3 ranks); then
+# all_reduce float32 sum from 8 B to 1 GiB is timed (and checked) with 1, 2 and 4 ranks.
+# Usage: scripts/gpu-lab-perf.sh BUILD_DIR OUT_DIR
+set -uo pipefail
+build=$1
+out=$2
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d || { echo "gpu-lab-perf: MPS did not start"; exit 1; }
+trap 'echo quit | nvidia-cuda-mps-control' EXIT
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_ALGO)
+status=0
+run() { # name, then the command
+  local name=$1
+  shift
+  timeout 300 "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  grep -E "Out of bounds|Avg bus" "$out/$name.log" | tr '\n' ' '
+  echo "-> $name exit $rc"
+  [ "$rc" = 0 ] || { status=1; tail -5 "$out/$name.log"; }
+}
+for tool in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall gather scatter; do
+  for np in 2 3; do
+    run "check.$tool.np$np" "${mpi[@]}" -np "$np" "$build/perf/${tool}_perf" -b 0 -e 1M -f 64 -c 1 -d all -o all \
+      -r all -n 1 -w 0 -T 240
+  done
+done
+for np in 1 2 4; do
+  run "allreduce.np$np" "${mpi[@]}" -np "$np" "$build/perf/all_reduce_perf" -b 8 -e 1G -f 4 -c 1 -n 20 -w 5 \
+    -J "$out/allreduce.np$np.json" -T 280
+done
+exit $status
