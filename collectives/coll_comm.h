@@ -11,7 +11,7 @@
 #include "dccl.h"
 #include "transports/transport.h"
 
-#define DCCL_MAX_CHANNELS 16
+#define DCCL_MAX_CHANNELS 32
 /* Lanes 0..nchannels-1 serve collectives; lanes from DCCL_LANE_P2P serve send/recv, so a group may run a
  * collective and point-to-point at once. */
 #define DCCL_LANE_P2P 64

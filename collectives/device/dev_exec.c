@@ -106,6 +106,9 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   if (dev->max_ctas < 1)
     return dccl_error(ncclInvalidUsage, "device %d: %d ranks cannot share its %d resident CTAs", ordinal,
                       ranks_on_gpu, resident);
+  /* Every rank must plan the same channels (they name links): the most ranks any GPU of the communicator holds
+   * bounds them, the same answer everywhere for GPUs of one model. */
+  if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
   DCCLCHECK(pinned(&dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(&dev->status, sizeof(struct dccl_dev_status)));
   DCCLCHECK(pinned(&dev->ring_orders, (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int)));
@@ -248,13 +251,25 @@ static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, i
   return idx;
 }
 
+/* One rank: an operation that only copies its input goes to the copy engine (in place, nothing at all). */
+static ncclResult_t single_rank_copies(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  for (struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device || op->finished || op->redop.has_pre || op->redop.post_div > 1) continue;
+    if (op->count && op->sendbuff != op->recvbuff)
+      DCCLCHECK(dccl_dev_copy(comm, op->recvbuff, op->sendbuff, op->count * op->esize, stream));
+    op->finished = 1;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   struct dccl_dev_comm *dev = comm->dev;
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
   DCCLCHECK(enter(dev->ctx));
+  if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
   int ntasks = 0, ncoll = 0;
   for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device) continue;
+    if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++)
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
     if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->nchannels > ncoll) ncoll = op->nchannels;
@@ -272,7 +287,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
   int nctas = 0;
   for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device) continue;
+    if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
       int cta = cta_of(list, op, c, ncoll);
@@ -290,7 +305,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     w->cta_ntasks[k] = 0;
   }
   for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device) continue;
+    if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
       int cta = cta_of(list, op, c, ncoll);

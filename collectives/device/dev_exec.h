@@ -12,7 +12,8 @@ struct dccl_dev_comm;
 
 #ifdef DCCL_HAVE_DEVICE_CODE
 /* Sets up comm->dev for the GPU whose primary context is `cu_ctx` (loads the kernels once per device; nothing
- * here synchronises the device). `ranks_on_gpu`: this communicator's ranks sharing the GPU, which share its CTAs. */
+ * here synchronises the device). `ranks_on_gpu`: the most ranks of the communicator on one GPU, which share its
+ * CTAs; comm->dev_nchannels is lowered to what each may use. */
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu);
 /* Waits for the communicator's launched kernels (not for captured ones: graphs may replay them later), then frees. */
 void dccl_dev_comm_free(struct dccl_coll_comm *comm);

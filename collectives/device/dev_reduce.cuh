@@ -81,8 +81,64 @@ __device__ __forceinline__ void dev_reduce_elem(const dccl_dev_args &a, typename
   for (int d = 0; d < a.ndsts; d++) ((T *)a.dsts[d])[i] = out;
 }
 
-// The step, spread over `nthreads` threads (this is thread `tid`): 16-byte packs where every operand is 16-byte
-// aligned, single elements elsewhere. Loads of a pack go first, so each thread has all its loads in flight.
+#define DCCL_DEV_UNROLL 4 // packs in flight per thread (for 4- and 8-byte types): loads of several packs overlap
+
+// The step's 16-byte packs, spread over `nthreads` threads (this is thread `tid`), DCCL_DEV_UNROLL packs per thread
+// at a time. Each source is loaded for all of a thread's packs before it is combined, so the loads overlap; the
+// accumulators stay in registers (every index is known once the loops are unrolled).
+// Each element type is its own function (not inlined): its registers do not add to the other types'.
+template <typename R>
+__device__ __noinline__ void dev_reduce_packs(const dccl_dev_args &a, typename R::A scale, uint64_t packs, int tid,
+                                              int nthreads) {
+  typedef typename R::T T;
+  typedef typename R::A A;
+  const int E = 16 / sizeof(T);
+  // About 16 accumulators per thread whatever the type: narrow types hold more elements per pack.
+  const int U = sizeof(T) >= 4 ? DCCL_DEV_UNROLL : sizeof(T) == 2 ? DCCL_DEV_UNROLL / 2 : 1;
+  union pack {
+    uint4 v;
+    T e[16 / sizeof(T)];
+  };
+  for (uint64_t base = tid; base < packs; base += (uint64_t)nthreads * U) {
+    A acc[U][16 / sizeof(T)];
+    for (int s = 0; s < a.nsrcs; s++) {
+      const uint4 *src = (const uint4 *)a.srcs[s];
+      pack in[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t p = base + (uint64_t)u * nthreads;
+        if (p < packs) in[u].v = src[p];
+      }
+      const int pre = s == a.own && a.has_pre;
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int k = 0; k < E; k++) {
+          A x = R::widen(in[u].e[k]);
+          if (pre) {
+            x = R::op(1, x, scale);
+            if (a.round_own) x = R::widen(R::narrow(x));
+          }
+          acc[u][k] = s == 0 ? x : R::op(a.kind, acc[u][k], x);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      uint64_t p = base + (uint64_t)u * nthreads;
+      if (p >= packs) continue;
+      pack out;
+#pragma unroll
+      for (int k = 0; k < E; k++) {
+        A x = acc[u][k];
+        if (a.post_div > 1) x = (A)(x / (A)a.post_div);
+        out.e[k] = R::narrow(x);
+      }
+      for (int d = 0; d < a.ndsts; d++) ((uint4 *)a.dsts[d])[p] = out.v;
+    }
+  }
+}
+
+// The step: packs where every operand is 16-byte aligned, single elements elsewhere.
 template <typename R>
 __device__ void dev_reduce_copy(const dccl_dev_args &a, int tid, int nthreads) {
   typedef typename R::T T;
@@ -98,39 +154,31 @@ __device__ void dev_reduce_copy(const dccl_dev_args &a, int tid, int nthreads) {
   for (int s = 0; s < a.nsrcs; s++) align |= (uintptr_t)a.srcs[s];
   for (int d = 0; d < a.ndsts; d++) align |= (uintptr_t)a.dsts[d];
   uint64_t packs = (align & 15) == 0 ? a.n / per_pack : 0;
-  for (uint64_t p = tid; p < packs; p += nthreads) {
-    union {
-      uint4 v;
-      T e[16 / sizeof(T)];
-    } in[DCCL_DEV_MAX_SRCS], out;
-    for (int s = 0; s < a.nsrcs; s++) in[s].v = ((const uint4 *)a.srcs[s])[p];
-    for (int k = 0; k < per_pack; k++) {
-      A acc = 0;
-      for (int s = 0; s < a.nsrcs; s++) {
-        A x = R::widen(in[s].e[k]);
-        if (s == a.own && a.has_pre) {
-          x = R::op(1, x, scale);
-          if (a.round_own) x = R::widen(R::narrow(x));
-        }
-        acc = s == 0 ? x : R::op(a.kind, acc, x);
-      }
-      if (a.post_div > 1) acc = (A)(acc / (A)a.post_div);
-      out.e[k] = R::narrow(acc);
-    }
-    for (int d = 0; d < a.ndsts; d++) ((uint4 *)a.dsts[d])[p] = out.v;
-  }
+  dev_reduce_packs<R>(a, scale, packs, tid, nthreads);
   for (uint64_t i = packs * per_pack + tid; i < a.n; i += nthreads) dev_reduce_elem<R>(a, scale, i);
 }
 
 // A lone source with nothing to apply is copied as bytes (as on the host: a NaN's payload survives).
-__device__ void dev_copy(const dccl_dev_args &a, uint32_t esize, int tid, int nthreads) {
+__device__ __noinline__ void dev_copy(const dccl_dev_args &a, uint32_t esize, int tid, int nthreads) {
   uint64_t bytes = a.n * esize;
   uintptr_t align = (uintptr_t)a.srcs[0];
   for (int d = 0; d < a.ndsts; d++) align |= (uintptr_t)a.dsts[d];
   uint64_t packs = (align & 15) == 0 ? bytes / 16 : 0;
-  for (uint64_t p = tid; p < packs; p += nthreads) {
-    uint4 v = ((const uint4 *)a.srcs[0])[p];
-    for (int d = 0; d < a.ndsts; d++) ((uint4 *)a.dsts[d])[p] = v;
+  const uint4 *src = (const uint4 *)a.srcs[0];
+  const int U = 2 * DCCL_DEV_UNROLL; /* nothing to combine: registers for more packs in flight */
+  for (uint64_t base = tid; base < packs; base += (uint64_t)nthreads * U) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      uint64_t p = base + (uint64_t)u * nthreads;
+      if (p < packs) v[u] = src[p];
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      uint64_t p = base + (uint64_t)u * nthreads;
+      if (p < packs)
+        for (int d = 0; d < a.ndsts; d++) ((uint4 *)a.dsts[d])[p] = v[u];
+    }
   }
   for (uint64_t i = packs * 16 + tid; i < bytes; i += nthreads) {
     unsigned char v = ((const unsigned char *)a.srcs[0])[i];

@@ -210,7 +210,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
-extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS) dccl_kernel(dccl_dev_work *w) {
+extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) dccl_kernel(dccl_dev_work *w) {
   __shared__ dev_cta cta;
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   for (int k = 0; k < ntasks; k++) {

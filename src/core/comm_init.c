@@ -108,12 +108,17 @@ static int device_links_everywhere(struct dccl_comm *comm) {
 static void prepare_device(struct dccl_comm *comm, int *device_links) {
   *device_links = 0;
   if (!comm->cu_ctx) return;
-  int on_gpu = 0;
-  const struct dccl_peer_info *me = &comm->peers[comm->rank];
-  for (int r = 0; r < comm->nranks; r++)
-    on_gpu += comm->peers[r].has_device && me->has_device && comm->peers[r].real_host_hash == me->real_host_hash &&
-              !memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid));
-  if (dccl_dev_comm_create(&comm->coll, comm->cu_ctx, comm->cuda_device, on_gpu) != ncclSuccess) {
+  /* The most ranks of this communicator on any one GPU: they share its CTAs. Every rank finds the same number. */
+  int most = 1;
+  for (int a = 0; a < comm->nranks; a++) {
+    int on_gpu = 0;
+    for (int b = 0; b < comm->nranks; b++)
+      on_gpu += comm->peers[a].has_device && comm->peers[b].has_device &&
+                comm->peers[a].real_host_hash == comm->peers[b].real_host_hash &&
+                !memcmp(comm->peers[a].device_uuid, comm->peers[b].device_uuid, sizeof(comm->peers[a].device_uuid));
+    if (on_gpu > most) most = on_gpu;
+  }
+  if (dccl_dev_comm_create(&comm->coll, comm->cu_ctx, comm->cuda_device, most) != ncclSuccess) {
     DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
     dccl_dev_comm_free(&comm->coll);
     return;
