@@ -25,9 +25,11 @@ struct work_block {
   struct work_block *next;
 };
 
+#define NTYPES 12 /* enum dccl_elem_type */
+
 struct dccl_dev_comm {
   CUcontext ctx;
-  CUfunction kernel;
+  CUfunction kernels[NTYPES + 1]; /* one per element type, then the one for groups mixing types */
   int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
   uint32_t *abort_word;            /* pinned, device-visible */
   struct dccl_dev_status *status;  /* pinned, device-visible */
@@ -41,22 +43,36 @@ struct dccl_dev_comm {
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   CUmodule module;
-  CUfunction kernel;
+  CUfunction kernels[NTYPES + 1];
   int resident_ctas;
 } modules[MAX_DEVICES];
 
-static ncclResult_t load_kernels(int ordinal, CUfunction *kernel, int *resident) {
+static CUresult get_kernels(CUmodule mod, CUfunction *fns) {
+  CUresult r = CUDA_SUCCESS;
+  for (int t = 0; t <= NTYPES && r == CUDA_SUCCESS; t++) {
+    char name[32];
+    if (t < NTYPES)
+      snprintf(name, sizeof(name), "dccl_kernel_t%d", t);
+    else
+      snprintf(name, sizeof(name), "dccl_kernel_any");
+    r = dccl_cu.module_get_function(&fns[t], mod, name);
+  }
+  return r;
+}
+
+static ncclResult_t load_kernels(int ordinal, CUfunction *kernels, int *resident) {
   if (ordinal < 0 || ordinal >= MAX_DEVICES) return dccl_error(ncclInvalidUsage, "device %d: too many GPUs", ordinal);
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&modules_lock);
-  if (!modules[ordinal].kernel) {
+  if (!modules[ordinal].module) {
     CUmodule mod;
-    CUfunction fn;
+    CUfunction fns[NTYPES + 1];
     CUdevice dev;
     int per_sm = 0, sms = 0;
     CUresult r = dccl_cu.module_load_data(&mod, dccl_kernels_fatbin);
-    if (r == CUDA_SUCCESS) r = dccl_cu.module_get_function(&fn, mod, "dccl_kernel");
-    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fn, DCCL_DEV_THREADS, 0);
+    if (r == CUDA_SUCCESS) r = get_kernels(mod, fns);
+    /* The generic kernel uses the most of each SM: what it allows, the others allow too. */
+    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fns[NTYPES], DCCL_DEV_THREADS, 0);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get(&dev, ordinal);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     if (r != CUDA_SUCCESS) {
@@ -64,13 +80,13 @@ static ncclResult_t load_kernels(int ordinal, CUfunction *kernel, int *resident)
                        dccl_cuda_error_text(r), (int)r);
     } else {
       modules[ordinal].module = mod;
-      modules[ordinal].kernel = fn;
+      memcpy(modules[ordinal].kernels, fns, sizeof(fns));
       modules[ordinal].resident_ctas = per_sm * sms;
       DCCL_INFO(DCCL_INIT, "device %d: kernels loaded, %d CTAs of %d threads resident (%d SMs)", ordinal,
                 per_sm * sms, DCCL_DEV_THREADS, sms);
     }
   }
-  *kernel = modules[ordinal].kernel;
+  memcpy(kernels, modules[ordinal].kernels, sizeof(modules[ordinal].kernels));
   *resident = modules[ordinal].resident_ctas;
   pthread_mutex_unlock(&modules_lock);
   return res;
@@ -99,7 +115,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   dev->ctx = (CUcontext)cu_ctx;
   DCCLCHECK(enter(dev->ctx));
   int resident = 0;
-  DCCLCHECK(load_kernels(ordinal, &dev->kernel, &resident));
+  DCCLCHECK(load_kernels(ordinal, dev->kernels, &resident));
   /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity. */
   dev->max_ctas = resident / (ranks_on_gpu > 0 ? ranks_on_gpu : 1);
   if (dev->max_ctas > DCCL_DEV_MAX_CTAS) dev->max_ctas = DCCL_DEV_MAX_CTAS;
@@ -267,9 +283,10 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
   DCCLCHECK(enter(dev->ctx));
   if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
-  int ntasks = 0, ncoll = 0;
+  int ntasks = 0, ncoll = 0, type = -1;
   for (const struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished) continue;
+    type = type == -1 || type == (int)op->type ? (int)op->type : NTYPES; /* NTYPES: a mix */
     for (int c = 0; c < op->nchannels; c++)
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
     if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->nchannels > ncoll) ncoll = op->nchannels;
@@ -320,7 +337,8 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   b->captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {&w};
-  DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
+  CUfunction kernel = dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES];
+  DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");
   return ncclSuccess;

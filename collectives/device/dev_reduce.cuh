@@ -81,14 +81,14 @@ __device__ __forceinline__ void dev_reduce_elem(const dccl_dev_args &a, typename
   for (int d = 0; d < a.ndsts; d++) ((T *)a.dsts[d])[i] = out;
 }
 
-#define DCCL_DEV_UNROLL 4 // packs in flight per thread (for 4- and 8-byte types): loads of several packs overlap
+#define DCCL_DEV_UNROLL 4      // packs in flight per thread (4- and 8-byte types) while reducing
+#define DCCL_DEV_COPY_UNROLL 8 // and while copying, which needs no accumulators
 
 // The step's 16-byte packs, spread over `nthreads` threads (this is thread `tid`), DCCL_DEV_UNROLL packs per thread
 // at a time. Each source is loaded for all of a thread's packs before it is combined, so the loads overlap; the
 // accumulators stay in registers (every index is known once the loops are unrolled).
-// Each element type is its own function (not inlined): its registers do not add to the other types'.
 template <typename R>
-__device__ __noinline__ void dev_reduce_packs(const dccl_dev_args &a, typename R::A scale, uint64_t packs, int tid,
+__device__ __forceinline__ void dev_reduce_packs(const dccl_dev_args &a, typename R::A scale, uint64_t packs, int tid,
                                               int nthreads) {
   typedef typename R::T T;
   typedef typename R::A A;
@@ -159,13 +159,13 @@ __device__ void dev_reduce_copy(const dccl_dev_args &a, int tid, int nthreads) {
 }
 
 // A lone source with nothing to apply is copied as bytes (as on the host: a NaN's payload survives).
-__device__ __noinline__ void dev_copy(const dccl_dev_args &a, uint32_t esize, int tid, int nthreads) {
+__device__ __forceinline__ void dev_copy(const dccl_dev_args &a, uint32_t esize, int tid, int nthreads) {
   uint64_t bytes = a.n * esize;
   uintptr_t align = (uintptr_t)a.srcs[0];
   for (int d = 0; d < a.ndsts; d++) align |= (uintptr_t)a.dsts[d];
   uint64_t packs = (align & 15) == 0 ? bytes / 16 : 0;
   const uint4 *src = (const uint4 *)a.srcs[0];
-  const int U = 2 * DCCL_DEV_UNROLL; /* nothing to combine: registers for more packs in flight */
+  const int U = DCCL_DEV_COPY_UNROLL;
   for (uint64_t base = tid; base < packs; base += (uint64_t)nthreads * U) {
     uint4 v[U];
 #pragma unroll
@@ -186,25 +186,43 @@ __device__ __noinline__ void dev_copy(const dccl_dev_args &a, uint32_t esize, in
   }
 }
 
-// Dispatch on the element type.
-__device__ void dev_reduce_copy_any(const dccl_dev_args &a, uint32_t type, uint32_t esize, int tid, int nthreads) {
+// The element type's arithmetic by its number (enum dccl_elem_type).
+template <int TYPE> struct dev_elem;
+template <> struct dev_elem<DCCL_ELEM_I8> { typedef dev_i8 R; };
+template <> struct dev_elem<DCCL_ELEM_U8> { typedef dev_u8 R; };
+template <> struct dev_elem<DCCL_ELEM_I32> { typedef dev_i32 R; };
+template <> struct dev_elem<DCCL_ELEM_U32> { typedef dev_u32 R; };
+template <> struct dev_elem<DCCL_ELEM_I64> { typedef dev_i64 R; };
+template <> struct dev_elem<DCCL_ELEM_U64> { typedef dev_u64 R; };
+template <> struct dev_elem<DCCL_ELEM_FP16> { typedef dev_fp16 R; };
+template <> struct dev_elem<DCCL_ELEM_F32> { typedef dev_f32 R; };
+template <> struct dev_elem<DCCL_ELEM_F64> { typedef dev_f64 R; };
+template <> struct dev_elem<DCCL_ELEM_BF16> { typedef dev_bf16 R; };
+template <> struct dev_elem<DCCL_ELEM_E4M3> { typedef dev_e4m3 R; };
+template <> struct dev_elem<DCCL_ELEM_E5M2> { typedef dev_e5m2 R; };
+#define DCCL_DEV_ANY_TYPE (-1)
+
+// One step's arithmetic: a kernel built for one element type (TYPE) has only that type's code, so its registers
+// go to that loop; the kernel for groups mixing types (DCCL_DEV_ANY_TYPE) dispatches at run time.
+template <int TYPE>
+__device__ __forceinline__ void dev_reduce_copy_for(const dccl_dev_args &a, uint32_t type, uint32_t esize, int tid,
+                                                    int nthreads) {
   if (a.nsrcs == 1 && !(a.own == 0 && a.has_pre) && a.post_div <= 1) {
     dev_copy(a, esize, tid, nthreads);
     return;
   }
-  switch (type) {
-    case DCCL_ELEM_I8: dev_reduce_copy<dev_i8>(a, tid, nthreads); break;
-    case DCCL_ELEM_U8: dev_reduce_copy<dev_u8>(a, tid, nthreads); break;
-    case DCCL_ELEM_I32: dev_reduce_copy<dev_i32>(a, tid, nthreads); break;
-    case DCCL_ELEM_U32: dev_reduce_copy<dev_u32>(a, tid, nthreads); break;
-    case DCCL_ELEM_I64: dev_reduce_copy<dev_i64>(a, tid, nthreads); break;
-    case DCCL_ELEM_U64: dev_reduce_copy<dev_u64>(a, tid, nthreads); break;
-    case DCCL_ELEM_FP16: dev_reduce_copy<dev_fp16>(a, tid, nthreads); break;
-    case DCCL_ELEM_F32: dev_reduce_copy<dev_f32>(a, tid, nthreads); break;
-    case DCCL_ELEM_F64: dev_reduce_copy<dev_f64>(a, tid, nthreads); break;
-    case DCCL_ELEM_BF16: dev_reduce_copy<dev_bf16>(a, tid, nthreads); break;
-    case DCCL_ELEM_E4M3: dev_reduce_copy<dev_e4m3>(a, tid, nthreads); break;
-    case DCCL_ELEM_E5M2: dev_reduce_copy<dev_e5m2>(a, tid, nthreads); break;
+  if constexpr (TYPE != DCCL_DEV_ANY_TYPE) {
+    dev_reduce_copy<typename dev_elem<TYPE>::R>(a, tid, nthreads);
+  } else {
+    switch (type) {
+#define DCCL_DEV_CASE(t) \
+  case t: dev_reduce_copy<dev_elem<t>::R>(a, tid, nthreads); break;
+      DCCL_DEV_CASE(DCCL_ELEM_I8) DCCL_DEV_CASE(DCCL_ELEM_U8) DCCL_DEV_CASE(DCCL_ELEM_I32)
+      DCCL_DEV_CASE(DCCL_ELEM_U32) DCCL_DEV_CASE(DCCL_ELEM_I64) DCCL_DEV_CASE(DCCL_ELEM_U64)
+      DCCL_DEV_CASE(DCCL_ELEM_FP16) DCCL_DEV_CASE(DCCL_ELEM_F32) DCCL_DEV_CASE(DCCL_ELEM_F64)
+      DCCL_DEV_CASE(DCCL_ELEM_BF16) DCCL_DEV_CASE(DCCL_ELEM_E4M3) DCCL_DEV_CASE(DCCL_ELEM_E5M2)
+#undef DCCL_DEV_CASE
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// The device executor: one kernel runs a launch's tasks (collectives/device/dev_work.h). A task is one channel of
+// The device executor: a kernel runs a launch's tasks (collectives/device/dev_work.h). A task is one channel of
 // one operation; it runs the schedule of pure/schedule.h step by step, exactly as collectives/executor.c does on
 // the host: per step, thread 0 of the CTA waits until every FIFO the step reads has a slot and every FIFO it
 // writes has room, the CTA's threads reduce and copy with 16-byte accesses, and thread 0 publishes. A channel with
@@ -185,6 +185,7 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
   }
 }
 
+template <int TYPE>
 __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t kind = t.kind == DCCL_DEV_OP_RECV ? DCCL_DEV_OP_SEND : t.kind;
@@ -201,7 +202,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     }
     half_barrier(h);
     if (!go[s]) return;
-    if (st.nelem > 0) dev_reduce_copy_any(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
+    if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
     if (h.tid == 0) {
       dev_step_release(cta, s, st, kind);
@@ -210,7 +211,8 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
-extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) dccl_kernel(dccl_dev_work *w) {
+template <int TYPE>
+__device__ __forceinline__ void dev_kernel_body(dccl_dev_work *w) {
   __shared__ dev_cta cta;
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   for (int k = 0; k < ntasks; k++) {
@@ -235,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) dccl_kernel(dc
     h.nthreads = two ? blockDim.x / 2 : blockDim.x;
     h.tid = threadIdx.x - s * h.nthreads;
     h.bar = 1 + s;
-    dev_run_stream(w, &cta, s, h);
+    dev_run_stream<TYPE>(w, &cta, s, h);
     __syncthreads();
     if (cta.stop) break;
     if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
@@ -250,3 +252,20 @@ extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) dccl_kernel(dc
     atomicAdd_system(&w->done_ctas, 1u);
   }
 }
+
+// The kernels: one per element type, and one for groups that mix types. The host finds them by these names.
+#define DCCL_DEV_KERNEL(name, type) \
+  extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) name(dccl_dev_work *w) { dev_kernel_body<type>(w); }
+DCCL_DEV_KERNEL(dccl_kernel_any, DCCL_DEV_ANY_TYPE)
+DCCL_DEV_KERNEL(dccl_kernel_t0, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t1, 1)
+DCCL_DEV_KERNEL(dccl_kernel_t2, 2)
+DCCL_DEV_KERNEL(dccl_kernel_t3, 3)
+DCCL_DEV_KERNEL(dccl_kernel_t4, 4)
+DCCL_DEV_KERNEL(dccl_kernel_t5, 5)
+DCCL_DEV_KERNEL(dccl_kernel_t6, 6)
+DCCL_DEV_KERNEL(dccl_kernel_t7, 7)
+DCCL_DEV_KERNEL(dccl_kernel_t8, 8)
+DCCL_DEV_KERNEL(dccl_kernel_t9, 9)
+DCCL_DEV_KERNEL(dccl_kernel_t10, 10)
+DCCL_DEV_KERNEL(dccl_kernel_t11, 11)
