@@ -40,6 +40,7 @@ struct dccl_comm {
   /* The config it was created with (a split with a NULL config inherits it). */
   struct dccl_comm_config config;
   pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */
+  int64_t created_ns; /* when creation began (dccl_now_ns), for the log of its phases */
   struct dccl_bootstrap *bootstrap;
   struct dccl_peer_info *peers; /* nranks entries */
   int nhosts;                   /* distinct host_hash values */

@@ -19,6 +19,7 @@
 #include "transports/registry.h"
 #include "tune/tune.h"
 #include "util/cuda_driver.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/net_addr.h"
 #include "util/params.h"
@@ -109,8 +110,35 @@ static ncclResult_t measure_cost_model(struct dccl_comm *comm) {
   return res;
 }
 
+/* Creation's phases and their times, logged at INFO: where creation's time goes. */
+enum { PHASE_BOOTSTRAP, PHASE_PEERS, PHASE_LINKS, PHASE_PROBE, PHASE_MONITOR, PHASE_BARRIER, NPHASES };
+static const char *const phase_names[NPHASES] = {"bootstrap", "peer info", "links", "cost probe", "monitor",
+                                                  "barrier"};
+struct phase_clock {
+  int64_t ns[NPHASES], last;
+};
+static void phase_done(struct phase_clock *c, int phase) {
+  int64_t now = dccl_now_ns();
+  c->ns[phase] = now - c->last;
+  c->last = now;
+}
+static void phase_log(const struct dccl_comm *comm, const struct phase_clock *c) {
+  if (!dccl_log_enabled(DCCL_LOG_INFO, DCCL_INIT)) return;
+  char line[256];
+  int len = 0;
+  int64_t total = 0;
+  for (int i = 0; i < NPHASES; i++) {
+    total += c->ns[i];
+    len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %.1f", i ? ", " : "", phase_names[i],
+                    (double)c->ns[i] / 1e6);
+  }
+  DCCL_INFO(DCCL_INIT, "rank %d created in %.1f ms: %s", comm->rank, (double)total / 1e6, line);
+}
+
 ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   int n = comm->nranks;
+  struct phase_clock clock = {.last = comm->created_ns};
+  phase_done(&clock, PHASE_BOOTSTRAP);
   comm->peers = calloc((size_t)n, sizeof(*comm->peers));
   comm->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
   comm->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
@@ -139,10 +167,16 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
     DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
+  phase_done(&clock, PHASE_PEERS);
   DCCLCHECK(connect_collective_links(comm));
+  phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
+  phase_done(&clock, PHASE_PROBE);
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
+  phase_done(&clock, PHASE_MONITOR);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
+  phase_done(&clock, PHASE_BARRIER);
+  phase_log(comm, &clock);
   DCCL_INFO(DCCL_INIT, "communicator %p rank %d of %d ready (host %s)", (void *)comm, comm->rank, n, me->host_id);
   return ncclSuccess;
 }
@@ -154,6 +188,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   comm->rank = rank;
   comm->nranks = nranks;
   comm->creator_pid = getpid();
+  comm->created_ns = dccl_now_ns();
   comm->cuda_device = -1;
   atomic_store(&comm->dead_rank, -1);
   atomic_store(&comm->async_error, ncclSuccess);

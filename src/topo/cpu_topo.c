@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "topo/cpu_topo.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include "util/log.h"
@@ -16,7 +17,11 @@ static int affinity_pus(void) {
   return n > 0 ? n : 1;
 }
 
-void dccl_cpu_topo_read(struct dccl_cpu_topo *out) {
+static struct dccl_cpu_topo topo_read;
+static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
+
+static void read_once(void) {
+  struct dccl_cpu_topo *out = &topo_read;
   out->pus = affinity_pus();
   out->numa_nodes = 1;
 #ifdef DCCL_HAVE_HWLOC
@@ -30,4 +35,10 @@ void dccl_cpu_topo_read(struct dccl_cpu_topo *out) {
   }
 #endif
   DCCL_INFO(DCCL_INIT, "cpu topology: %d processing units, %d NUMA nodes", out->pus, out->numa_nodes);
+}
+
+/* Loading hwloc's topology reads sysfs for milliseconds: once per process, not per communicator. */
+void dccl_cpu_topo_read(struct dccl_cpu_topo *out) {
+  pthread_once(&topo_once, read_once);
+  *out = topo_read;
 }

@@ -7,6 +7,7 @@ struct dccl_cpu_topo {
   int numa_nodes; /* 1 without hwloc */
 };
 
+/* Read once per process. */
 void dccl_cpu_topo_read(struct dccl_cpu_topo *out);
 
 #endif

@@ -1,6 +1,11 @@
 /* The cost model's measurements, taken without running a collective: tokens passed around ring 0's links (every
  * rank at once, each forwarding one after it received one: one hand-off per step, as in a ring all-reduce), and a
- * memcpy of DCCL_CHUNK_SIZE blocks over a buffer larger than the caches. */
+ * memcpy of DCCL_CHUNK_SIZE blocks over a buffer larger than the caches.
+ * Both are bounded in time, since creation waits for them: the tokens run up to PROBE_LAPS laps but stop after
+ * PROBE_BUDGET_NS of timed steps (on an oversubscribed host a step is a trip through the scheduler, about a
+ * millisecond, and 16 laps of 8 ranks took 200 ms), and the copy is measured by one rank per host, once per
+ * process. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +16,8 @@
 #include "util/wait.h"
 
 #define PROBE_COPY_BYTES (8u << 20)
-#define PROBE_LAPS 16 /* timed, after one lap of warm-up; a lap is 2N-1 steps, the length of an all-reduce */
+#define PROBE_LAPS 16 /* timed at most, after one lap of warm-up; a lap is 2N-1 steps, the length of an all-reduce */
+#define PROBE_BUDGET_NS 10000000ll /* timed steps stop after this long (at least one lap) */
 
 static double measure_copy_bw(void) {
   uint64_t chunk = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
@@ -46,13 +52,18 @@ static ncclResult_t check_stalled(const struct dccl_coll_comm *c, struct dccl_co
   return waited->transport->check_peer(waited);
 }
 
-/* Runs nsteps steps (send a token to `next`, then take one from `prev`); *ns is the time of the steps after the
- * first `warm`. */
+/* Runs steps (send a token to `next`, then take one from `prev`): at most max_steps, and fewer once the timed
+ * steps after the first `warm` exceed the budget. All ranks must run the same number, so the leader (ring position
+ * 0) decides when to stop and each token carries the decision: the leader's choice, `stop`, lies nranks steps
+ * ahead, and a rank j positions downstream has sent at most j tokens more than the leader when the news reaches it
+ * (each rank sends only after it received), so every rank learns it before passing it. *ns is the time of the
+ * steps after `warm`, *timed their count. */
 static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next, struct dccl_conn *prev,
-                                uint64_t nsteps, uint64_t warm, double *ns) {
+                                uint64_t max_steps, uint64_t warm, double *ns, uint64_t *timed) {
   struct dccl_waiter w;
   dccl_waiter_init(&w, c->oversubscribed);
-  uint64_t sent = 0, received = 0, t0 = 0, t1 = 0;
+  int leader = c->rings[0].pos == 0;
+  uint64_t nsteps = max_steps, sent = 0, received = 0, t0 = 0, t1 = 0;
   while (received < nsteps || !next->transport->send_flushed(next)) {
     DCCLCHECK(progress(next));
     DCCLCHECK(progress(prev));
@@ -60,17 +71,25 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
     uint64_t tail;
     struct dccl_slot_header *s = sent < nsteps && sent == received ? dccl_conn_send_slot(next, &tail) : NULL;
     if (s) {
-      memcpy(s + 1, &sent, sizeof(sent));
-      dccl_conn_send_post(next, s, tail, sizeof(sent), sent, 0);
+      uint64_t stop = nsteps < max_steps ? nsteps : 0; /* 0: not decided */
+      memcpy(s + 1, &stop, sizeof(stop));
+      dccl_conn_send_post(next, s, tail, sizeof(stop), sent, 0);
       sent++;
       moved = 1;
     }
-    if (received < sent && dccl_conn_recv_slot(prev)) {
+    struct dccl_slot_header *r = received < sent ? dccl_conn_recv_slot(prev) : NULL;
+    if (r) {
+      uint64_t stop;
+      memcpy(&stop, dccl_slot_payload(r), sizeof(stop));
       dccl_conn_recv_done(prev);
       received++;
       moved = 1;
-      if (received == warm) t0 = (uint64_t)dccl_now_ns();
-      if (received == nsteps) t1 = (uint64_t)dccl_now_ns();
+      if (stop && stop < nsteps) nsteps = stop;
+      t1 = (uint64_t)dccl_now_ns();
+      if (received == warm) t0 = t1;
+      if (leader && nsteps == max_steps && received >= 2 * warm && t1 - t0 >= (uint64_t)PROBE_BUDGET_NS &&
+          received + (uint64_t)c->nranks < max_steps)
+        nsteps = received + (uint64_t)c->nranks;
     }
     if (moved) {
       dccl_waiter_reset(&w);
@@ -79,19 +98,37 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
     }
   }
   *ns = (double)(t1 - t0);
+  *timed = nsteps - warm;
   return ncclSuccess;
 }
 
+/* A property of the host: measured once per process (a child inherits the figure). */
+static double copy_bw;
+static pthread_once_t copy_bw_once = PTHREAD_ONCE_INIT;
+static void copy_bw_measure(void) { copy_bw = measure_copy_bw(); }
+
+/* The lowest rank of this rank's host measures the copy, alone: ranks copying at once on shared cores would
+ * measure the scheduler, and the others' figure would be the same. */
+static int copies_for_host(const struct dccl_coll_comm *c) {
+  for (int r = 0; r < c->rank; r++)
+    if (c->peers[r].real_host_hash == c->peers[c->rank].real_host_hash) return 0;
+  return 1;
+}
+
 ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]) {
-  mine[0] = 0;
-  if (c->nranks > 1) {
+  mine[0] = mine[1] = 0; /* 0: not measured here (overridden, or another rank's) */
+  if (c->nranks > 1 && dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS) <= 0) {
     struct dccl_conn *next = c->find_conn(c, c->rings[0].next, 1, 0), *prev = c->find_conn(c, c->rings[0].prev, 0, 0);
     if (!next || !prev) return dccl_error(ncclInternalError, "cost model probe: ring 0 is not connected");
     uint64_t lap = 2 * (uint64_t)c->nranks - 1;
     double ns;
-    DCCLCHECK(pass_tokens(c, next, prev, lap * (PROBE_LAPS + 1), lap, &ns));
-    mine[0] = ns / (double)(lap * PROBE_LAPS);
+    uint64_t timed;
+    DCCLCHECK(pass_tokens(c, next, prev, lap * (PROBE_LAPS + 1), lap, &ns, &timed));
+    mine[0] = ns / (double)timed;
   }
-  mine[1] = measure_copy_bw();
+  if (dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS) <= 0 && copies_for_host(c)) {
+    pthread_once(&copy_bw_once, copy_bw_measure);
+    mine[1] = copy_bw;
+  }
   return ncclSuccess;
 }

@@ -21,7 +21,7 @@ void dccl_tune_agree(struct dccl_coll_comm *c, const double *all) {
   c->bw_bytes_per_ns = 1e9;
   for (int r = 0; r < c->nranks; r++) {
     if (all[2 * r] > c->alpha_ns) c->alpha_ns = all[2 * r];
-    if (all[2 * r + 1] < c->bw_bytes_per_ns) c->bw_bytes_per_ns = all[2 * r + 1];
+    if (all[2 * r + 1] > 0 && all[2 * r + 1] < c->bw_bytes_per_ns) c->bw_bytes_per_ns = all[2 * r + 1];
   }
   int64_t a = dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS), b = dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS);
   if (a > 0) c->alpha_ns = (double)a;
