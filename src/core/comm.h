@@ -110,6 +110,15 @@ struct dccl_conn_batch {
 };
 ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches);
 
+/* Point-to-point links ahead of use (p2p_links.c). Under DCCL_RUNTIME_CONNECT=0 appends the links to every peer
+ * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
+ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);
+/* Before a send (kind DCCL_OP_SEND) or receive is queued: refused with ncclInvalidUsage, naming the peer and how
+ * to connect it first, when its link does not exist yet and capturing(stream) says the stream is being captured
+ * into a CUDA graph (asked only then; dccl_cuda_stream_capturing in production). */
+ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, cudaStream_t stream,
+                                      int (*capturing)(cudaStream_t));
+
 /* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
  * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */
 ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, const char *what, int peer);

@@ -88,12 +88,14 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   return ncclSuccess;
 }
 
-/* Every link the collectives may use without DCCL_ALGO (rings, all-reduce trees, one-shot), made up front: no
- * collective then waits for a peer to make one, and the cost model measures over the rings. */
-static ncclResult_t connect_collective_links(struct dccl_comm *comm) {
+/* Every link the collectives may use (rings; trees and one-shot unless DCCL_ALGO rules them out; under a forced
+ * tree the rooted trees), and under DCCL_RUNTIME_CONNECT=0 the point-to-point links, made up front in one batch:
+ * no collective then waits for a peer to make one, and the cost model measures over the rings. */
+static ncclResult_t connect_creation_links(struct dccl_comm *comm) {
   struct dccl_conn_req *reqs = NULL;
   int n = 0, cap = 0;
-  ncclResult_t res = dccl_coll_creation_links(&comm->coll, &reqs, &n, &cap);
+  ncclResult_t res = dccl_coll_creation_links(&comm->coll, dccl_tune_forced_algo(), &reqs, &n, &cap);
+  if (res == ncclSuccess) res = dccl_p2p_creation_links(comm, &reqs, &n, &cap);
   if (res == ncclSuccess && n > 0) res = dccl_comm_connect(comm, reqs, n);
   free(reqs);
   return res;
@@ -168,7 +170,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
   phase_done(&clock, PHASE_PEERS);
-  DCCLCHECK(connect_collective_links(comm));
+  DCCLCHECK(connect_creation_links(comm));
   phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
   phase_done(&clock, PHASE_PROBE);

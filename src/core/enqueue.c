@@ -148,7 +148,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 }
 
 static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                        int peer, ncclComm_t comm) {
+                        int peer, ncclComm_t comm, cudaStream_t stream) {
   const char *call = dccl_op_name(kind);
   size_t es;
   DCCLCHECK(check_common(comm, call, datatype, count, 0, &es));
@@ -156,19 +156,20 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
     return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", call, peer, comm->nranks - 1);
   DCCLCHECK(check_buffer(call, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff",
                          kind == DCCL_OP_SEND ? sendbuff : recvbuff, count));
+  DCCLCHECK(dccl_p2p_check_first_use(comm, kind, peer, stream, dccl_cuda_stream_capturing));
   return submit(comm, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclSend"));
-  return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm);
+  return p2p(DCCL_OP_SEND, sendbuff, NULL, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   DCCLCHECK(dccl_cuda_host_op_on_stream(stream, "ncclRecv"));
-  return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm);
+  return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm, stream);
 }
 
 /* All-to-all, gather and scatter are groups of sends and receives. */

@@ -17,6 +17,8 @@ ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]);
 void dccl_tune_agree(struct dccl_coll_comm *c, const double *all);
 /* Predicted time in ns of an all-reduce of `bytes` with algo (DCCL_ALGO_RING, _TREE or _ONESHOT). */
 double dccl_tune_predict_ns(const struct dccl_coll_comm *c, int algo, size_t bytes);
+/* The algorithm DCCL_ALGO forces, or DCCL_ALGO_AUTO. */
+int dccl_tune_forced_algo(void);
 /* The algorithm for a collective of kind (enum dccl_op_kind) moving `bytes`: DCCL_ALGO if set, else the model. */
 int dccl_tune_algo(const struct dccl_coll_comm *c, int kind, size_t bytes);
 
