@@ -3,8 +3,8 @@
  * memcpy of DCCL_CHUNK_SIZE blocks over a buffer larger than the caches.
  * Both are bounded in time, since creation waits for them: the tokens run up to PROBE_LAPS laps but stop after
  * PROBE_BUDGET_NS of timed steps (on an oversubscribed host a step is a trip through the scheduler, about a
- * millisecond, and 16 laps of 8 ranks took 200 ms), and the copy is measured by one rank per host, once per
- * process. */
+ * millisecond, and 16 laps of 8 ranks took 200 ms), and the copy is measured once per process, on an
+ * oversubscribed host by one rank only. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,9 +106,11 @@ static double copy_bw;
 static pthread_once_t copy_bw_once = PTHREAD_ONCE_INIT;
 static void copy_bw_measure(void) { copy_bw = measure_copy_bw(); }
 
-/* The lowest rank of this rank's host measures the copy, alone: ranks copying at once on shared cores would
- * measure the scheduler, and the others' figure would be the same. */
+/* Every rank copies at once, as in a collective, where the ranks of a host share its memory bandwidth. On an
+ * oversubscribed host that would measure the scheduler (a rank descheduled mid-copy) and cost every rank's copy
+ * in turn: there only the lowest rank of the host measures. */
 static int copies_for_host(const struct dccl_coll_comm *c) {
+  if (!c->oversubscribed) return 1;
   for (int r = 0; r < c->rank; r++)
     if (c->peers[r].real_host_hash == c->peers[c->rank].real_host_hash) return 0;
   return 1;

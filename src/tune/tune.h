@@ -9,8 +9,8 @@
 #include "collectives/coll_comm.h"
 
 /* This rank's measurements (probe.c): mine[0] the latency of one hand-off over ring 0's links in ns, mine[1] the
- * copy bandwidth in bytes/ns (measured by the lowest rank of each host; 0 elsewhere, and 0 for a constant the
- * environment overrides). Every rank of c calls it at once (tokens pass around the whole ring). */
+ * copy bandwidth in bytes/ns (on an oversubscribed host measured by its lowest rank only; 0 where not measured,
+ * and for a constant the environment overrides). Every rank of c calls it at once (tokens pass around the whole ring). */
 ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]);
 /* Sets c's constants from every rank's probe (`all`: nranks pairs): the slowest rank's (a bandwidth of 0 was not
  * measured), so every rank picks the same algorithm. DCCL_TUNE_ALPHA_NS / DCCL_TUNE_BW_MBPS override them. */
