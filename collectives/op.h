@@ -58,12 +58,13 @@ struct dccl_op {
 ncclResult_t dccl_op_plan(struct dccl_op *op);
 /* Appends the connections op needs to reqs (capacity *cap, grown with realloc); count in *n. */
 ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap);
-/* The links of every algorithm the cost model may pick by itself (the ring channels, which all-gather,
- * reduce-scatter and the broadcast/reduce chains share; the two all-reduce trees; one-shot), appended to reqs as
- * dccl_op_conn_reqs does: made at creation, so no collective makes a link. Rooted trees (broadcast/reduce under
- * DCCL_ALGO=tree) and point-to-point links are made at first use. */
-ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, struct dccl_conn_req **reqs, int *n,
-                                      int *cap);
+/* Every link the collectives may use, appended to reqs as dccl_op_conn_reqs does: made at creation, so no
+ * collective makes a link. on_device: the device links (DCCL_LANE_DEVICE lanes) instead of the host's. forced_algo
+ * is DCCL_ALGO's choice (DCCL_ALGO_AUTO: none): the ring channels always (all-gather, reduce-scatter and the
+ * broadcast/reduce chains use them); the two all-reduce trees unless ring or one-shot is forced; one-shot unless
+ * ring or tree is forced; under a forced tree also the broadcast and reduce trees of every root. */
+ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, int forced_algo,
+                                      struct dccl_conn_req **reqs, int *n, int *cap);
 /* Looks up the (now connected) connections of every channel. */
 ncclResult_t dccl_op_bind(struct dccl_op *op);
 

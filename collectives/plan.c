@@ -268,19 +268,32 @@ ncclResult_t dccl_op_bind(struct dccl_op *op) {
   return ncclSuccess;
 }
 
-ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, struct dccl_conn_req **reqs, int *n,
-                                      int *cap) {
+/* Appends the links of one planned collective; a large float one, so every channel of its algorithm carries a
+ * share. */
+static ncclResult_t add_plan_links(struct dccl_coll_comm *comm, struct dccl_op *op, int on_device, int kind, int algo,
+                                   int root, struct dccl_conn_req **reqs, int *n, int *cap) {
+  *op = (struct dccl_op){.comm = comm, .kind = kind, .count = (size_t)1 << 28, .type = ncclFloat32, .esize = 4,
+                         .algo = algo, .root = root, .peer = -1, .on_device = on_device};
+  DCCLCHECK(dccl_op_plan(op));
+  return dccl_op_conn_reqs(op, reqs, n, cap);
+}
+
+ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device, int forced_algo,
+                                      struct dccl_conn_req **reqs, int *n, int *cap) {
   if (comm->nranks == 1) return ncclSuccess;
-  static const int algos[] = {DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT};
   struct dccl_op *op = malloc(sizeof(*op));
   if (!op) return dccl_error(ncclSystemError, "out of memory planning connections");
-  ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < 3 && res == ncclSuccess; i++) {
-    /* A large float all-reduce: every channel of the algorithm carries a share. */
-    *op = (struct dccl_op){.comm = comm, .kind = DCCL_OP_ALLREDUCE, .count = (size_t)1 << 28, .type = ncclFloat32,
-                           .esize = 4, .algo = algos[i], .root = -1, .peer = -1, .on_device = on_device};
-    res = dccl_op_plan(op);
-    if (res == ncclSuccess) res = dccl_op_conn_reqs(op, reqs, n, cap);
+  int any = forced_algo == DCCL_ALGO_AUTO;
+  /* Rings serve every kind (all-gather and reduce-scatter whatever DCCL_ALGO says). */
+  ncclResult_t res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, -1, reqs, n, cap);
+  if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_TREE))
+    res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, -1, reqs, n, cap);
+  if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_ONESHOT))
+    res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_ONESHOT, -1, reqs, n, cap);
+  /* Only a forced tree runs broadcast and reduce on trees, one rooted at each root. */
+  for (int root = 0; root < comm->nranks && res == ncclSuccess && forced_algo == DCCL_ALGO_TREE; root++) {
+    res = add_plan_links(comm, op, on_device, DCCL_OP_BROADCAST, DCCL_ALGO_TREE, root, reqs, n, cap);
+    if (res == ncclSuccess) res = add_plan_links(comm, op, on_device, DCCL_OP_REDUCE, DCCL_ALGO_TREE, root, reqs, n, cap);
   }
   free(op);
   return res;

@@ -227,6 +227,15 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 
+/* DCCL extensions. */
+/* Makes this rank's point-to-point links with each of peers[0..npeers-1] (both directions) now, instead of at
+ * the first ncclSend/ncclRecv between the two. Needed before a first send or receive inside CUDA stream capture,
+ * which cannot make a link (the call fails with ncclInvalidUsage naming the peer). Collective over the named
+ * pairs: a rank named here must call it naming this rank, in any order among its other peers; ranks not named
+ * need not call it. Self and repeated entries are ignored; linked peers cost nothing. DCCL_RUNTIME_CONNECT=0
+ * makes every such link at creation instead. */
+ncclResult_t dcclCommConnectPeers(ncclComm_t comm, const int *peers, int npeers);
+
 #if defined(DCCL_BUILDING_LIBRARY)
 #pragma GCC visibility pop
 #endif

@@ -38,9 +38,11 @@ struct dccl_comm {
    * device list); -1 for none. Captured at the call, since creation may run on another thread. */
   int cuda_device;
   void *cu_ctx; /* cuda_device's primary context, retained for the communicator's life; NULL without a device */
+  int device_links; /* 1: every pair of ranks has device links (lanes from DCCL_LANE_DEVICE), made at creation */
   /* The config it was created with (a split with a NULL config inherits it). */
   struct dccl_comm_config config;
   pid_t creator_pid; /* a forked child sees another pid and refuses the communicator */
+  int64_t created_ns; /* when creation began (dccl_now_ns), for the log of its phases */
   struct dccl_bootstrap *bootstrap;
   struct dccl_peer_info *peers; /* nranks entries */
   int nhosts;                   /* distinct host_hash values */
@@ -128,6 +130,14 @@ ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatch
 /* Whether some transport carries device buffers between ranks a and b (from their peer infos alone: every rank
  * gives the same answer). */
 int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b);
+/* Point-to-point links ahead of use (p2p_links.c). Under DCCL_RUNTIME_CONNECT=0 appends the links to every peer
+ * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
+ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);
+/* Before a send (kind DCCL_OP_SEND) or receive is queued: refused with ncclInvalidUsage, naming the peer and how
+ * to connect it first, when its link does not exist yet and capturing(stream) says the stream is being captured
+ * into a CUDA graph (asked only then; dccl_cuda_stream_capturing in production). */
+ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, int on_device, cudaStream_t stream,
+                                      int (*capturing)(cudaStream_t));
 
 /* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
  * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */

@@ -20,6 +20,7 @@
 #include "transports/registry.h"
 #include "tune/tune.h"
 #include "util/cuda_driver.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/net_addr.h"
 #include "util/params.h"
@@ -129,14 +130,17 @@ static void prepare_device(struct dccl_comm *comm, int *device_links) {
                          "refused between them)");
 }
 
-/* Every link the collectives may use without DCCL_ALGO (rings, all-reduce trees, one-shot), made up front: no
- * collective then waits for a peer to make one, and the cost model measures over the rings. The same for device
- * buffers where the ranks' GPUs can reach each other. */
-static ncclResult_t connect_collective_links(struct dccl_comm *comm, int device_links) {
+/* Every link the collectives may use (rings; trees and one-shot unless DCCL_ALGO rules them out; under a forced
+ * tree the rooted trees), the same on device lanes where the ranks' GPUs can reach each other, and under
+ * DCCL_RUNTIME_CONNECT=0 the point-to-point links, made up front in one batch: no collective then waits for a peer
+ * to make one, and the cost model measures over the rings. */
+static ncclResult_t connect_creation_links(struct dccl_comm *comm, int device_links) {
   struct dccl_conn_req *reqs = NULL;
   int n = 0, cap = 0;
-  ncclResult_t res = dccl_coll_creation_links(&comm->coll, 0, &reqs, &n, &cap);
-  if (res == ncclSuccess && device_links) res = dccl_coll_creation_links(&comm->coll, 1, &reqs, &n, &cap);
+  int forced = dccl_tune_forced_algo();
+  ncclResult_t res = dccl_coll_creation_links(&comm->coll, 0, forced, &reqs, &n, &cap);
+  if (res == ncclSuccess && device_links) res = dccl_coll_creation_links(&comm->coll, 1, forced, &reqs, &n, &cap);
+  if (res == ncclSuccess) res = dccl_p2p_creation_links(comm, &reqs, &n, &cap);
   if (res == ncclSuccess && n > 0) res = dccl_comm_connect(comm, reqs, n);
   free(reqs);
   return res;
@@ -153,8 +157,35 @@ static ncclResult_t measure_cost_model(struct dccl_comm *comm) {
   return res;
 }
 
+/* Creation's phases and their times, logged at INFO: where creation's time goes. */
+enum { PHASE_BOOTSTRAP, PHASE_PEERS, PHASE_LINKS, PHASE_PROBE, PHASE_MONITOR, PHASE_BARRIER, NPHASES };
+static const char *const phase_names[NPHASES] = {"bootstrap", "peer info", "links", "cost probe", "monitor",
+                                                  "barrier"};
+struct phase_clock {
+  int64_t ns[NPHASES], last;
+};
+static void phase_done(struct phase_clock *c, int phase) {
+  int64_t now = dccl_now_ns();
+  c->ns[phase] = now - c->last;
+  c->last = now;
+}
+static void phase_log(const struct dccl_comm *comm, const struct phase_clock *c) {
+  if (!dccl_log_enabled(DCCL_LOG_INFO, DCCL_INIT)) return;
+  char line[256];
+  int len = 0;
+  int64_t total = 0;
+  for (int i = 0; i < NPHASES; i++) {
+    total += c->ns[i];
+    len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %.1f", i ? ", " : "", phase_names[i],
+                    (double)c->ns[i] / 1e6);
+  }
+  DCCL_INFO(DCCL_INIT, "rank %d created in %.1f ms: %s", comm->rank, (double)total / 1e6, line);
+}
+
 ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   int n = comm->nranks;
+  struct phase_clock clock = {.last = comm->created_ns};
+  phase_done(&clock, PHASE_BOOTSTRAP);
   comm->peers = calloc((size_t)n, sizeof(*comm->peers));
   comm->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
   comm->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
@@ -183,12 +214,17 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
     DCCL_INFO(DCCL_INIT, "%d ranks share %d processing units on this host: waits yield instead of spinning",
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
-  int device_links;
-  prepare_device(comm, &device_links);
-  DCCLCHECK(connect_collective_links(comm, device_links));
+  phase_done(&clock, PHASE_PEERS);
+  prepare_device(comm, &comm->device_links);
+  DCCLCHECK(connect_creation_links(comm, comm->device_links));
+  phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
+  phase_done(&clock, PHASE_PROBE);
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
+  phase_done(&clock, PHASE_MONITOR);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
+  phase_done(&clock, PHASE_BARRIER);
+  phase_log(comm, &clock);
   DCCL_INFO(DCCL_INIT, "communicator %p rank %d of %d ready (host %s)", (void *)comm, comm->rank, n, me->host_id);
   return ncclSuccess;
 }
@@ -200,6 +236,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   comm->rank = rank;
   comm->nranks = nranks;
   comm->creator_pid = getpid();
+  comm->created_ns = dccl_now_ns();
   comm->cuda_device = -1;
   atomic_store(&comm->dead_rank, -1);
   atomic_store(&comm->async_error, ncclSuccess);

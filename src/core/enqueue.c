@@ -186,6 +186,7 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
     return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", c.name, peer, comm->nranks - 1);
   DCCLCHECK(check_buffer(&c, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff", kind == DCCL_OP_SEND ? sendbuff : recvbuff,
                          count));
+  DCCLCHECK(dccl_p2p_check_first_use(comm, kind, peer, c.on_device, stream, dccl_cuda_stream_capturing));
   return submit(comm, &c, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
 }
 

@@ -1,4 +1,5 @@
 /* The proxy thread's loop: work while there is work, then spin, yield, and finally sleep on the descriptors. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "proxy/proxy.h"
 
 #include <errno.h>
@@ -32,7 +33,8 @@ static void sleep_until_woken(struct dccl_proxy *p) {
 
 static void *proxy_main(void *arg) {
   struct dccl_proxy *p = arg;
-  uint64_t spin_ns = p->oversubscribed ? 0 : (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
+  (void)pthread_setname_np(pthread_self(), DCCL_PROXY_THREAD_NAME);
+  uint64_t spin_param = (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS), spin_ns = 0;
   uint64_t yield_ns = (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS);
   int64_t idle_since = 0;
   while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
@@ -41,7 +43,10 @@ static void *proxy_main(void *arg) {
       continue;
     }
     int64_t now = dccl_now_ns();
-    if (!idle_since) idle_since = now;
+    if (!idle_since) {
+      idle_since = now;
+      spin_ns = atomic_load_explicit(&p->oversubscribed, memory_order_relaxed) ? 0 : spin_param;
+    }
     uint64_t idle = (uint64_t)(now - idle_since);
     if (idle < spin_ns) continue;
     if (idle < yield_ns) {
@@ -71,6 +76,10 @@ ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops 
   }
   p->started = 1;
   return ncclSuccess;
+}
+
+void dccl_proxy_set_oversubscribed(struct dccl_proxy *p, int oversubscribed) {
+  atomic_store_explicit(&p->oversubscribed, oversubscribed, memory_order_relaxed);
 }
 
 void dccl_proxy_wake(struct dccl_proxy *p) {

@@ -23,13 +23,17 @@ struct dccl_proxy {
   _Atomic int sleeping;
   int wake_fd;  /* eventfd */
   int sleep_fd; /* the transport's notification descriptor, or -1 */
-  int oversubscribed; /* no spinning: the cores are needed by the ranks */
+  _Atomic int oversubscribed; /* no spinning: the cores are needed by the ranks */
   const struct dccl_proxy_ops *ops;
   void *arg;
 };
 
 ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops *ops, void *arg, int sleep_fd,
                               int oversubscribed);
+/* The thread is named DCCL_PROXY_THREAD_NAME (/proc/self/task/TID/comm), so tools and tests can tell it apart. */
+#define DCCL_PROXY_THREAD_NAME "dccl-proxy"
+/* Whether the proxy may spin while idle; read when it next falls idle. Any thread. */
+void dccl_proxy_set_oversubscribed(struct dccl_proxy *p, int oversubscribed);
 /* Makes a sleeping proxy look at its work again; costs a load when it is awake. Any thread. */
 void dccl_proxy_wake(struct dccl_proxy *p);
 /* Stops and joins the thread (no-op if never started). */

@@ -1,6 +1,11 @@
 /* The cost model's measurements, taken without running a collective: tokens passed around ring 0's links (every
  * rank at once, each forwarding one after it received one: one hand-off per step, as in a ring all-reduce), and a
- * memcpy of DCCL_CHUNK_SIZE blocks over a buffer larger than the caches. */
+ * memcpy of DCCL_CHUNK_SIZE blocks over a buffer larger than the caches.
+ * Both are bounded in time, since creation waits for them: the tokens run up to PROBE_LAPS laps but stop after
+ * PROBE_BUDGET_NS of timed steps (on an oversubscribed host a step is a trip through the scheduler, about a
+ * millisecond, and 16 laps of 8 ranks took 200 ms), and the copy is measured once per process, on an
+ * oversubscribed host by one rank only. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +16,8 @@
 #include "util/wait.h"
 
 #define PROBE_COPY_BYTES (8u << 20)
-#define PROBE_LAPS 16 /* timed, after one lap of warm-up; a lap is 2N-1 steps, the length of an all-reduce */
+#define PROBE_LAPS 16 /* timed at most; a lap is 2N-1 steps, the length of an all-reduce */
+#define PROBE_BUDGET_NS 10000000ll /* timed steps stop after this long (at least N of them) */
 
 static double measure_copy_bw(void) {
   uint64_t chunk = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
@@ -19,14 +25,13 @@ static double measure_copy_bw(void) {
   char *a = malloc(PROBE_COPY_BYTES), *b = malloc(PROBE_COPY_BYTES);
   double best = 1.0;
   if (!a || !b) goto out;
-  memset(a, 1, PROBE_COPY_BYTES);
-  memset(b, 2, PROBE_COPY_BYTES);
-  for (int i = 0; i < 3; i++) {
+  memset(a, 1, PROBE_COPY_BYTES); /* real pages: untouched ones would all read the one zero page */
+  for (int i = 0; i < 3; i++) { /* the first pass, untimed, faults b's pages in */
     uint64_t t0 = (uint64_t)dccl_now_ns();
     for (uint64_t off = 0; off + chunk <= PROBE_COPY_BYTES; off += chunk) memcpy(b + off, a + off, chunk);
     uint64_t dt = (uint64_t)dccl_now_ns() - t0;
     double bw = dt ? (double)(PROBE_COPY_BYTES - PROBE_COPY_BYTES % chunk) / (double)dt : 1.0;
-    if (bw > best) best = bw;
+    if (i > 0 && bw > best) best = bw;
   }
 out:
   free(a);
@@ -46,31 +51,43 @@ static ncclResult_t check_stalled(const struct dccl_coll_comm *c, struct dccl_co
   return waited->transport->check_peer(waited);
 }
 
-/* Runs nsteps steps (send a token to `next`, then take one from `prev`); *ns is the time of the steps after the
- * first `warm`. */
+/* Runs steps (send a token to `next`, then take one from `prev`): at most max_steps, and fewer once the timed
+ * steps after the first `warm` exceed the budget (at least `warm` of them are timed). All ranks must run the same number, so the leader (ring position
+ * 0) decides when to stop and each token carries the decision: the leader's choice, `stop`, lies nranks steps
+ * ahead, and a rank j positions downstream has sent at most j tokens more than the leader when the news reaches it
+ * (each rank sends only after it received), so every rank learns it before passing it. *ns is the time of the
+ * steps after `warm`, *timed their count. */
 static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next, struct dccl_conn *prev,
-                                uint64_t nsteps, uint64_t warm, double *ns) {
+                                uint64_t max_steps, uint64_t warm, double *ns, uint64_t *timed) {
   struct dccl_waiter w;
   dccl_waiter_init(&w, c->oversubscribed);
-  uint64_t sent = 0, received = 0, t0 = 0, t1 = 0;
+  int leader = c->rings[0].pos == 0;
+  uint64_t nsteps = max_steps, sent = 0, received = 0, t0 = 0, t1 = 0;
   while (received < nsteps || !next->transport->send_flushed(next)) {
     DCCLCHECK(progress(next));
     DCCLCHECK(progress(prev));
     int moved = 0;
     struct dccl_send_slot s;
     struct dccl_recv_slot r;
-    if (sent < nsteps && sent == received && dccl_conn_send_slot(next, sizeof(sent), DCCL_PROTO_LL, &s)) {
-      memcpy(s.payload, &sent, sizeof(sent));
-      dccl_conn_send_post(next, &s, sizeof(sent), sent, 0);
+    if (sent < nsteps && sent == received && dccl_conn_send_slot(next, sizeof(uint64_t), DCCL_PROTO_LL, &s)) {
+      uint64_t stop = nsteps < max_steps ? nsteps : 0; /* 0: not decided */
+      memcpy(s.payload, &stop, sizeof(stop));
+      dccl_conn_send_post(next, &s, sizeof(stop), sent, 0);
       sent++;
       moved = 1;
     }
-    if (received < sent && dccl_conn_recv_slot(prev, sizeof(sent), DCCL_PROTO_LL, &r)) {
+    if (received < sent && dccl_conn_recv_slot(prev, sizeof(uint64_t), DCCL_PROTO_LL, &r)) {
+      uint64_t stop;
+      memcpy(&stop, r.payload, sizeof(stop));
       dccl_conn_recv_done(prev);
       received++;
       moved = 1;
-      if (received == warm) t0 = (uint64_t)dccl_now_ns();
-      if (received == nsteps) t1 = (uint64_t)dccl_now_ns();
+      if (stop && stop < nsteps) nsteps = stop;
+      t1 = (uint64_t)dccl_now_ns();
+      if (received == warm) t0 = t1;
+      if (leader && nsteps == max_steps && received >= 2 * warm && t1 - t0 >= (uint64_t)PROBE_BUDGET_NS &&
+          received + (uint64_t)c->nranks < max_steps)
+        nsteps = received + (uint64_t)c->nranks;
     }
     if (moved) {
       dccl_waiter_reset(&w);
@@ -79,19 +96,40 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
     }
   }
   *ns = (double)(t1 - t0);
+  *timed = nsteps - warm;
   return ncclSuccess;
 }
 
+/* A property of the host: measured once per process (a child inherits the figure). */
+static double copy_bw;
+static pthread_once_t copy_bw_once = PTHREAD_ONCE_INIT;
+static void copy_bw_measure(void) { copy_bw = measure_copy_bw(); }
+
+/* Every rank copies at once, as in a collective, where the ranks of a host share its memory bandwidth. On an
+ * oversubscribed host that would measure the scheduler (a rank descheduled mid-copy) and cost every rank's copy
+ * in turn: there only the lowest rank of the host measures. */
+static int copies_for_host(const struct dccl_coll_comm *c) {
+  if (!c->oversubscribed) return 1;
+  for (int r = 0; r < c->rank; r++)
+    if (c->peers[r].real_host_hash == c->peers[c->rank].real_host_hash) return 0;
+  return 1;
+}
+
 ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]) {
-  mine[0] = 0;
-  if (c->nranks > 1) {
+  mine[0] = mine[1] = 0; /* 0: not measured here (overridden, or another rank's) */
+  if (c->nranks > 1 && dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS) <= 0) {
     struct dccl_conn *next = c->find_conn(c, c->rings[0].next, 1, 0), *prev = c->find_conn(c, c->rings[0].prev, 0, 0);
     if (!next || !prev) return dccl_error(ncclInternalError, "cost model probe: ring 0 is not connected");
-    uint64_t lap = 2 * (uint64_t)c->nranks - 1;
+    /* Warm-up: one trip around the ring, so every rank is running before the clock starts. */
+    uint64_t lap = 2 * (uint64_t)c->nranks - 1, warm = (uint64_t)c->nranks;
     double ns;
-    DCCLCHECK(pass_tokens(c, next, prev, lap * (PROBE_LAPS + 1), lap, &ns));
-    mine[0] = ns / (double)(lap * PROBE_LAPS);
+    uint64_t timed;
+    DCCLCHECK(pass_tokens(c, next, prev, warm + lap * PROBE_LAPS, warm, &ns, &timed));
+    mine[0] = ns / (double)timed;
   }
-  mine[1] = measure_copy_bw();
+  if (dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS) <= 0 && copies_for_host(c)) {
+    pthread_once(&copy_bw_once, copy_bw_measure);
+    mine[1] = copy_bw;
+  }
   return ncclSuccess;
 }

@@ -21,7 +21,7 @@ void dccl_tune_agree(struct dccl_coll_comm *c, const double *all) {
   c->bw_bytes_per_ns = 1e9;
   for (int r = 0; r < c->nranks; r++) {
     if (all[2 * r] > c->alpha_ns) c->alpha_ns = all[2 * r];
-    if (all[2 * r + 1] < c->bw_bytes_per_ns) c->bw_bytes_per_ns = all[2 * r + 1];
+    if (all[2 * r + 1] > 0 && all[2 * r + 1] < c->bw_bytes_per_ns) c->bw_bytes_per_ns = all[2 * r + 1];
   }
   int64_t a = dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS), b = dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS);
   if (a > 0) c->alpha_ns = (double)a;
@@ -43,11 +43,17 @@ double dccl_tune_predict_ns(const struct dccl_coll_comm *comm, int algo, size_t 
   return (2.0 * n - 2 + loops) * comm->alpha_ns + 2.0 * s * (n - 1) / n / comm->bw_bytes_per_ns;
 }
 
-int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
+int dccl_tune_forced_algo(void) {
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
   if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
+  return DCCL_ALGO_AUTO;
+}
+
+int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
+  int forced = dccl_tune_forced_algo();
+  if (forced != DCCL_ALGO_AUTO) return forced;
   if (kind != DCCL_OP_ALLREDUCE) return DCCL_ALGO_RING; /* chains beat trees for broadcast/reduce on one host */
   int best = DCCL_ALGO_RING;
   double best_ns = dccl_tune_predict_ns(comm, DCCL_ALGO_RING, bytes);

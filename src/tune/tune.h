@@ -9,13 +9,16 @@
 #include "collectives/coll_comm.h"
 
 /* This rank's measurements (probe.c): mine[0] the latency of one hand-off over ring 0's links in ns, mine[1] the
- * copy bandwidth in bytes/ns. Every rank of c calls it at once (tokens pass around the whole ring). */
+ * copy bandwidth in bytes/ns (on an oversubscribed host measured by its lowest rank only; 0 where not measured,
+ * and for a constant the environment overrides). Every rank of c calls it at once (tokens pass around the whole ring). */
 ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]);
-/* Sets c's constants from every rank's probe (`all`: nranks pairs): the slowest rank's, so every rank picks the
- * same algorithm. DCCL_TUNE_ALPHA_NS / DCCL_TUNE_BW_MBPS override them. */
+/* Sets c's constants from every rank's probe (`all`: nranks pairs): the slowest rank's (a bandwidth of 0 was not
+ * measured), so every rank picks the same algorithm. DCCL_TUNE_ALPHA_NS / DCCL_TUNE_BW_MBPS override them. */
 void dccl_tune_agree(struct dccl_coll_comm *c, const double *all);
 /* Predicted time in ns of an all-reduce of `bytes` with algo (DCCL_ALGO_RING, _TREE or _ONESHOT). */
 double dccl_tune_predict_ns(const struct dccl_coll_comm *c, int algo, size_t bytes);
+/* The algorithm DCCL_ALGO forces, or DCCL_ALGO_AUTO. */
+int dccl_tune_forced_algo(void);
 /* The algorithm for a collective of kind (enum dccl_op_kind) moving `bytes`: DCCL_ALGO if set, else the model. */
 int dccl_tune_algo(const struct dccl_coll_comm *c, int kind, size_t bytes);
 /* The protocol for a collective of kind moving `bytes`: DCCL_PROTO if set, else the model (tune.c). */

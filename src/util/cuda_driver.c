@@ -112,14 +112,23 @@ int dccl_cuda_is_device_ptr(const void *ptr) {
   return type == CU_MEMORYTYPE_DEVICE;
 }
 
+/* 0 when there is no stream to ask about: no driver, or NULL with no current context (NULL is the legacy default
+ * stream of the calling thread's context; a thread with no current context has no such stream). */
+static int has_stream(cudaStream_t stream) {
+  if (!dccl_cuda_available()) return 0;
+  void *ctx = NULL;
+  return stream || (cu.ctx_get_current(&ctx) == CU_SUCCESS && ctx);
+}
+
+int dccl_cuda_stream_capturing(cudaStream_t stream) {
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return has_stream(stream) && cu.stream_is_capturing(stream, &status) == CU_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call) {
-  if (!dccl_cuda_available()) return ncclSuccess;
-  if (!stream) {
-    /* NULL is the legacy default stream of the calling thread's context, which may hold the GPU work that made
-     * the input. A thread with no current context has no such stream, so nothing to wait for. */
-    void *ctx = NULL;
-    if (cu.ctx_get_current(&ctx) != CU_SUCCESS || !ctx) return ncclSuccess;
-  }
+  /* The stream may hold the GPU work that made the input. */
+  if (!has_stream(stream)) return ncclSuccess;
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   cu_result r = cu.stream_is_capturing(stream, &status);
   if (r != CU_SUCCESS) return dccl_error(ncclUnhandledCudaError, "%s: cuStreamIsCapturing failed (%d)", call, r);

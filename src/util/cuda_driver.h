@@ -18,6 +18,9 @@ int dccl_cuda_is_device_ptr(const void *ptr);
  * GPU work queued on it. A NULL stream is the legacy default stream of the calling thread's current context (as
  * in NCCL), synchronised the same way; with no current context, or no driver, there is nothing to wait for. */
 ncclResult_t dccl_cuda_host_op_on_stream(cudaStream_t stream, const char *call);
+/* 1 when `stream` is being captured into a CUDA graph; 0 otherwise, without a driver, or when the driver cannot
+ * tell. */
+int dccl_cuda_stream_capturing(cudaStream_t stream);
 
 /* The ordinal of the device of the calling thread's current context; -1 when there is no driver or no current
  * context (nothing is created). */

@@ -27,7 +27,11 @@
   X(IB_TIMEOUT, INT, 14, "net_ib ack timeout exponent: 4.096 us * 2^value per retry.")                            \
   X(IB_RETRY_CNT, INT, 7, "net_ib retries before a write fails with `transport retry counter exceeded`.")          \
   X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce). Empty: the cost model "       \
-                   "chooses per call.")               \
+                   "chooses per call. Creation makes the links of the algorithms that may run (`tree`: also the "  \
+                   "broadcast/reduce tree of every root).")                                                        \
+  X(RUNTIME_CONNECT, INT, 1, "1: point-to-point links are made by the first ncclSend/ncclRecv between two ranks "  \
+                             "(or by dcclCommConnectPeers); 0: every rank's links to every other are made at "   \
+                             "creation, so no call makes one, also inside CUDA stream capture.")                 \
   X(PROTO, STR, "", "Forces a protocol: `ll` (flags stored with the data, for small messages) or `bulk` (payload, " \
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
                     "(shm) and a step fits an LL slot (4 KiB).")                                                  \

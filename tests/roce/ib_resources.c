@@ -21,7 +21,6 @@
 #include "core/comm.h"
 #include "dccl.h"
 #include "transports/net_ib/ib_private.h"
-#include "transports/registry.h"
 
 #define COUNT 70000 /* floats per rank: several slots */
 
@@ -216,7 +215,8 @@ static int send_and_check(ncclComm_t comms[2], unsigned char *src, unsigned char
 static void zero_copy(float *buf[2]) {
   ncclComm_t comms[2];
   if (make_comms(comms, buf) != 0) return;
-  struct dccl_ib_comm *ic = comms[0]->tctx.transport_state[dccl_transport_find("net_ib")->index];
+  struct dccl_ib_link *ring_link = link_of(comms[0], 1, 1);
+  struct dccl_ib_ctx *ic = ring_link ? ring_link->ic : NULL; /* the process's, shared by both communicators */
   unsigned char *src = mmap(NULL, ZC_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   unsigned char *dst = malloc(ZC_BYTES);
   void *handle = NULL;

@@ -1,12 +1,13 @@
 # net_ib tests, run inside the soft-RoCE VM (label roce_guest; see roce.cmake): the collective suite with net_ib
 # forced and every rank its own pretend host, the all-to-all group, SIGKILL faults, verbs-object leaks,
-# completion errors, zero-copy from registered buffers, and the registration cache on a real device.
+# completion errors, zero-copy from registered buffers, the registration cache on a real device, and the context
+# shared by a process's communicators.
 # Sized for the VM's emulated CPU (about 10x slower than the host): three types and three ops per collective.
 if(NOT IBVERBS_LIBRARY OR NOT MPI_C_FOUND)
   return()
 endif()
 
-foreach(prog ib_resources ib_regcache_verbs)
+foreach(prog ib_resources ib_regcache_verbs ib_shared_ctx)
   add_executable(${prog} ${DCCL_ROCE_DIR}/${prog}.c)
   target_link_libraries(${prog} PRIVATE dccl_static)
 endforeach()
@@ -36,6 +37,10 @@ dccl_add_roce_guest_test(NAME roce.ib.peer_killed TIMEOUT 900
 dccl_add_roce_guest_test(NAME roce.ib.resources_errors_zero_copy TIMEOUT 300
                          COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_resources>)
 dccl_add_roce_guest_test(NAME roce.ib.regcache_verbs TIMEOUT 120 COMMAND $<TARGET_FILE:ib_regcache_verbs> rxe0)
+# 16 communicators of one process share one context, PD and proxy thread; one's failure spares the others; a
+# forked child neither uses nor frees the parent's.
+dccl_add_roce_guest_test(NAME roce.ib.shared_ctx TIMEOUT 300
+                         COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_shared_ctx>)
 
 # Selection: between pretend hosts net_ib is chosen by itself; when it cannot be made (a GID index the port does
 # not have), both ends warn with the reason and use sockets, and the collectives still pass.

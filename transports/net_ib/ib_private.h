@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proxy/proxy.h"
+#include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_gdr.h"
 #include "transports/net_ib/ib_gid.h"
 #include "transports/net_ib/ib_regcache.h"
@@ -73,12 +74,12 @@ struct dccl_ib_qp {
   uint64_t recv_arrived; /* receive side: slots arrived on this QP */
 };
 
-struct dccl_ib_comm;
+struct dccl_ib_ctx;
 
 struct dccl_ib_link {
-  struct dccl_ib_comm *ic;
+  struct dccl_ib_ctx *ic;
   struct dccl_conn *conn;
-  struct dccl_ib_link *next; /* in the comm's list, walked by the proxy */
+  struct dccl_ib_link *next; /* in the context's list, walked by the proxy */
   void *fifo; /* the FIFO's one region: the peer's sender writes slots into a receiver's */
   struct ibv_mr *fifo_mr;
   struct dccl_ib_ctrl *ctrl;
@@ -105,8 +106,11 @@ struct dccl_ib_link {
   char error_text[400];
 };
 
-/* Per communicator (ctx->transport_state[index]): the opened device, the completion channel, the links, the proxy. */
-struct dccl_ib_comm {
+/* One per process and RDMA port, shared by every communicator of the process that uses the port: the opened device,
+ * its protection domain (so one registration serves them all), the completion channel every link's CQ reports to,
+ * the registration cache, and the proxy thread that drives the links of all of them. Made by the first
+ * communicator that needs it, freed with the last (ib_ctx.c). A forked child never uses or frees its parent's. */
+struct dccl_ib_ctx {
   struct ibv_context *ctx;
   struct ibv_pd *pd;
   struct ibv_comp_channel *channel;
@@ -117,20 +121,30 @@ struct dccl_ib_comm {
   struct dccl_ib_gid_entry gids[DCCL_IB_MAX_GIDS];
   int ngids;
   struct dccl_ib_regcache *regcache; /* user buffers registered for zero-copy sends */
-  /* How device buffers will reach the NIC (GPUDirect RDMA or host staging), decided once per communicator; the
-   * data path for device buffers arrives with the GPU engine. */
+  /* How device buffers will reach the NIC (GPUDirect RDMA or host staging), decided once per context; the data
+   * path for device buffers arrives with the GPU engine. */
   struct dccl_gdr_choice gdr;
   _Atomic uint64_t zero_copy_slots;   /* slots sent from user memory, for the log and the tests */
   pthread_mutex_t lock; /* the link list, against the proxy */
-  struct dccl_ib_link *links;
+  struct dccl_ib_link *links; /* every communicator's */
   struct dccl_proxy proxy;
+  /* Under the process-wide table's lock (ib_ctx.c). */
+  int refs;               /* communicators holding it */
+  int oversubscribed_refs; /* of which on an oversubscribed host: the proxy does not spin while any is */
+  struct dccl_ib_ctx *next;
 };
 
-/* ib_comm.c */
-ncclResult_t dccl_ib_comm_get(struct dccl_conn *conn, struct dccl_ib_comm **out);
-void dccl_ib_comm_add_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l);
-void dccl_ib_comm_remove_link(struct dccl_ib_comm *ic, struct dccl_ib_link *l);
-void dccl_ib_comm_free(void *state, int aborted);
+/* ib_ctx.c */
+/* The context of `dev`'s port, made on first use; one reference per call. */
+ncclResult_t dccl_ib_ctx_acquire(const struct dccl_ib_local *dev, int oversubscribed, struct dccl_ib_ctx **out);
+/* Drops a reference (`oversubscribed` as given to acquire); the last one frees the context. Every link the
+ * caller added must be removed first. */
+void dccl_ib_ctx_release(struct dccl_ib_ctx *ic, int oversubscribed);
+void dccl_ib_ctx_add_link(struct dccl_ib_ctx *ic, struct dccl_ib_link *l);
+/* After this returns the proxy no longer touches the link. */
+void dccl_ib_ctx_remove_link(struct dccl_ib_ctx *ic, struct dccl_ib_link *l);
+/* How many contexts this process holds, for the tests. */
+int dccl_ib_ctx_count(void);
 
 /* ib_qp.c */
 ncclResult_t dccl_ib_qp_create(struct dccl_ib_link *l, struct dccl_ib_qp *q, uint32_t send_wrs, uint32_t recv_wrs);

@@ -14,7 +14,7 @@
 #define IB_WANT_INLINE 256
 
 ncclResult_t dccl_ib_qp_create(struct dccl_ib_link *l, struct dccl_ib_qp *q, uint32_t send_wrs, uint32_t recv_wrs) {
-  struct dccl_ib_comm *ic = l->ic;
+  struct dccl_ib_ctx *ic = l->ic;
   uint32_t max_wr = (uint32_t)ic->dev_attr.max_qp_wr;
   if (send_wrs > max_wr || recv_wrs > max_wr)
     return dccl_error(ncclInvalidUsage,
@@ -61,7 +61,7 @@ ncclResult_t dccl_ib_qp_create(struct dccl_ib_link *l, struct dccl_ib_qp *q, uin
 
 ncclResult_t dccl_ib_qp_connect(struct dccl_ib_link *l, struct dccl_ib_qp *q, uint32_t remote_qpn,
                                 uint32_t remote_psn) {
-  struct dccl_ib_comm *ic = l->ic;
+  struct dccl_ib_ctx *ic = l->ic;
   const struct dccl_ib_conn_info *rem = &l->remote;
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
@@ -102,7 +102,7 @@ ncclResult_t dccl_ib_qp_connect(struct dccl_ib_link *l, struct dccl_ib_qp *q, ui
 
 /* RoCE: the GID of the local address that routes to the peer's address (peer info), or DCCL_IB_GID_INDEX. */
 int dccl_ib_select_link_gid(struct dccl_ib_link *l, char *why, size_t why_len) {
-  struct dccl_ib_comm *ic = l->ic;
+  struct dccl_ib_ctx *ic = l->ic;
   if (ic->port_attr.link_layer != IBV_LINK_LAYER_ETHERNET) {
     snprintf(why, why_len, "InfiniBand: LID %u", ic->port_attr.lid);
     return 0;

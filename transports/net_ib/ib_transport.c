@@ -36,6 +36,40 @@ static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_p
 
 static const char *peer_host(const struct dccl_conn *conn) { return conn->ctx->peers[conn->peer].hostname; }
 
+/* A communicator's net_ib state (ctx->transport_state[index]): its reference on the process's context. */
+struct ib_comm {
+  struct dccl_ib_ctx *ic;
+  int oversubscribed; /* as given to dccl_ib_ctx_acquire */
+};
+
+/* The context this communicator's links use; the communicator's first link takes the reference. */
+static ncclResult_t comm_ctx(struct dccl_conn *conn, struct dccl_ib_ctx **out) {
+  void **slot = &conn->ctx->transport_state[conn->transport->index];
+  if (!*slot) {
+    const struct dccl_ib_local *dev = dccl_ib_local();
+    if (!dev->ready) return dccl_error(ncclSystemError, "net_ib: %s", dev->why);
+    struct ib_comm *c = calloc(1, sizeof(*c));
+    if (!c) return dccl_error(ncclSystemError, "out of memory for net_ib state");
+    c->oversubscribed = conn->ctx->oversubscribed;
+    ncclResult_t res = dccl_ib_ctx_acquire(dev, c->oversubscribed, &c->ic);
+    if (res != ncclSuccess) {
+      free(c);
+      return res;
+    }
+    *slot = c;
+  }
+  *out = ((struct ib_comm *)*slot)->ic;
+  return ncclSuccess;
+}
+
+/* After every link of the communicator is closed. */
+static void ib_comm_free(void *state, int aborted) {
+  struct ib_comm *c = state;
+  if (!c) return;
+  dccl_ib_ctx_release(c->ic, c->oversubscribed);
+  free(c);
+}
+
 static ncclResult_t register_region(struct dccl_ib_link *l, void *addr, size_t bytes, struct ibv_mr **mr,
                                     const char *what) {
   if ((uint64_t)bytes > l->ic->dev_attr.max_mr_size)
@@ -124,7 +158,7 @@ static ncclResult_t ib_setup(struct dccl_conn *conn, void *info) {
   if (!l) return dccl_error(ncclSystemError, "out of memory for an RDMA link");
   l->conn = conn;
   conn->priv = l;
-  ncclResult_t res = dccl_ib_comm_get(conn, &l->ic);
+  ncclResult_t res = comm_ctx(conn, &l->ic);
   if (res == ncclSuccess) res = make_link(conn, l);
   if (res != ncclSuccess) {
     ib_close(conn);
@@ -159,7 +193,7 @@ static ncclResult_t ib_connect(struct dccl_conn *conn, const void *peer_info) {
 /* Both ends are ready (connect.c exchanged the confirmation): hand the link to the proxy. */
 static ncclResult_t ib_start(struct dccl_conn *conn) {
   struct dccl_ib_link *l = conn->priv;
-  dccl_ib_comm_add_link(l->ic, l);
+  dccl_ib_ctx_add_link(l->ic, l);
   atomic_store_explicit(&l->connected, 1, memory_order_release);
   dccl_proxy_wake(&l->ic->proxy);
   return ncclSuccess;
@@ -211,7 +245,7 @@ static void ib_close(struct dccl_conn *conn) {
   struct dccl_ib_link *l = conn->priv;
   if (!l) return;
   if (l->ic) {
-    dccl_ib_comm_remove_link(l->ic, l);
+    dccl_ib_ctx_remove_link(l->ic, l);
     for (int i = 0; i < l->nqps; i++) {
       if (l->qps[i].qp) ibv_destroy_qp(l->qps[i].qp);
       free(l->qps[i].marks);
@@ -251,5 +285,5 @@ const struct dccl_transport dccl_transport_ib = {
     .check_peer = ib_check_peer,
     .abort = ib_abort,
     .close = ib_close,
-    .comm_free = dccl_ib_comm_free,
+    .comm_free = ib_comm_free,
 };
