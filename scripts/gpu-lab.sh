@@ -19,7 +19,7 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       ninja -C "$build" device_shared_test cuda_host_paths gpu_colls all_reduce_perf broadcast_perf reduce_perf \
+       ninja -C "$build" device_shared_test cuda_host_paths gpu_colls gpu_graphs all_reduce_perf broadcast_perf reduce_perf \
          all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf; } \
      > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
@@ -28,7 +28,7 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
 fi
 
 status=0
-for t in device_shared_test cuda_host_paths; do
+for t in device_shared_test cuda_host_paths gpu_graphs; do
   "$build/tests/$t" > "$out/$t.log" 2>&1
   rc=$?
   tail -15 "$out/$t.log"

@@ -29,6 +29,7 @@ struct work_block {
 
 struct dccl_dev_comm {
   CUcontext ctx;
+  int ranks_in_process; /* ranks of the communicator in this process: more than one may not share a stream */
   CUfunction kernels[NTYPES + 1]; /* one per element type, then the one for groups mixing types */
   int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
   uint32_t *abort_word;            /* pinned, device-visible */
@@ -122,6 +123,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   if (dev->max_ctas < 1)
     return dccl_error(ncclInvalidUsage, "device %d: %d ranks cannot share its %d resident CTAs", ordinal,
                       ranks_on_gpu, resident);
+  for (int r = 0; r < comm->nranks; r++) dev->ranks_in_process += comm->peers[r].pid == comm->peers[comm->rank].pid;
   /* Every rank must plan the same channels (they name links): the most ranks any GPU of the communicator holds
    * bounds them, the same answer everywhere for GPUs of one model. */
   if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
@@ -292,6 +294,15 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->nchannels > ncoll) ncoll = op->nchannels;
   }
   if (ntasks == 0) return ncclSuccess;
+  /* The legacy default stream orders every kernel of the process after the last: two ranks' kernels there would run
+   * one after the other, the first waiting for the second forever. */
+  if ((stream == NULL || stream == CU_STREAM_LEGACY) && dev->ranks_in_process > 1)
+    return dccl_error(ncclInvalidUsage,
+                      "rank %d: %d ranks of this communicator live in this process and this call uses the legacy "
+                      "default stream (stream NULL): their kernels would run one after the other and the first would "
+                      "wait for the second forever. Give each rank a stream of its own (cudaStreamCreateWithFlags "
+                      "with cudaStreamNonBlocking)",
+                      comm->rank, dev->ranks_in_process);
   if (ntasks > DCCL_DEV_MAX_TASKS)
     return dccl_error(ncclInvalidUsage, "a group of device operations needs %d kernel tasks; at most %d", ntasks,
                       DCCL_DEV_MAX_TASKS);
@@ -349,4 +360,9 @@ ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *s
   DCCL_CUCHECK(dccl_cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, bytes, (CUstream)stream),
                "ncclSend/ncclRecv to self: cuMemcpyAsync");
   return ncclSuccess;
+}
+
+void dccl_dev_comm_wait(struct dccl_coll_comm *comm) {
+  /* A kernel waiting for a peer that failed exits once the abort word is set; nothing here waits for a peer. */
+  while (dccl_dev_comm_busy(comm)) sched_yield();
 }

@@ -112,6 +112,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommFinalize"));
   comm->finalized = 1;
+  dccl_dev_comm_wait(&comm->coll); /* the kernels queued so far finish (an aborted one soon) */
   /* A blocking communicator's operations completed in their calls; a nonblocking one's are done when
    * ncclCommGetAsyncError stops reporting ncclInProgress. */
   if (comm->nonblocking && atomic_load(&comm->coll.queue.pending) > 0) return ncclInProgress;

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -67,7 +68,12 @@ static ncclResult_t check_buffer(struct call *c, const char *which, const void *
 
 /* Host buffers wait for the stream's work (which may produce the input); device buffers are ordered on it. */
 static ncclResult_t check_stream(struct dccl_comm *comm, struct call *c) {
-  if (!c->on_device) return dccl_cuda_host_op_on_stream(c->stream, c->name);
+  if (!c->on_device) {
+    /* A host operation follows the communicator's device operations, whatever their streams (the links and the
+     * ranks' order are shared). */
+    dccl_dev_comm_wait(&comm->coll);
+    return dccl_cuda_host_op_on_stream(c->stream, c->name);
+  }
   if (!comm->coll.dev)
     return dccl_error(ncclInvalidUsage,
                       "%s: GPU buffers, but rank %d's communicator has no usable CUDA device (create it with the GPU "

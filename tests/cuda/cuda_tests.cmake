@@ -16,4 +16,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   # Collectives on device buffers, every rank on GPU 0 in one process (the GPU engine, issue 10).
   add_executable(gpu_colls ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_colls.c)
   target_link_libraries(gpu_colls PRIVATE dccl CUDA::cudart)
+  # Graph capture and replay, the legacy-stream refusal, host operations after device ones.
+  add_executable(gpu_graphs ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_graphs.c)
+  target_link_libraries(gpu_graphs PRIVATE dccl CUDA::cudart)
 endif()
