@@ -161,6 +161,10 @@ static int shrink_body(int rank, int nranks, ncclUniqueId id, int dies, int nonb
   ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
   EXPECT(r == ncclSuccess || r == ncclInProgress, "init returned %d", (int)r);
   EXPECT(settle(comm) == ncclSuccess, "creation");
+  /* Every rank has finished creating once an all-reduce over all of them completes: only then may one die. */
+  float one = 1, all = 0;
+  ncclAllReduce(&one, &all, 1, ncclFloat32, ncclSum, comm, NULL);
+  EXPECT(settle(comm) == ncclSuccess && all == (float)nranks, "an all-reduce over every rank");
   int out = nranks - 1;
   if (rank == out) {
     if (dies) _exit(0); /* no destroy: a death */
