@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's one call: builds DCCL with the CUDA toolkit and runs everything that needs a GPU, writing the
-# logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Today that is the shared device code and the
-# host-buffer library's behaviour next to a GPU; GPU collectives and their benchmarks join here as they land.
+# logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Today that is the shared device code, the
+# host-buffer library's behaviour next to a GPU, and the connection FIFOs between kernels and host threads and
+# between two kernels in two processes (under MPS, which this script starts and stops); GPU collectives and their
+# benchmarks join here as they land.
 # Usage: bash scripts/gpu-lab.sh [build dir=build-gpu]
 set -uo pipefail
 build=${1:-build-gpu}
@@ -14,19 +16,34 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCCL_BUILD_PERF=OFF &&
-       ninja -C "$build" device_shared_test cuda_host_paths; } > "$out/build.log" 2>&1; then
+       ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
 fi
 
 status=0
-for t in device_shared_test cuda_host_paths; do
-  "$build/tests/$t" > "$out/$t.log" 2>&1
-  rc=$?
+run_test() { # name, then the command's words
+  local t=$1
+  shift
+  timeout 240 "$@" > "$out/$t.log" 2>&1
+  local rc=$?
   tail -15 "$out/$t.log"
   echo "gpu-lab: $t exit $rc"
   [ "$rc" = 0 ] || status=1
-done
+}
+for t in device_shared_test cuda_host_paths conn_host_test; do run_test $t "$build/tests/$t"; done
+
+# Kernels of two processes run at once only under MPS; a daemon of our own, with its own pipe directory.
+mps=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if "$mps" -d; then
+  run_test conn_ipc_test "$build/tests/conn_ipc_test"
+  echo quit | "$mps"
+else
+  echo "gpu-lab: cannot start MPS ($mps)"
+  status=1
+fi
 echo "gpu-lab: $([ $status = 0 ] && echo 'all passed' || echo FAILED)"
 exit $status
