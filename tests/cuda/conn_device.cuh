@@ -69,6 +69,8 @@ __device__ static inline void cta_send_bulk(cta_fifo &c, uint32_t bytes, dev_res
   for (uint32_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
     p[i] = make_uint4(conn_pattern(c.fifo, c.pos, 4 * i), conn_pattern(c.fifo, c.pos, 4 * i + 1),
                       conn_pattern(c.fifo, c.pos, 4 * i + 2), conn_pattern(c.fifo, c.pos, 4 * i + 3));
+  for (uint32_t w = bytes / 16 * 4 + threadIdx.x; w < bytes / 4; w += blockDim.x)  // a tail of whole words
+    ((uint32_t *)p)[w] = conn_pattern(c.fifo, c.pos, w);
   __syncthreads();
   if (threadIdx.x == 0) {
     struct dccl_slot_header h = {bytes, c.pos, CONN_KIND, 0};
@@ -134,6 +136,8 @@ __device__ static inline void cta_recv_bulk(cta_fifo &c, uint32_t bytes, dev_res
     bad += (v.x != conn_pattern(c.fifo, c.pos, 4 * i)) | (v.y != conn_pattern(c.fifo, c.pos, 4 * i + 1)) |
            (v.z != conn_pattern(c.fifo, c.pos, 4 * i + 2)) | (v.w != conn_pattern(c.fifo, c.pos, 4 * i + 3));
   }
+  for (uint32_t w = bytes / 16 * 4 + threadIdx.x; w < bytes / 4; w += blockDim.x)
+    bad += __ldcv((const unsigned int *)p + w) != conn_pattern(c.fifo, c.pos, w);
   if (bad) atomicAdd(&res->errors, bad);
   cta_recv_done(c);
 }

@@ -89,7 +89,7 @@ static void stream(int to_host, int proto) {
   for (int i = 0; i < CONN_STREAM_FIFOS; i++) conn_host_fifo_init(&f.host[i]);
   dev_result *res = result_new();
   double t0 = wall_s();
-  k_stream<<<CONN_STREAM_FIFOS, CONN_THREADS>>>(f.dev, !to_host, per_fifo, bytes, proto, res);
+  k_stream<<<CONN_STREAM_FIFOS, CONN_THREADS>>>(f.dev, to_host, per_fifo, bytes, proto, res);
   CUDA_OK(cudaGetLastError());
   long host_bad = to_host ? conn_host_recv(f.host, CONN_STREAM_FIFOS, per_fifo, bytes, proto, 30)
                           : conn_host_send(f.host, CONN_STREAM_FIFOS, per_fifo, bytes, proto, 30);
