@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "conn_device.cuh"
+#include "cuda_ok.h"
 #include "conn_host_side.h"
 
 #define CONN_STREAM_FIFOS 4
@@ -20,15 +21,6 @@
 #define CONN_PING_WARM 1000ull
 
 static int n_failed;
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    if (err_ != cudaSuccess) {                                                               \
-      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static const char *proto_name(int proto) { return proto == DCCL_PROTO_LL ? "LL" : "bulk"; }
 
