@@ -144,8 +144,8 @@ extern const struct dccl_transport dccl_transport_ib;
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */
 
 /* The protocol a slot of `bytes` travels in when the operation asks for `proto`: LL only where the link carries it
- * and the payload fits. Both ends compute it from their own operation; a slot says how it was sent, so ends that
- * disagree (different counts) still read it and report the mismatch. */
+ * and the payload fits. Only the producer chooses; a slot says how it was sent, so the consumer needs no choice
+ * and ends that disagree (different counts) still read each other's slots and report the mismatch. */
 static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int proto) {
   int ll = proto == DCCL_PROTO_LL && (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) && bytes <= c->desc.ll_bytes;
   return ll ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
@@ -168,8 +168,8 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
   s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)dccl_conn_slot_payload(c, tail);
   return 1;
 }
-/* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, then `tail` with release. LL: the units,
- * then `tail` (release; free on x86) for transports that read it and for a consumer that expected bulk. */
+/* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, unit 0 and `tail`, the last two with release.
+ * LL: the units, then `tail` (release; free on x86) for transports and tools that read it. */
 static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
                                        uint64_t seq, uint32_t kind) {
   struct dccl_slot_header h = {bytes, seq, kind, 0};
@@ -186,31 +186,26 @@ struct dccl_recv_slot {
   struct dccl_slot_header h; /* a copy of the slot's header */
   const void *payload;       /* in the slot (bulk) or in the conn's LL staging */
 };
-/* The next filled slot, expected to carry `bytes` under `proto`; 0 if none has arrived yet. An LL consumer polls
- * the slot's units; a bulk one polls `tail`. Either reads the slot in whichever protocol it came. */
-static inline int dccl_conn_recv_slot(struct dccl_conn *c, uint64_t bytes, int proto, struct dccl_recv_slot *r) {
+/* The next filled slot, in whichever protocol it came; 0 if none has arrived yet. Where the producer writes the
+ * slots itself (every link that carries LL) the consumer polls the slot's first unit, one line for an LL slot of
+ * up to 8 bytes and the header's line for a bulk one; where a transport fills them, `tail`. */
+static inline int dccl_conn_recv_slot(struct dccl_conn *c, struct dccl_recv_slot *r) {
   uint64_t head = c->own_counter;
   const char *slot = dccl_conn_slot(&c->desc, c->regions, head);
-  uint32_t *stage = (uint32_t *)c->ll_stage;
-  if (dccl_conn_proto(c, bytes, proto) == DCCL_PROTO_LL) {
-    int got = dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage);
-    if (got == DCCL_LL_NOT_YET) return 0;
-    r->payload = stage;
-    if (got == DCCL_LL_DONE) return 1;
-  }
-  if (c->cached_peer_counter <= head) {
+  if (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) {
+    int got = dccl_slot_poll(slot, head, c->desc.ll_bytes, &r->h, (uint32_t *)c->ll_stage);
+    if (got == DCCL_SLOT_NOT_YET) return 0;
+    if (got == DCCL_SLOT_LL) {
+      r->payload = c->ll_stage;
+      return 1;
+    }
+  } else if (c->cached_peer_counter <= head) {
     c->cached_peer_counter = dccl_ld_acquire_u64(dccl_conn_tail(c));
     if (c->cached_peer_counter <= head) return 0;
   }
-  uint64_t unit0 = dccl_ld_relaxed_u64((const uint64_t *)slot);
-  if (unit0 == dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(head))) {
-    r->h = *(const struct dccl_slot_header *)(slot + 8);
-    r->payload = slot + DCCL_SLOT_HEAD_BYTES;
-    return 1;
-  }
-  /* An LL slot where bulk was expected: read it as such, so the header check names the disagreement. */
-  r->payload = stage;
-  return dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage) == DCCL_LL_DONE;
+  r->h = *(const struct dccl_slot_header *)(slot + 8);
+  r->payload = slot + DCCL_SLOT_HEAD_BYTES;
+  return 1;
 }
 /* Hands the slot returned by dccl_conn_recv_slot back to the producer. */
 static inline void dccl_conn_recv_done(struct dccl_conn *c) {

@@ -65,7 +65,7 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
       sent++;
       moved = 1;
     }
-    if (received < sent && dccl_conn_recv_slot(prev, sizeof(sent), DCCL_PROTO_LL, &r)) {
+    if (received < sent && dccl_conn_recv_slot(prev, &r)) {
       dccl_conn_recv_done(prev);
       received++;
       moved = 1;

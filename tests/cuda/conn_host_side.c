@@ -48,7 +48,7 @@ long conn_host_recv(struct conn_host_link *links, int nfifo, uint64_t n, uint32_
     int moved = 0;
     for (int f = 0; f < nfifo; f++) {
       struct dccl_recv_slot r;
-      if (c[f].own_counter == n || !dccl_conn_recv_slot(&c[f], bytes, proto, &r)) continue;
+      if (c[f].own_counter == n || !dccl_conn_recv_slot(&c[f], &r)) continue;
       if (!slot_ok(&r, (uint32_t)f, c[f].own_counter, bytes) && bad++ < 3)
         fprintf(stderr, "host: FIFO %d slot %llu arrived wrong (bytes %llu seq %llu)\n", f,
                 (unsigned long long)c[f].own_counter, (unsigned long long)r.h.bytes, (unsigned long long)r.h.seq);
@@ -94,7 +94,7 @@ long conn_host_echo(struct conn_host_link *in, struct conn_host_link *out, uint6
     struct dccl_send_slot s;
     double start = now_s();
     /* The clock is read every 4096 polls only: a round trip is a few microseconds. */
-    for (uint32_t spin = 1; !dccl_conn_recv_slot(&ci, bytes, proto, &r); spin++)
+    for (uint32_t spin = 1; !dccl_conn_recv_slot(&ci, &r); spin++)
       if (spin % 4096 == 0 && now_s() - start > timeout_s) return -1;
     bad += !slot_ok(&r, 0, i, bytes);
     dccl_conn_recv_done(&ci);
