@@ -10,8 +10,10 @@
  * constants, so all choose the same algorithm. */
 #include "tune/tune.h"
 
+#include <math.h>
 #include <strings.h>
 
+#include "pure/conn_desc.h"
 #include "pure/schedule.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -59,13 +61,22 @@ int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   return best;
 }
 
-/* LL saves a step the hand-off of the counter's line (about half of the measured step latency, which passes a
- * token as LL) and costs passes over twice the bytes: into the slot's units and out of them. It wins while those
- * passes cost less. All ranks hold the same constants, so they choose alike. */
+/* A small message's time on a host is its cache lines crossing to the consumer's core (one crossing is about a
+ * step's measured latency, alpha; the probe passes LL tokens of one line) plus its copies. An LL slot of b bytes is
+ * dccl_ll_units(b) 8-byte units, and it is copied twice more (into the units, out of them: 4 b bytes moved); a
+ * bulk slot is the header's line and the payload's lines. LL wins where it crosses fewer lines: an 8-byte payload
+ * and its header are one line, bulk's two. All ranks hold the same constants, so they choose alike. */
+static double proto_ns(const struct dccl_coll_comm *comm, int proto, size_t bytes) {
+  double lines = proto == DCCL_PROTO_LL ? ceil(8.0 * dccl_ll_units(bytes) / 64.0) : 1.0 + ceil((double)bytes / 64.0);
+  double copies = proto == DCCL_PROTO_LL ? 4.0 * (double)bytes / comm->bw_bytes_per_ns : 0.0;
+  return lines * comm->alpha_ns + copies;
+}
+
 int dccl_tune_proto(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
   if (!strcasecmp(forced, "ll")) return DCCL_PROTO_LL;
   if (!strcasecmp(forced, "bulk")) return DCCL_PROTO_BULK;
-  double ll_extra_ns = 4.0 * (double)bytes / comm->bw_bytes_per_ns;
-  return ll_extra_ns < comm->alpha_ns / 2 ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
+  if (bytes > DCCL_LL_MAX_BYTES) return DCCL_PROTO_BULK;
+  return proto_ns(comm, DCCL_PROTO_LL, bytes) < proto_ns(comm, DCCL_PROTO_BULK, bytes) ? DCCL_PROTO_LL
+                                                                                       : DCCL_PROTO_BULK;
 }
