@@ -153,6 +153,7 @@ static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int
 
 struct dccl_send_slot {
   void *payload; /* where to write the payload: the slot itself (bulk) or the conn's LL staging */
+  char *slot;    /* the slot */
   uint64_t pos;  /* the slot's FIFO position (the tail when taken) */
   int proto;
 };
@@ -164,8 +165,9 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
     if (tail - c->cached_peer_counter >= c->desc.nslots) return 0;
   }
   s->pos = tail;
+  s->slot = dccl_conn_slot(&c->desc, c->regions, tail);
   s->proto = dccl_conn_proto(c, bytes, proto);
-  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)dccl_conn_slot_payload(c, tail);
+  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)(s->slot + DCCL_SLOT_HEAD_BYTES);
   return 1;
 }
 /* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, unit 0 and `tail`, the last two with release.
@@ -173,11 +175,10 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
 static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
                                        uint64_t seq, uint32_t kind) {
   struct dccl_slot_header h = {bytes, seq, kind, 0};
-  char *slot = dccl_conn_slot(&c->desc, c->regions, s->pos);
   if (s->proto == DCCL_PROTO_LL)
-    dccl_ll_write_slot(slot, s->pos, &h, (const uint32_t *)c->ll_stage);
+    dccl_ll_write_slot(s->slot, s->pos, &h, (const uint32_t *)c->ll_stage);
   else
-    dccl_bulk_write_head(slot, s->pos, &h);
+    dccl_bulk_write_head(s->slot, s->pos, &h);
   c->own_counter = s->pos + 1;
   dccl_st_release_u64(dccl_conn_tail(c), s->pos + 1);
 }
