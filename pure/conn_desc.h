@@ -158,7 +158,9 @@ DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t n
   d->slots.off = sizeof(struct dccl_fifo_ctrl);
   d->nslots = nslots;
   d->slot_bytes = slot_bytes;
-  d->slot_stride = DCCL_SLOT_HEAD_BYTES + ((slot_bytes + 63) & ~(uint64_t)63); /* payloads stay 64-byte aligned */
+  /* Slots start on a 128-byte line (a GPU's line; a pair of host lines, which x86 fetches together), so a bulk
+   * slot's header and its first 64 payload bytes are one transfer; payloads stay 64-byte aligned. */
+  d->slot_stride = (DCCL_SLOT_HEAD_BYTES + slot_bytes + DCCL_CACHELINE - 1) & ~(uint64_t)(DCCL_CACHELINE - 1);
   d->protos = DCCL_PROTO_BIT(DCCL_PROTO_BULK);
   uint64_t ll_cap = (d->slot_stride / 8 - DCCL_LL_HEADER_UNITS) * 4 & ~(uint64_t)7; /* whole 16-byte lines */
   if (ll && ll_cap > 0) {

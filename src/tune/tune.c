@@ -61,15 +61,16 @@ int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   return best;
 }
 
-/* A small message's time on a host is its cache lines crossing to the consumer's core (one crossing is about a
- * step's measured latency, alpha; the probe passes LL tokens of one line) plus its copies. An LL slot of b bytes is
- * dccl_ll_units(b) 8-byte units, and it is copied twice more (into the units, out of them: 4 b bytes moved); a
- * bulk slot is the header's line and the payload's lines. LL wins where it crosses fewer lines: an 8-byte payload
- * and its header are one line, bulk's two. All ranks hold the same constants, so they choose alike. */
+/* A small message's time on a host is the lines it moves to the consumer's core (one crossing is about a step's
+ * measured latency, alpha; the probe passes one-line tokens) plus its copies. Lines are counted in 128-byte pairs,
+ * which x86 fetches together (slots start on such a pair). An LL slot of b bytes is dccl_ll_units(b) 8-byte units
+ * and two more copies (into the units, out of them: 4 b bytes moved); a bulk slot is its 64-byte head and payload.
+ * LL wins only where it moves fewer pairs; on this layout it never does (8 bytes: one pair either way), so hosts
+ * send bulk, as measured (docs/performance.md). All ranks hold the same constants, so they choose alike. */
 static double proto_ns(const struct dccl_coll_comm *comm, int proto, size_t bytes) {
-  double lines = proto == DCCL_PROTO_LL ? ceil(8.0 * dccl_ll_units(bytes) / 64.0) : 1.0 + ceil((double)bytes / 64.0);
+  double moved = proto == DCCL_PROTO_LL ? 8.0 * dccl_ll_units(bytes) : DCCL_SLOT_HEAD_BYTES + (double)bytes;
   double copies = proto == DCCL_PROTO_LL ? 4.0 * (double)bytes / comm->bw_bytes_per_ns : 0.0;
-  return lines * comm->alpha_ns + copies;
+  return ceil(moved / DCCL_CACHELINE) * comm->alpha_ns + copies;
 }
 
 int dccl_tune_proto(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
