@@ -58,13 +58,15 @@ struct dccl_conn {
   /* The other side's counter as last read: re-read only when it must have moved, so a step does not pull the
    * other side's cache line across cores every time. */
   uint64_t cached_peer_counter;
-  /* An LL slot's payload on its way into (sender) or out of (receiver) the slot's units. */
-  uint64_t ll_stage[DCCL_LL_MAX_BYTES / sizeof(uint64_t)];
+  /* An LL slot's payload on its way into (sender) or out of (receiver) the slot's units (DCCL_LL_MAX_BYTES; only
+   * on links that carry LL, and kept out of the struct, so the fields every step reads stay on few lines). */
+  uint64_t *ll_stage;
 };
 
 /* Points conn (its is_send already set) at a FIFO laid out by `d`, mapped here at `recv_region` (and
- * `send_region`, where the layout uses one); unbind forgets it. Transports call them from setup/connect and close. */
-void dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region);
+ * `send_region`, where the layout uses one), with LL staging where the link carries LL; unbind forgets it and frees
+ * the staging (safe on a zeroed or unbound conn). Transports call them from setup/connect and close. */
+ncclResult_t dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region);
 void dccl_conn_unbind(struct dccl_conn *c);
 static inline int dccl_conn_bound(const struct dccl_conn *c) { return c->regions[DCCL_REGION_RECV] != NULL; }
 static inline uint64_t *dccl_conn_head(const struct dccl_conn *c) { return dccl_conn_word(c->regions, c->desc.head); }

@@ -2,6 +2,7 @@
 #include "conn_host_side.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -22,7 +23,7 @@ void conn_host_fifo_init(struct conn_host_link *l) {
 static void bind(struct dccl_conn *c, struct conn_host_link *l, int is_send) {
   memset(c, 0, sizeof(*c));
   c->is_send = is_send;
-  dccl_conn_bind(c, &l->desc, l->regions[DCCL_REGION_RECV], l->regions[DCCL_REGION_SEND]);
+  if (dccl_conn_bind(c, &l->desc, l->regions[DCCL_REGION_RECV], l->regions[DCCL_REGION_SEND]) != ncclSuccess) abort();
 }
 
 /* 1 when slot `pos` of FIFO `fifo` arrived as sent: header and every payload word. */

@@ -47,8 +47,16 @@ static void pair_init(struct pair *p, int ll) {
   memset(&p->tx, 0, sizeof(p->tx));
   memset(&p->rx, 0, sizeof(p->rx));
   p->tx.is_send = 1;
-  dccl_conn_bind(&p->tx, &d, p->region, p->region);
-  dccl_conn_bind(&p->rx, &d, p->region, p->region);
+  check(dccl_conn_bind(&p->tx, &d, p->region, p->region) == ncclSuccess &&
+            dccl_conn_bind(&p->rx, &d, p->region, p->region) == ncclSuccess,
+        "bind");
+  check(!ll == !p->rx.ll_stage, "LL staging exactly where the link carries LL");
+}
+
+static void pair_free(struct pair *p) {
+  dccl_conn_unbind(&p->tx);
+  dccl_conn_unbind(&p->rx);
+  free(p->region);
 }
 
 static int send_one(struct pair *p, uint64_t bytes, int proto, uint64_t seq) {
@@ -94,7 +102,7 @@ static void test_ll_flags(void) {
   check(!dccl_conn_recv_slot(&p.rx, &r), "a slot with a stale unit was taken");
   *unit = fresh;
   check(recv_one(&p, 64, 7) == 1, "the slot, once whole, arrived wrong");
-  free(p.region);
+  pair_free(&p);
 }
 
 /* The producer chooses the protocol per slot; the consumer reads each as it came. */
@@ -127,7 +135,7 @@ static void test_mixed_protocols(void) {
   check(send_one(&p, 8, DCCL_PROTO_LL, 99) < 0, "a full FIFO took another slot");
   check(recv_one(&p, 8, 10) == 1, "first of the full FIFO");
   check(send_one(&p, 8, DCCL_PROTO_LL, 14) >= 0, "a freed slot refused");
-  free(p.region);
+  pair_free(&p);
 }
 
 static void test_bulk_only_link(void) {
@@ -135,7 +143,7 @@ static void test_bulk_only_link(void) {
   pair_init(&p, 0);
   check(send_one(&p, 8, DCCL_PROTO_LL, 1) == DCCL_PROTO_BULK, "a link without LL sent LL");
   check(recv_one(&p, 8, 1) == 1, "bulk slot on a bulk-only link");
-  free(p.region);
+  pair_free(&p);
 }
 
 static void test_abort_word(void) {
@@ -145,7 +153,7 @@ static void test_abort_word(void) {
   check(dccl_cas0_u32(dccl_conn_aborted(&p.tx), 3) == 0, "the first abort found a value");
   check(dccl_cas0_u32(dccl_conn_aborted(&p.rx), 5) == 3, "the second abort did not find the first");
   check(dccl_conn_peer_aborted(&p.rx) == 3, "the first aborting rank must stay recorded");
-  free(p.region);
+  pair_free(&p);
 }
 
 int main(void) {
