@@ -87,7 +87,7 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     if (!c) continue;
     if (dccl_conn_peer_aborted(c)) return explain_failure(op, ncclRemoteError, c->peer);
     struct dccl_recv_slot rs;
-    if (!dccl_conn_recv_slot(c, bytes, op->proto, &rs)) {
+    if (!dccl_conn_recv_slot(c, &rs)) {
       op->waiting_on = c;
       return ncclSuccess;
     }

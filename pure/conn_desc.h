@@ -11,9 +11,10 @@
  * private region.
  *
  * Two protocols, chosen per slot by the producer; the first 8-byte unit of every slot says which:
- *   - bulk: header and payload with plain stores, then `tail` with a release store. The consumer polls `tail`
- *     (acquire). Unit 0 holds DCCL_SLOT_BULK_MARK and the slot's flag, so a consumer polling the slot learns it
- *     must wait for `tail`.
+ *   - bulk: payload and header with plain stores, then unit 0 (DCCL_SLOT_BULK_MARK and the slot's flag) and
+ *     `tail`, each with a release store. A consumer polls unit 0 where the producer writes the slots itself (it lies
+ *     in the header's line, which the consumer reads anyway), else `tail`, which a transport advances once a slot
+ *     has arrived whole (sockets, RDMA).
  *   - low latency (LL): the header and the payload go 4 bytes at a time into 8-byte units {data, flag}, each
  *     written and read as one access; the flag is the slot's FIFO position + 1, truncated to 32 bits, so a unit
  *     left from the slot's last use (nslots earlier) never passes for a fresh one. No fence: a consumer polls the
@@ -157,7 +158,9 @@ DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t n
   d->slots.off = sizeof(struct dccl_fifo_ctrl);
   d->nslots = nslots;
   d->slot_bytes = slot_bytes;
-  d->slot_stride = DCCL_SLOT_HEAD_BYTES + ((slot_bytes + 63) & ~(uint64_t)63); /* payloads stay 64-byte aligned */
+  /* Slots start on a 128-byte line (a GPU's line; a pair of host lines, which x86 fetches together), so a bulk
+   * slot's header and its first 64 payload bytes are one transfer; payloads stay 64-byte aligned. */
+  d->slot_stride = (DCCL_SLOT_HEAD_BYTES + slot_bytes + DCCL_CACHELINE - 1) & ~(uint64_t)(DCCL_CACHELINE - 1);
   d->protos = DCCL_PROTO_BIT(DCCL_PROTO_BULK);
   uint64_t ll_cap = (d->slot_stride / 8 - DCCL_LL_HEADER_UNITS) * 4 & ~(uint64_t)7; /* whole 16-byte lines */
   if (ll && ll_cap > 0) {
@@ -229,10 +232,11 @@ DCCL_CONN_FN void dccl_ll_header_from_words(const uint32_t w[DCCL_LL_HEADER_UNIT
   h->abort = w[5];
 }
 
-/* A bulk slot's unit 0 and header, written before the payload is published by `tail`. */
+/* A bulk slot's header, then unit 0 with release (after the payload: a consumer polling the slot may then read
+ * it); the producer publishes `tail` after this. */
 DCCL_CONN_FN void dccl_bulk_write_head(char *slot, uint64_t pos, const struct dccl_slot_header *h) {
   *(struct dccl_slot_header *)(slot + 8) = *h;
-  dccl_st_relaxed_u64((uint64_t *)slot, dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos)));
+  dccl_st_release_u64((uint64_t *)slot, dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos)));
 }
 
 /* One thread's LL slot: header and payload (4-byte aligned, read in whole 8-byte pairs of words) into the units of
@@ -248,28 +252,31 @@ DCCL_CONN_FN void dccl_ll_write_slot(char *slot, uint64_t pos, const struct dccl
   for (uint32_t i = DCCL_LL_HEADER_UNITS; i > 0; i -= 2) dccl_ll_store_line(units + i - 2, w[i - 2], w[i - 1], flag);
 }
 
-enum dccl_ll_read { DCCL_LL_NOT_YET = 0, DCCL_LL_DONE = 1, DCCL_LL_IS_BULK = 2 };
-/* One thread's read of the slot at FIFO position `pos` as LL: DCCL_LL_NOT_YET until every unit of it carries the slot's flag, then the
- * header into *h and the payload into `payload` (room for `cap` bytes, rounded up to 8; a header claiming more
- * is returned with the payload unread, for the caller's size check to refuse). DCCL_LL_IS_BULK: the producer
- * sent this slot as bulk (wait for tail, then read it as such). */
-DCCL_CONN_FN int dccl_ll_read_slot(const char *slot, uint64_t pos, uint32_t cap, struct dccl_slot_header *h,
-                                   uint32_t *payload) {
+enum dccl_slot_read { DCCL_SLOT_NOT_YET = 0, DCCL_SLOT_LL = 1, DCCL_SLOT_BULK = 2 };
+/* One thread's poll of the slot at FIFO position `pos`, on a link whose producer writes its slots itself. Unit 0
+ * is loaded with acquire: DCCL_SLOT_BULK when it is the bulk mark of this lap (stored last, with release: the header
+ * and payload are there); DCCL_SLOT_LL once every unit of an LL slot carries this lap's flag, with the header in *h
+ * and the payload in `payload` (room for `cap` bytes rounded up to 8; a header claiming more is returned with the
+ * payload unread, for the caller's size check to refuse); DCCL_SLOT_NOT_YET before. */
+DCCL_CONN_FN int dccl_slot_poll(const char *slot, uint64_t pos, uint32_t cap, struct dccl_slot_header *h,
+                                uint32_t *payload) {
   uint32_t w[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
   const uint64_t *units = (const uint64_t *)slot;
-  if (!dccl_ll_load_line(units, flag, &w[0], &w[1])) {
-    uint64_t u0 = dccl_ld_relaxed_u64(units);
-    return (uint32_t)(u0 >> 32) == flag && (uint32_t)u0 == DCCL_SLOT_BULK_MARK ? DCCL_LL_IS_BULK : DCCL_LL_NOT_YET;
-  }
-  if (w[0] == DCCL_SLOT_BULK_MARK) return DCCL_LL_IS_BULK;
+  uint64_t u0 = dccl_ld_acquire_u64(units);
+  if ((uint32_t)(u0 >> 32) != flag) return DCCL_SLOT_NOT_YET;
+  if ((uint32_t)u0 == DCCL_SLOT_BULK_MARK) return DCCL_SLOT_BULK;
+  w[0] = (uint32_t)u0;
+  uint64_t u1 = dccl_ld_relaxed_u64(units + 1);
+  if ((uint32_t)(u1 >> 32) != flag) return DCCL_SLOT_NOT_YET;
+  w[1] = (uint32_t)u1;
   for (uint32_t i = 2; i < DCCL_LL_HEADER_UNITS; i += 2)
-    if (!dccl_ll_load_line(units + i, flag, &w[i], &w[i + 1])) return DCCL_LL_NOT_YET;
+    if (!dccl_ll_load_line(units + i, flag, &w[i], &w[i + 1])) return DCCL_SLOT_NOT_YET;
   dccl_ll_header_from_words(w, h);
-  if (h->bytes > cap) return DCCL_LL_DONE;
+  if (h->bytes > cap) return DCCL_SLOT_LL;
   uint32_t nunits = dccl_ll_units(h->bytes);
   for (uint32_t i = DCCL_LL_HEADER_UNITS; i < nunits; i += 2, payload += 2)
-    if (!dccl_ll_load_line(units + i, flag, &payload[0], &payload[1])) return DCCL_LL_NOT_YET;
-  return DCCL_LL_DONE;
+    if (!dccl_ll_load_line(units + i, flag, &payload[0], &payload[1])) return DCCL_SLOT_NOT_YET;
+  return DCCL_SLOT_LL;
 }
 
 #endif

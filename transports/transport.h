@@ -65,13 +65,15 @@ struct dccl_conn {
   /* The other side's counter as last read: re-read only when it must have moved, so a step does not pull the
    * other side's cache line across cores every time. */
   uint64_t cached_peer_counter;
-  /* An LL slot's payload on its way into (sender) or out of (receiver) the slot's units. */
-  uint64_t ll_stage[DCCL_LL_MAX_BYTES / sizeof(uint64_t)];
+  /* An LL slot's payload on its way into (sender) or out of (receiver) the slot's units (DCCL_LL_MAX_BYTES; only
+   * on links that carry LL, and kept out of the struct, so the fields every step reads stay on few lines). */
+  uint64_t *ll_stage;
 };
 
 /* Points conn (its is_send already set) at a FIFO laid out by `d`, mapped here at `recv_region` (and
- * `send_region`, where the layout uses one); unbind forgets it. Transports call them from setup/connect and close. */
-void dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region);
+ * `send_region`, where the layout uses one), with LL staging where the link carries LL; unbind forgets it and frees
+ * the staging (safe on a zeroed or unbound conn). Transports call them from setup/connect and close. */
+ncclResult_t dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region);
 void dccl_conn_unbind(struct dccl_conn *c);
 static inline int dccl_conn_bound(const struct dccl_conn *c) { return c->regions[DCCL_REGION_RECV] != NULL; }
 static inline uint64_t *dccl_conn_head(const struct dccl_conn *c) { return dccl_conn_word(c->regions, c->desc.head); }
@@ -157,8 +159,8 @@ extern const struct dccl_transport dccl_transport_p2p;
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */
 
 /* The protocol a slot of `bytes` travels in when the operation asks for `proto`: LL only where the link carries it
- * and the payload fits. Both ends compute it from their own operation; a slot says how it was sent, so ends that
- * disagree (different counts) still read it and report the mismatch. */
+ * and the payload fits. Only the producer chooses; a slot says how it was sent, so the consumer needs no choice
+ * and ends that disagree (different counts) still read each other's slots and report the mismatch. */
 static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int proto) {
   int ll = proto == DCCL_PROTO_LL && (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) && bytes <= c->desc.ll_bytes;
   return ll ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
@@ -166,6 +168,7 @@ static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int
 
 struct dccl_send_slot {
   void *payload; /* where to write the payload: the slot itself (bulk) or the conn's LL staging */
+  char *slot;    /* the slot */
   uint64_t pos;  /* the slot's FIFO position (the tail when taken) */
   int proto;
 };
@@ -177,20 +180,20 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
     if (tail - c->cached_peer_counter >= c->desc.nslots) return 0;
   }
   s->pos = tail;
+  s->slot = dccl_conn_slot(&c->desc, c->regions, tail);
   s->proto = dccl_conn_proto(c, bytes, proto);
-  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)dccl_conn_slot_payload(c, tail);
+  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)(s->slot + DCCL_SLOT_HEAD_BYTES);
   return 1;
 }
-/* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, then `tail` with release. LL: the units,
- * then `tail` (release; free on x86) for transports that read it and for a consumer that expected bulk. */
+/* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, unit 0 and `tail`, the last two with release.
+ * LL: the units, then `tail` (release; free on x86) for transports and tools that read it. */
 static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
                                        uint64_t seq, uint32_t kind) {
   struct dccl_slot_header h = {bytes, seq, kind, 0};
-  char *slot = dccl_conn_slot(&c->desc, c->regions, s->pos);
   if (s->proto == DCCL_PROTO_LL)
-    dccl_ll_write_slot(slot, s->pos, &h, (const uint32_t *)c->ll_stage);
+    dccl_ll_write_slot(s->slot, s->pos, &h, (const uint32_t *)c->ll_stage);
   else
-    dccl_bulk_write_head(slot, s->pos, &h);
+    dccl_bulk_write_head(s->slot, s->pos, &h);
   c->own_counter = s->pos + 1;
   dccl_st_release_u64(dccl_conn_tail(c), s->pos + 1);
 }
@@ -199,31 +202,26 @@ struct dccl_recv_slot {
   struct dccl_slot_header h; /* a copy of the slot's header */
   const void *payload;       /* in the slot (bulk) or in the conn's LL staging */
 };
-/* The next filled slot, expected to carry `bytes` under `proto`; 0 if none has arrived yet. An LL consumer polls
- * the slot's units; a bulk one polls `tail`. Either reads the slot in whichever protocol it came. */
-static inline int dccl_conn_recv_slot(struct dccl_conn *c, uint64_t bytes, int proto, struct dccl_recv_slot *r) {
+/* The next filled slot, in whichever protocol it came; 0 if none has arrived yet. Where the producer writes the
+ * slots itself (every link that carries LL) the consumer polls the slot's first unit, one line for an LL slot of
+ * up to 8 bytes and the header's line for a bulk one; where a transport fills them, `tail`. */
+static inline int dccl_conn_recv_slot(struct dccl_conn *c, struct dccl_recv_slot *r) {
   uint64_t head = c->own_counter;
   const char *slot = dccl_conn_slot(&c->desc, c->regions, head);
-  uint32_t *stage = (uint32_t *)c->ll_stage;
-  if (dccl_conn_proto(c, bytes, proto) == DCCL_PROTO_LL) {
-    int got = dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage);
-    if (got == DCCL_LL_NOT_YET) return 0;
-    r->payload = stage;
-    if (got == DCCL_LL_DONE) return 1;
-  }
-  if (c->cached_peer_counter <= head) {
+  if (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) {
+    int got = dccl_slot_poll(slot, head, c->desc.ll_bytes, &r->h, (uint32_t *)c->ll_stage);
+    if (got == DCCL_SLOT_NOT_YET) return 0;
+    if (got == DCCL_SLOT_LL) {
+      r->payload = c->ll_stage;
+      return 1;
+    }
+  } else if (c->cached_peer_counter <= head) {
     c->cached_peer_counter = dccl_ld_acquire_u64(dccl_conn_tail(c));
     if (c->cached_peer_counter <= head) return 0;
   }
-  uint64_t unit0 = dccl_ld_relaxed_u64((const uint64_t *)slot);
-  if (unit0 == dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(head))) {
-    r->h = *(const struct dccl_slot_header *)(slot + 8);
-    r->payload = slot + DCCL_SLOT_HEAD_BYTES;
-    return 1;
-  }
-  /* An LL slot where bulk was expected: read it as such, so the header check names the disagreement. */
-  r->payload = stage;
-  return dccl_ll_read_slot(slot, head, c->desc.ll_bytes, &r->h, stage) == DCCL_LL_DONE;
+  r->h = *(const struct dccl_slot_header *)(slot + 8);
+  r->payload = slot + DCCL_SLOT_HEAD_BYTES;
+  return 1;
 }
 /* Hands the slot returned by dccl_conn_recv_slot back to the producer. */
 static inline void dccl_conn_recv_done(struct dccl_conn *c) {

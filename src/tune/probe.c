@@ -76,7 +76,7 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
       sent++;
       moved = 1;
     }
-    if (received < sent && dccl_conn_recv_slot(prev, sizeof(uint64_t), DCCL_PROTO_LL, &r)) {
+    if (received < sent && dccl_conn_recv_slot(prev, &r)) {
       uint64_t stop;
       memcpy(&stop, r.payload, sizeof(stop));
       dccl_conn_recv_done(prev);

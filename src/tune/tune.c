@@ -10,8 +10,10 @@
  * constants, so all choose the same algorithm. */
 #include "tune/tune.h"
 
+#include <math.h>
 #include <strings.h>
 
+#include "pure/conn_desc.h"
 #include "pure/schedule.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -65,13 +67,23 @@ int dccl_tune_algo(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   return best;
 }
 
-/* LL saves a step the hand-off of the counter's line (about half of the measured step latency, which passes a
- * token as LL) and costs passes over twice the bytes: into the slot's units and out of them. It wins while those
- * passes cost less. All ranks hold the same constants, so they choose alike. */
+/* A small message's time on a host is the lines it moves to the consumer's core (one crossing is about a step's
+ * measured latency, alpha; the probe passes one-line tokens) plus its copies. Lines are counted in 128-byte pairs,
+ * which x86 fetches together (slots start on such a pair). An LL slot of b bytes is dccl_ll_units(b) 8-byte units
+ * and two more copies (into the units, out of them: 4 b bytes moved); a bulk slot is its 64-byte head and payload.
+ * LL wins only where it moves fewer pairs; on this layout it never does (8 bytes: one pair either way), so hosts
+ * send bulk, as measured (docs/performance.md). All ranks hold the same constants, so they choose alike. */
+static double proto_ns(const struct dccl_coll_comm *comm, int proto, size_t bytes) {
+  double moved = proto == DCCL_PROTO_LL ? 8.0 * dccl_ll_units(bytes) : DCCL_SLOT_HEAD_BYTES + (double)bytes;
+  double copies = proto == DCCL_PROTO_LL ? 4.0 * (double)bytes / comm->bw_bytes_per_ns : 0.0;
+  return ceil(moved / DCCL_CACHELINE) * comm->alpha_ns + copies;
+}
+
 int dccl_tune_proto(const struct dccl_coll_comm *comm, int kind, size_t bytes) {
   const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
   if (!strcasecmp(forced, "ll")) return DCCL_PROTO_LL;
   if (!strcasecmp(forced, "bulk")) return DCCL_PROTO_BULK;
-  double ll_extra_ns = 4.0 * (double)bytes / comm->bw_bytes_per_ns;
-  return ll_extra_ns < comm->alpha_ns / 2 ? DCCL_PROTO_LL : DCCL_PROTO_BULK;
+  if (bytes > DCCL_LL_MAX_BYTES) return DCCL_PROTO_BULK;
+  return proto_ns(comm, DCCL_PROTO_LL, bytes) < proto_ns(comm, DCCL_PROTO_BULK, bytes) ? DCCL_PROTO_LL
+                                                                                       : DCCL_PROTO_BULK;
 }

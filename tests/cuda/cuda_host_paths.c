@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "cuda_ok.h"
 #include "dccl.h"
 #include "late_writer.h"
 #include "util/cuda_driver.h"
@@ -28,15 +29,6 @@ static void check(int ok, const char *what, const char *detail) {
   printf("%s: %s%s%s\n", ok ? "ok" : "FAIL", what, detail ? ": " : "", detail ? detail : "");
   if (!ok) n_failed++;
 }
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    if (err_ != cudaSuccess) {                                                               \
-      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static void mixed_buffers_refused(ncclComm_t comm) {
   float *dev = NULL, host_out[1024];

@@ -61,7 +61,7 @@ static void bind_link(struct dccl_conn *conn, int from, int to, int lane) {
     l->fifo = aligned_alloc(128, (bytes + 127) & ~(uint64_t)127);
     dccl_fifo_init(l->fifo, &l->desc);
   }
-  dccl_conn_bind(conn, &l->desc, l->fifo, l->fifo);
+  CHECK(dccl_conn_bind(conn, &l->desc, l->fifo, l->fifo) == ncclSuccess, "bind");
 }
 
 /* Real connection setup needs both ends to ask for a link: every request must have its mirror at the peer. */
@@ -134,6 +134,7 @@ static void free_comms(struct dccl_comm *comms, int n) {
   for (int r = 0; r < n; r++) {
     for (struct dccl_conn_entry *e = atomic_load(&comms[r].conns), *next; e; e = next) {
       next = e->next;
+      dccl_conn_unbind(&e->conn);
       free(e);
     }
     for (int ch = 0; ch < comms[r].coll.nchannels; ch++) free(comms[r].coll.rings[ch].order);

@@ -151,7 +151,7 @@ static int recv_slots(struct dccl_conn *c, uint64_t first, uint64_t n, int full)
     uint64_t len = full ? slot_len(i, slot_bytes) : slot_bytes;
     double end = now_s() + 30;
     int idle = 0;
-    while (!dccl_conn_recv_slot(c, len, DCCL_PROTO_LL, &rs)) {
+    while (!dccl_conn_recv_slot(c, &rs)) {
       if (pump_idle(c, &idle)) return bad + 1;
       if (now_s() > end) return fprintf(stderr, "receiver stuck at slot %" PRIu64 "\n", i), bad + 1;
     }

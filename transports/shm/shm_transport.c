@@ -51,6 +51,8 @@ static const char *peer_host(const struct dccl_conn *conn) {
   return conn->ctx->peers[conn->peer].hostname;
 }
 
+static void shm_close(struct dccl_conn *conn);
+
 ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_t nslots, uint64_t slot_bytes) {
   struct dccl_transport_ctx *ctx = conn->ctx;
   if (nslots < 1 || slot_bytes < 1 || slot_bytes > SHM_MAX_SLOT_BYTES)
@@ -86,7 +88,11 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
       return res;
     }
     dccl_fifo_init(sc->map, &desc);
-    dccl_conn_bind(conn, &desc, sc->map, sc->map);
+    res = dccl_conn_bind(conn, &desc, sc->map, sc->map);
+    if (res != ncclSuccess) {
+      shm_close(conn); /* unmaps and unlinks the segment */
+      return res;
+    }
     out.segment_bytes = sc->map_bytes;
     memcpy(out.name, sc->name, sizeof(out.name));
   }
@@ -130,7 +136,7 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
       return dccl_error(ncclInternalError, "shm link to rank %d: the segment's FIFO header does not match", conn->peer);
     struct dccl_conn_desc desc;
     dccl_conn_desc_layout(&desc, sc->nslots, sc->slot_bytes, 1, DCCL_REGION_RECV);
-    dccl_conn_bind(conn, &desc, sc->map, sc->map);
+    DCCLCHECK(dccl_conn_bind(conn, &desc, sc->map, sc->map));
   }
   dccl_shm_watch_start(&sc->watch, (pid_t)conn->ctx->peers[conn->peer].pid);
   sc->watching = 1;

@@ -1,0 +1,167 @@
+/* The connection descriptor (pure/conn_desc.h) and the executor's view over it (transports/transport.h), both
+ * ends in one process over one region: the layout, LL flags that never take a stale or torn unit for a fresh one,
+ * ends that disagree on the protocol, and the abort word. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "transports/transport.h"
+#include "unit_check.h"
+
+#define NSLOTS 4
+#define SLOT_BYTES 8192
+
+static void test_layout(void) {
+  struct dccl_conn_desc d;
+  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 1, DCCL_REGION_RECV);
+  check(d.head.off % DCCL_CACHELINE == 0 && d.tail.off % DCCL_CACHELINE == 0 && d.aborted.off % DCCL_CACHELINE == 0 &&
+            d.head.off != d.tail.off && d.tail.off != d.aborted.off,
+        "each shared word alone on its line: head %llu tail %llu aborted %llu", (unsigned long long)d.head.off,
+        (unsigned long long)d.tail.off, (unsigned long long)d.aborted.off);
+  check(d.slots.off % 64 == 0 && d.slot_stride % 64 == 0 && d.slot_stride >= DCCL_SLOT_HEAD_BYTES + SLOT_BYTES,
+        "slots 64-byte aligned and large enough (stride %llu)", (unsigned long long)d.slot_stride);
+  check(bytes == d.slots.off + NSLOTS * d.slot_stride, "region size %llu", (unsigned long long)bytes);
+  check(d.ll_bytes == DCCL_LL_MAX_BYTES && (d.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)), "LL of %u bytes", d.ll_bytes);
+  check(dccl_ll_units(d.ll_bytes) * 8 <= d.slot_stride, "an LL slot fits the stride");
+  dccl_conn_desc_layout(&d, NSLOTS, 40, 1, DCCL_REGION_SEND);
+  check(d.head.region == DCCL_REGION_SEND && d.head.off == 0 && d.tail.region == DCCL_REGION_RECV,
+        "kernel-to-kernel layout: head in the sender's region");
+  check(d.ll_bytes > 0 && d.ll_bytes % 8 == 0 && dccl_ll_units(d.ll_bytes) * 8 <= d.slot_stride,
+        "small slots carry LL in whole lines (%u bytes)", d.ll_bytes);
+  dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 0, DCCL_REGION_RECV);
+  check(d.ll_bytes == 0 && d.protos == DCCL_PROTO_BIT(DCCL_PROTO_BULK), "without LL: bulk only");
+}
+
+struct pair {
+  struct dccl_conn tx, rx;
+  void *region;
+};
+
+/* A FIFO in memory full of units that look fresh for position 0 (as reused memory may be), then initialised. */
+static void pair_init(struct pair *p, int ll) {
+  struct dccl_conn_desc d;
+  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, ll, DCCL_REGION_RECV);
+  p->region = aligned_alloc(4096, (bytes + 4095) & ~(uint64_t)4095);
+  uint64_t *u = p->region;
+  for (uint64_t i = 0; i < bytes / 8; i++) u[i] = dccl_ll_unit(8, dccl_ll_flag(0));
+  dccl_fifo_init(p->region, &d);
+  memset(&p->tx, 0, sizeof(p->tx));
+  memset(&p->rx, 0, sizeof(p->rx));
+  p->tx.is_send = 1;
+  check(dccl_conn_bind(&p->tx, &d, p->region, p->region) == ncclSuccess &&
+            dccl_conn_bind(&p->rx, &d, p->region, p->region) == ncclSuccess,
+        "bind");
+  check(!ll == !p->rx.ll_stage, "LL staging exactly where the link carries LL");
+}
+
+static void pair_free(struct pair *p) {
+  dccl_conn_unbind(&p->tx);
+  dccl_conn_unbind(&p->rx);
+  free(p->region);
+}
+
+static int send_one(struct pair *p, uint64_t bytes, int proto, uint64_t seq) {
+  struct dccl_send_slot s;
+  if (!dccl_conn_send_slot(&p->tx, bytes, proto, &s)) return -1;
+  for (uint64_t i = 0; i < bytes; i++) ((unsigned char *)s.payload)[i] = (unsigned char)(seq * 31 + i);
+  dccl_conn_send_post(&p->tx, &s, bytes, seq, 3);
+  return s.proto;
+}
+
+/* 1 when the next slot arrived whole as sent by send_one. */
+static int recv_one(struct pair *p, uint64_t bytes, uint64_t seq) {
+  struct dccl_recv_slot r;
+  if (!dccl_conn_recv_slot(&p->rx, &r)) return 0;
+  int ok = r.h.bytes == bytes && r.h.seq == seq && r.h.kind == 3 && r.h.abort == 0;
+  for (uint64_t i = 0; i < bytes && ok; i++) ok = ((const unsigned char *)r.payload)[i] == (unsigned char)(seq * 31 + i);
+  dccl_conn_recv_done(&p->rx);
+  return ok;
+}
+
+static void test_ll_flags(void) {
+  struct pair p;
+  pair_init(&p, 1);
+  struct dccl_recv_slot r;
+  check(!dccl_conn_recv_slot(&p.rx, &r), "units left in reused memory were taken for a slot");
+  for (uint64_t i = 0; i < 3 * NSLOTS; i++) {
+    uint64_t bytes = 1 + i * 13 % 200;
+    check(send_one(&p, bytes, DCCL_PROTO_LL, 100 + i) == DCCL_PROTO_LL, "slot %llu not sent as LL",
+          (unsigned long long)i);
+    check(recv_one(&p, bytes, 100 + i) == 1, "LL slot %llu arrived wrong", (unsigned long long)i);
+    /* The slot still holds this lap's units: the next lap must not see them as its own. */
+    struct dccl_slot_header h;
+    const char *slot = dccl_conn_slot(&p.rx.desc, p.rx.regions, i);
+    check(dccl_slot_poll(slot, i + NSLOTS, DCCL_LL_MAX_BYTES, &h, (uint32_t *)p.rx.ll_stage) == DCCL_SLOT_NOT_YET,
+          "slot %llu's units passed for the next lap's", (unsigned long long)i);
+  }
+  /* A torn slot: one payload unit still carries the previous lap's flag. */
+  uint64_t pos = p.rx.own_counter;
+  check(send_one(&p, 64, DCCL_PROTO_LL, 7) == DCCL_PROTO_LL, "LL send");
+  uint64_t *unit = (uint64_t *)dccl_conn_slot(&p.tx.desc, p.tx.regions, pos) + DCCL_LL_HEADER_UNITS + 5;
+  uint64_t fresh = *unit;
+  *unit = dccl_ll_unit((uint32_t)fresh, dccl_ll_flag(pos - NSLOTS));
+  check(!dccl_conn_recv_slot(&p.rx, &r), "a slot with a stale unit was taken");
+  *unit = fresh;
+  check(recv_one(&p, 64, 7) == 1, "the slot, once whole, arrived wrong");
+  pair_free(&p);
+}
+
+/* The producer chooses the protocol per slot; the consumer reads each as it came. */
+static void test_mixed_protocols(void) {
+  struct pair p;
+  pair_init(&p, 1);
+  check(send_one(&p, 100, DCCL_PROTO_BULK, 1) == DCCL_PROTO_BULK, "bulk send");
+  check(recv_one(&p, 100, 1) == 1, "a bulk slot on an LL link");
+  /* A bulk slot is taken once its unit 0 carries this lap's mark, whatever tail says. */
+  uint64_t pos = p.rx.own_counter;
+  check(send_one(&p, 100, DCCL_PROTO_BULK, 5) == DCCL_PROTO_BULK, "bulk send");
+  uint64_t *unit0 = (uint64_t *)dccl_conn_slot(&p.tx.desc, p.tx.regions, pos), fresh = *unit0;
+  *unit0 = dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos - NSLOTS));
+  struct dccl_recv_slot early;
+  check(!dccl_conn_recv_slot(&p.rx, &early), "a bulk slot with last lap's mark was taken");
+  *unit0 = fresh;
+  check(recv_one(&p, 100, 5) == 1, "the bulk slot, once marked, arrived wrong");
+  check(send_one(&p, 100, DCCL_PROTO_LL, 2) == DCCL_PROTO_LL, "LL send");
+  check(recv_one(&p, 100, 2) == 1, "an LL slot after a bulk one");
+  check(send_one(&p, DCCL_LL_MAX_BYTES + 8, DCCL_PROTO_LL, 3) == DCCL_PROTO_BULK, "too large for LL: bulk");
+  check(recv_one(&p, DCCL_LL_MAX_BYTES + 8, 3) == 1, "the large slot arrived wrong");
+  /* Different sizes on the two ends: the header says what came. */
+  struct dccl_recv_slot r;
+  check(send_one(&p, 40, DCCL_PROTO_LL, 4) == DCCL_PROTO_LL, "LL send");
+  check(dccl_conn_recv_slot(&p.rx, &r) && r.h.bytes == 40 && r.h.seq == 4,
+        "an end expecting 9000 bytes must see the 40 that came");
+  dccl_conn_recv_done(&p.rx);
+  /* Four slots fill the FIFO; the fifth waits for the consumer. */
+  for (uint64_t i = 0; i < NSLOTS; i++) check(send_one(&p, 8, DCCL_PROTO_LL, 10 + i) >= 0, "send into a free slot");
+  check(send_one(&p, 8, DCCL_PROTO_LL, 99) < 0, "a full FIFO took another slot");
+  check(recv_one(&p, 8, 10) == 1, "first of the full FIFO");
+  check(send_one(&p, 8, DCCL_PROTO_LL, 14) >= 0, "a freed slot refused");
+  pair_free(&p);
+}
+
+static void test_bulk_only_link(void) {
+  struct pair p;
+  pair_init(&p, 0);
+  check(send_one(&p, 8, DCCL_PROTO_LL, 1) == DCCL_PROTO_BULK, "a link without LL sent LL");
+  check(recv_one(&p, 8, 1) == 1, "bulk slot on a bulk-only link");
+  pair_free(&p);
+}
+
+static void test_abort_word(void) {
+  struct pair p;
+  pair_init(&p, 1);
+  check(dccl_conn_peer_aborted(&p.rx) == 0, "a fresh FIFO is aborted");
+  check(dccl_cas0_u32(dccl_conn_aborted(&p.tx), 3) == 0, "the first abort found a value");
+  check(dccl_cas0_u32(dccl_conn_aborted(&p.rx), 5) == 3, "the second abort did not find the first");
+  check(dccl_conn_peer_aborted(&p.rx) == 3, "the first aborting rank must stay recorded");
+  pair_free(&p);
+}
+
+int main(void) {
+  test_layout();
+  test_ll_flags();
+  test_mixed_protocols();
+  test_bulk_only_link();
+  test_abort_word();
+  printf("test_conn_desc: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed ? 1 : 0;
+}
