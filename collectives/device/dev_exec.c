@@ -101,9 +101,14 @@ static ncclResult_t enter(CUcontext ctx) {
   return ncclSuccess;
 }
 
+/* Pinned memory the device reads. The first launch captured into a graph may need a block: a capture in global mode
+ * forbids the allocation on every thread unless this one relaxes it, for the allocation only. */
 static ncclResult_t pinned(void *p, size_t bytes) {
-  DCCL_CUCHECK(dccl_cu.mem_host_alloc((void **)p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-               "cuMemHostAlloc");
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  DCCL_CUCHECK(dccl_cu.exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode");
+  CUresult r = dccl_cu.mem_host_alloc((void **)p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  (void)dccl_cu.exchange_capture_mode(&mode);
+  DCCL_CUCHECK(r, "cuMemHostAlloc");
   memset(*(void **)p, 0, bytes);
   return ncclSuccess;
 }

@@ -45,6 +45,7 @@ static const struct {
     {"cuStreamCreate", (void **)&dccl_cu.stream_create},
     {"cuStreamDestroy", (void **)&dccl_cu.stream_destroy},
     {"cuGetErrorString", (void **)&dccl_cu.get_error_string},
+    {"cuThreadExchangeStreamCaptureMode", (void **)&dccl_cu.exchange_capture_mode},
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -41,6 +41,7 @@ struct dccl_cuda_api {
   __typeof__(cuStreamCreate) *stream_create;
   __typeof__(cuStreamDestroy) *stream_destroy;
   __typeof__(cuGetErrorString) *get_error_string;
+  __typeof__(cuThreadExchangeStreamCaptureMode) *exchange_capture_mode;
 };
 
 extern struct dccl_cuda_api dccl_cu;

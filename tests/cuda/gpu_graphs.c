@@ -75,8 +75,9 @@ static void capture(cudaGraphExec_t *exec, float **in, float **out, size_t n, nc
   ncclGroupStart();
   for (int r = 0; r < NRANKS; r++) ncclAllReduce(in[r], out[r], n, ncclFloat32, op, comms[r], streams[r]);
   ncclResult_t res = ncclGroupEnd();
+  /* Every capture ends before any graph is instantiated (global mode forbids that while one is open). */
+  for (int r = 0; r < NRANKS; r++) CUDA_OK(cudaStreamEndCapture(streams[r], &graphs[r]));
   for (int r = 0; r < NRANKS; r++) {
-    CUDA_OK(cudaStreamEndCapture(streams[r], &graphs[r]));
     CUDA_OK(cudaGraphInstantiate(&exec[r], graphs[r], 0));
     CUDA_OK(cudaGraphDestroy(graphs[r]));
   }
