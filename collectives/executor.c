@@ -65,10 +65,13 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
 }
 
 /* A step that only forwards user input to one peer may leave the bytes where they are, if the transport can read
- * them there (net_ib, from a registered buffer). LL payloads travel in the slot's units: always copied. */
+ * them there (net_ib, from a registered buffer). LL payloads travel in the slot's units and small bulk ones in the
+ * header's line: always copied. */
 static int sends_in_place(struct dccl_conn *const *sconn, const struct dccl_send_slot *ss, int nsend, int nrecv,
                           const char *in, const char *out, const struct dccl_redop *redop, int post, uint64_t bytes) {
-  if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || ss[0].proto != DCCL_PROTO_BULK) return 0;
+  if (nsend != 1 || nrecv != 0 || !in || out || redop->has_pre || post || ss[0].proto != DCCL_PROTO_BULK ||
+      bytes <= DCCL_SLOT_INLINE_BYTES) /* a small payload rides in the header's line */
+    return 0;
   return sconn[0]->transport->send_from(sconn[0], ss[0].pos, in, bytes);
 }
 

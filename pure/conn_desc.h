@@ -117,6 +117,10 @@ struct dccl_slot_header {
 };
 
 #define DCCL_SLOT_HEAD_BYTES 64u          /* a bulk slot's payload starts this far in: unit 0, then the header */
+/* A bulk payload this small rides in the rest of the header's line (after unit 0 and the 24-byte header), so the
+ * consumer's one line read brings it: the host executor's smallest hand-off is one cache line, not two. */
+#define DCCL_SLOT_INLINE_BYTES 32u
+#define DCCL_SLOT_INLINE_OFF 32u
 #define DCCL_SLOT_BULK_MARK 0xb01cb01cu   /* unit 0's data in a bulk slot; an LL slot's is its size, far smaller */
 #define DCCL_LL_HEADER_UNITS 6u           /* the 24-byte header, 4 bytes per unit */
 #define DCCL_LL_MAX_BYTES 4096u           /* the most payload an LL slot carries: 8 KiB of units plus the header */
@@ -230,6 +234,11 @@ DCCL_CONN_FN void dccl_ll_header_from_words(const uint32_t w[DCCL_LL_HEADER_UNIT
   h->seq = (uint64_t)w[3] << 32 | w[2];
   h->kind = w[4];
   h->abort = w[5];
+}
+
+/* Where a bulk payload of `bytes` starts in its slot (host links; kernels always use DCCL_SLOT_HEAD_BYTES). */
+DCCL_CONN_FN uint32_t dccl_bulk_payload_off(uint64_t bytes) {
+  return bytes <= DCCL_SLOT_INLINE_BYTES ? DCCL_SLOT_INLINE_OFF : DCCL_SLOT_HEAD_BYTES;
 }
 
 /* A bulk slot's header, then unit 0 with release (after the payload: a consumer polling the slot may then read

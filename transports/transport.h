@@ -85,9 +85,6 @@ static inline uint32_t *dccl_conn_aborted(const struct dccl_conn *c) {
 static inline struct dccl_slot_header *dccl_conn_slot_header(const struct dccl_conn *c, uint64_t pos) {
   return (struct dccl_slot_header *)(dccl_conn_slot(&c->desc, c->regions, pos) + 8);
 }
-static inline char *dccl_conn_slot_payload(const struct dccl_conn *c, uint64_t pos) {
-  return dccl_conn_slot(&c->desc, c->regions, pos) + DCCL_SLOT_HEAD_BYTES;
-}
 
 /* A transport: one ops table (style.md: a provider fills one table). A provider defines a const table starting
  * with its size and lists it once in transports/registry.c; the registry keeps a completed copy, in which every
@@ -182,7 +179,7 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
   s->pos = tail;
   s->slot = dccl_conn_slot(&c->desc, c->regions, tail);
   s->proto = dccl_conn_proto(c, bytes, proto);
-  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)(s->slot + DCCL_SLOT_HEAD_BYTES);
+  s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)(s->slot + dccl_bulk_payload_off(bytes));
   return 1;
 }
 /* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, unit 0 and `tail`, the last two with release.
@@ -220,7 +217,7 @@ static inline int dccl_conn_recv_slot(struct dccl_conn *c, struct dccl_recv_slot
     if (c->cached_peer_counter <= head) return 0;
   }
   r->h = *(const struct dccl_slot_header *)(slot + 8);
-  r->payload = slot + DCCL_SLOT_HEAD_BYTES;
+  r->payload = slot + dccl_bulk_payload_off(r->h.bytes);
   return 1;
 }
 /* Hands the slot returned by dccl_conn_recv_slot back to the producer. */

@@ -32,8 +32,8 @@ static int nlive, cap;
  * thread remembers the last handle it found live and the registry's generation then; any add or remove bumps the
  * generation, so a destroyed handle is never taken for live (a fresh one at the same address is found by the scan). */
 static _Atomic uint64_t generation = 1;
-static __thread const struct dccl_comm *checked_comm;
-static __thread uint64_t checked_generation;
+static __thread __attribute__((tls_model("initial-exec"))) const struct dccl_comm *checked_comm;
+static __thread __attribute__((tls_model("initial-exec"))) uint64_t checked_generation;
 
 ncclResult_t dccl_registry_add(struct dccl_comm *comm) {
   pthread_mutex_lock(&registry_lock);

@@ -9,8 +9,10 @@
 #include "core/comm_init.h"
 #include "util/error.h"
 
-static __thread int group_depth;
-static __thread struct dccl_op *group_head, *group_tail;
+/* Read on every call: the initial-exec model reaches them without a __tls_get_addr call (a few bytes of the static
+ * TLS block, which a library loaded at start-up or preloaded always has). */
+static __thread __attribute__((tls_model("initial-exec"))) int group_depth;
+static __thread __attribute__((tls_model("initial-exec"))) struct dccl_op *group_head, *group_tail;
 static __thread struct dccl_init_req *inits;
 static __thread int ninits, inits_cap;
 

@@ -65,7 +65,7 @@ __device__ static inline void cta_send_wait(cta_fifo &c, dev_result *res) {
 __device__ static inline void cta_send_bulk(cta_fifo &c, uint32_t bytes, dev_result *res) {
   cta_send_wait(c, res);
   char *slot = dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
-  uint4 *p = (uint4 *)(slot + DCCL_SLOT_HEAD_BYTES);
+  uint4 *p = (uint4 *)(slot + dccl_bulk_payload_off(bytes)); /* the host's layout: small payloads inline */
   for (uint32_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
     p[i] = make_uint4(conn_pattern(c.fifo, c.pos, 4 * i), conn_pattern(c.fifo, c.pos, 4 * i + 1),
                       conn_pattern(c.fifo, c.pos, 4 * i + 2), conn_pattern(c.fifo, c.pos, 4 * i + 3));
@@ -129,7 +129,7 @@ __device__ static inline void cta_recv_bulk(cta_fifo &c, uint32_t bytes, dev_res
       atomicAdd(&res->errors, 1ull);
   }
   __syncthreads();
-  const uint4 *p = (const uint4 *)(slot + DCCL_SLOT_HEAD_BYTES);
+  const uint4 *p = (const uint4 *)(slot + dccl_bulk_payload_off(bytes));
   unsigned long long bad = 0;
   for (uint32_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) {
     uint4 v = __ldcv(p + i);

@@ -153,6 +153,8 @@ static int opposite_orders(int rank, int nranks, ncclUniqueId id) {
   return 0;
 }
 
+static int done_pipe[2]; /* the shrink case's survivors tell the rank that dies when they are ready */
+
 /* The last rank never calls ncclCommShrink: `dies` has it exit without a word (the others see it die); else it
  * stays idle until they are done. The others shrink it away, blocking and nonblocking, and use the result. */
 static int shrink_body(int rank, int nranks, ncclUniqueId id, int dies, int nonblock) {
@@ -161,12 +163,16 @@ static int shrink_body(int rank, int nranks, ncclUniqueId id, int dies, int nonb
   ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
   EXPECT(r == ncclSuccess || r == ncclInProgress, "init returned %d", (int)r);
   EXPECT(settle(comm) == ncclSuccess, "creation");
-  /* Every rank has finished creating once an all-reduce over all of them completes: only then may one die. */
+  /* An all-reduce over every rank, and the dying rank waits until every other has seen it complete (over a pipe
+   * made before the fork): a death any earlier would fail their creation or all-reduce, not test the shrink. */
   float one = 1, all = 0;
   ncclAllReduce(&one, &all, 1, ncclFloat32, ncclSum, comm, NULL);
   EXPECT(settle(comm) == ncclSuccess && all == (float)nranks, "an all-reduce over every rank");
   int out = nranks - 1;
+  if (dies && rank != out) EXPECT(write(done_pipe[1], "x", 1) == 1, "telling the dying rank");
   if (rank == out) {
+    char c;
+    for (int i = 0; dies && i < nranks - 1; i++) EXPECT(read(done_pipe[0], &c, 1) == 1, "waiting for the others");
     if (dies) _exit(0); /* no destroy: a death */
     sleep(3);
     ncclCommDestroy(comm);
@@ -254,6 +260,7 @@ int main(void) {
   run_ranks("two communicators in opposite orders", 2, opposite_orders);
   run_ranks("shrink without the excluded rank (idle), blocking", 3, shrink_idle_blocking);
   run_ranks("shrink without the excluded rank (idle), nonblocking", 3, shrink_idle_nonblocking);
+  if (pipe(done_pipe) != 0) return 1;
   run_ranks("shrink without the excluded rank (dead)", 3, shrink_dead);
   run_ranks("abort stops a pending creation", 1, abort_pending);
   run_ranks("nonblocking creations in one group", 1, group_of_inits);
