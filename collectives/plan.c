@@ -286,7 +286,8 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device
   int any = forced_algo == DCCL_ALGO_AUTO;
   /* Rings serve every kind (all-gather and reduce-scatter whatever DCCL_ALGO says). */
   ncclResult_t res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, -1, reqs, n, cap);
-  if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_TREE))
+  /* Device collectives run on trees only when DCCL_ALGO says so (device_algo): their FIFOs are GPU memory. */
+  if (res == ncclSuccess && ((any && !on_device) || forced_algo == DCCL_ALGO_TREE))
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, -1, reqs, n, cap);
   if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_ONESHOT))
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_ONESHOT, -1, reqs, n, cap);

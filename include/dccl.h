@@ -235,6 +235,10 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
  * need not call it. Self and repeated entries are ignored; linked peers cost nothing. DCCL_RUNTIME_CONNECT=0
  * makes every such link at creation instead. */
 ncclResult_t dcclCommConnectPeers(ncclComm_t comm, const int *peers, int npeers);
+/* The GPU memory (device links' FIFOs, kernel state) and pinned host memory (kernel launch work) the communicator
+ * holds now, in bytes; 0 and 0 for one without a device. Device links stay under DCCL_DEV_MEM_LIMIT (64 MiB by
+ * default) per rank. */
+ncclResult_t dcclCommMemoryUsage(ncclComm_t comm, size_t *device_bytes, size_t *pinned_host_bytes);
 
 #if defined(DCCL_BUILDING_LIBRARY)
 #pragma GCC visibility pop

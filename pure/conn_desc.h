@@ -77,6 +77,18 @@ DCCL_CONN_FN uint32_t dccl_ld_acquire_u32(const uint32_t *p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
 }
+#ifdef __CUDA_ARCH__
+/* The same at GPU scope, for a counter whose writer and reader are kernels on one GPU (one process or several
+ * under MPS): the order is kept inside the GPU and no system-wide fence is paid. */
+__device__ static inline uint64_t dccl_ld_acquire_gpu_u64(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ static inline void dccl_st_release_gpu_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+#endif
 /* Sets *p to v if it is 0 (the first to abort is the one named); returns the value found. */
 DCCL_CONN_FN uint32_t dccl_cas0_u32(uint32_t *p, uint32_t v) {
 #ifdef __CUDA_ARCH__

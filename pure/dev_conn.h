@@ -16,7 +16,7 @@ struct dccl_dev_conn {
   uint64_t peer_seen;  /* the other side's counter as last read */
   uint64_t nops;       /* operations run over this link: the slot header's seq, the same on both sides */
   int32_t peer;        /* the rank at the other end, for error reports */
-  uint32_t pad;
+  uint32_t same_gpu;   /* both ends on one GPU: the counters need GPU-scope ordering only */
 };
 
 #endif

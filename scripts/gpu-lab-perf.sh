@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The device-buffer part of the GPU machine's call (scripts/gpu-lab.sh): the perf tools under mpirun, one rank per
-# process, every rank on GPU 0 under MPS (ranks in separate processes run their kernels concurrently only under
-# MPS; docs/gpu.md). First every tool checks every type, op and root at small sizes (2 and 3 ranks); then
-# all_reduce float32 sum from 8 B to 1 GiB is timed (and checked) with 1, 2 and 4 ranks.
+# The perf part of the GPU machine's script (scripts/gpu-lab.sh perf): ranks in processes of their own under
+# mpirun, every rank on GPU 0 under MPS (ranks in separate processes run their kernels concurrently only under MPS;
+# docs/gpu.md). First every tool checks every type, op and root at small sizes (2 and 3 ranks); then all_reduce
+# float32 sum from 8 B to 1 GiB is timed (and checked) with 1, 2 and 4 ranks; then the 8-byte all-reduce beside an
+# empty kernel (dev_latency); then the 256 MiB all-reduce at 2 ranks over the device knobs.
 # Usage: scripts/gpu-lab-perf.sh BUILD_DIR OUT_DIR
 set -uo pipefail
 build=$1
@@ -11,7 +12,8 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-mp
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-perf: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_ALGO)
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_ALGO
+     -x DCCL_DEV_FENCE -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NCHANNELS)
 status=0
 run() { # name, then the command
   local name=$1
@@ -31,5 +33,25 @@ done
 for np in 1 2 4; do
   run "allreduce.np$np" "${mpi[@]}" -np "$np" "$build/perf/all_reduce_perf" -b 8 -e 1G -f 4 -c 1 -n 20 -w 5 \
     -J "$out/allreduce.np$np.json" -T 280
+done
+# 8 bytes: back to back, synchronised after each, under graph replay, beside an empty kernel; both fence scopes.
+for fence in auto system; do
+  DCCL_DEV_FENCE=$fence run "latency.np2.$fence" "${mpi[@]}" -np 2 "$build/perf/dev_latency" -n 2000 -r 7
+  grep -E "^ |^#" "$out/latency.np2.$fence.log"
+done
+run latency.np4 "${mpi[@]}" -np 4 "$build/perf/dev_latency" -n 2000 -r 5
+grep -E "^ |^#" "$out/latency.np4.log"
+# 256 MiB at 2 ranks over the knobs (alternated twice): which scope, slot size and channel count reach HBM best.
+for round in 1 2; do
+  for fence in auto system; do
+    for chunk in 262144 1048576; do
+      for nch in 16 32; do
+        name="knobs.$fence.$chunk.$nch.r$round"
+        DCCL_DEV_FENCE=$fence DCCL_DEV_CHUNK_SIZE=$chunk DCCL_DEV_NCHANNELS=$nch timeout 120 "${mpi[@]}" -np 2 \
+          "$build/perf/all_reduce_perf" -b 256M -e 256M -c 0 -n 20 -w 3 > "$out/$name.log" 2>&1 || status=1
+        echo "$name $(grep -E '^ +268435456' "$out/$name.log" | awk '{print "time_us", $6, "busbw", $8}')"
+      done
+    done
+  done
 done
 exit $status

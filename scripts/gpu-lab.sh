@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# The GPU machine's one call: builds DCCL with the CUDA toolkit and runs everything that needs a GPU, writing the
-# logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Today that is the shared device code, the
-# host-buffer library's behaviour next to a GPU, and the connection FIFOs between kernels and host threads and
-# between two kernels in two processes (under MPS, which this script starts and stops); GPU collectives and their
-# benchmarks join here as they land.
-# Usage: bash scripts/gpu-lab.sh [build dir=build-gpu]
-#        bash scripts/gpu-lab.sh measure [build dir]: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
+# The GPU machine's script: builds DCCL with the CUDA toolkit and runs everything that needs a GPU, writing the
+# logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Each part fits one device call (10 minutes);
+# the build is kept in the build folder, so a later part reuses it.
+#   tests: the shared device code, the host library beside a GPU, the connection FIFOs (kernel <-> host thread,
+#          kernel <-> kernel across processes under MPS), graphs, and every device collective with 1-4 ranks of one
+#          process and every algorithm, with ncclMemAlloc buffers, and under a small memory limit (about 5 min)
+#   perf:  the perf tools on device buffers under MPS (every tool checked at 2-3 ranks; all-reduce timed 8 B-1 GiB
+#          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
+#          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
+#   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
+#   all:   the three, one after the other (the default; more than one device call's time)
+#   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
+# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|all|measure] [build dir=build-gpu]
 set -uo pipefail
-if [ "${1:-}" = measure ]; then
-  shift
-  exec bash "$(dirname "${BASH_SOURCE[0]}")/gpu-lab-measure.sh" "$@"
-fi
+part=${1:-all}
+[ $# -gt 0 ] && shift
+here=$(dirname "${BASH_SOURCE[0]}")
+[ "$part" = measure ] && exec bash "$here/gpu-lab-measure.sh" "$@"
 build=${1:-build-gpu}
 out=${OUT:-gpu-lab-out}
 mkdir -p "$out"
@@ -20,14 +26,16 @@ mkdir -p "$out"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
+start=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf; } > "$out/build.log" 2>&1; then
+         gather_perf scatter_perf dev_latency; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
 fi
+echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
 run_test() { # name, then the command's words
@@ -39,34 +47,50 @@ run_test() { # name, then the command's words
   echo "gpu-lab: $t exit $rc"
   [ "$rc" = 0 ] || status=1
 }
-for t in device_shared_test cuda_host_paths conn_host_test gpu_graphs; do run_test $t "$build/tests/$t"; done
 
-# Kernels of two processes run at once only under MPS; a daemon of our own, with its own pipe directory.
-mps=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-if "$mps" -d; then
-  run_test conn_ipc_test "$build/tests/conn_ipc_test"
-  echo quit | "$mps"
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY # the tests below run without it
-else
-  echo "gpu-lab: cannot start MPS ($mps)"
-  status=1
-fi
-
-# Device-buffer collectives: ranks of one process on GPU 0, every algorithm.
-for n in 1 2 3 4; do
-  for algo in "" ring tree oneshot; do
-    [ "$n" = 1 ] && [ -n "$algo" ] && continue
-    log="$out/gpu_colls.np$n${algo:+.$algo}.log"
-    DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" "$n" > "$log" 2>&1
-    rc=$?
-    grep -E "^FAIL" "$log" | head -5
-    tail -1 "$log"
-    [ "$rc" = 0 ] || { status=1; echo "gpu-lab: gpu_colls $n ranks ${algo:-auto} exit $rc"; }
+tests() {
+  for t in device_shared_test cuda_host_paths conn_host_test gpu_graphs; do run_test $t "$build/tests/$t"; done
+  # Kernels of two processes run at once only under MPS; a daemon of our own, with its own pipe directory.
+  local mps
+  mps=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+  if CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog "$mps" -d; then
+    CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run_test conn_ipc_test "$build/tests/conn_ipc_test"
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps "$mps"
+  else
+    echo "gpu-lab: cannot start MPS ($mps)"
+    status=1
+  fi
+  # Device-buffer collectives: ranks of one process on GPU 0, every algorithm; then ncclMemAlloc buffers, and a
+  # memory limit that lowers the channels.
+  local n algo log rc
+  for n in 1 2 3 4 4m 4l; do
+    for algo in "" ring tree oneshot; do
+      case $n in 1 | 4m | 4l) [ -n "$algo" ] && continue ;; esac
+      log="$out/gpu_colls.np$n${algo:+.$algo}.log"
+      case $n in
+        4m) DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" 4 memalloc > "$log" 2>&1 ;;
+        4l) DCCL_DEV_MEM_LIMIT=8388608 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=INIT timeout 300 "$build/tests/gpu_colls" 4 \
+              > "$log" 2>&1 ;;
+        *) DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" "$n" > "$log" 2>&1 ;;
+      esac
+      rc=$?
+      grep -E "^FAIL|device channels" "$log" | head -5
+      tail -1 "$log"
+      [ "$rc" = 0 ] || { status=1; echo "gpu-lab: gpu_colls $n ranks ${algo:-auto} exit $rc"; }
+    done
   done
-done
-# The perf tools on device buffers, ranks in processes of their own under MPS (a daemon of their own).
-bash "$(dirname "${BASH_SOURCE[0]}")/gpu-lab-perf.sh" "$build" "$out" || status=1
-echo "gpu-lab: $([ $status = 0 ] && echo 'all passed' || echo FAILED)"
+}
+
+case $part in
+  tests) tests ;;
+  perf) bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1 ;;
+  gloo) bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1 ;;
+  all)
+    tests
+    bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1
+    bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1
+    ;;
+  *) echo "usage: gpu-lab.sh [tests|perf|gloo|all|measure] [build dir]"; exit 2 ;;
+esac
+echo "gpu-lab: $part $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
 exit $status

@@ -34,8 +34,9 @@ struct dccl_dev_comm {
   int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
   uint32_t *abort_word;            /* pinned, device-visible */
   struct dccl_dev_status *status;  /* pinned, device-visible */
-  int *ring_orders;                /* pinned: each ring's rank order, for the schedules' ring_rank */
+  CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
   struct work_block *blocks;
+  uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
 };
 
 /* The kernels, loaded once per device: a module load may synchronise the device, which must not happen while
@@ -103,13 +104,14 @@ static ncclResult_t enter(CUcontext ctx) {
 
 /* Pinned memory the device reads. The first launch captured into a graph may need a block: a capture in global mode
  * forbids the allocation on every thread unless this one relaxes it, for the allocation only. */
-static ncclResult_t pinned(void *p, size_t bytes) {
+static ncclResult_t pinned(struct dccl_dev_comm *dev, void *p, size_t bytes) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   DCCL_CUCHECK(dccl_cu.exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode");
   CUresult r = dccl_cu.mem_host_alloc((void **)p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
   (void)dccl_cu.exchange_capture_mode(&mode);
   DCCL_CUCHECK(r, "cuMemHostAlloc");
   memset(*(void **)p, 0, bytes);
+  dev->pinned_bytes += bytes;
   return ncclSuccess;
 }
 
@@ -132,13 +134,24 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   /* Every rank must plan the same channels (they name links): the most ranks any GPU of the communicator holds
    * bounds them, the same answer everywhere for GPUs of one model. */
   if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
-  DCCLCHECK(pinned(&dev->abort_word, sizeof(uint32_t)));
-  DCCLCHECK(pinned(&dev->status, sizeof(struct dccl_dev_status)));
-  DCCLCHECK(pinned(&dev->ring_orders, (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int)));
+  DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
+  DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
+  size_t order_bytes = (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int);
+  int *orders = calloc(1, order_bytes);
+  if (!orders) return dccl_error(ncclSystemError, "out of memory");
   for (int c = 0; c < DCCL_MAX_CHANNELS; c++)
-    if (comm->rings[c].order)
-      memcpy(dev->ring_orders + (size_t)c * comm->nranks, comm->rings[c].order, comm->nranks * sizeof(int));
+    if (comm->rings[c].order) memcpy(orders + (size_t)c * comm->nranks, comm->rings[c].order, comm->nranks * sizeof(int));
+  CUresult r = dccl_cu.mem_alloc(&dev->ring_orders, order_bytes);
+  if (r == CUDA_SUCCESS) r = dccl_cu.memcpy_htod(dev->ring_orders, orders, order_bytes);
+  free(orders);
+  DCCL_CUCHECK(r, "cuMemAlloc/cuMemcpyHtoD of the rings' orders");
+  dev->device_bytes += order_bytes;
   return ncclSuccess;
+}
+
+void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes, uint64_t *pinned_bytes) {
+  *device_bytes = comm->dev ? comm->dev->device_bytes : 0;
+  *pinned_bytes = comm->dev ? comm->dev->pinned_bytes : 0;
 }
 
 static int block_idle(const struct work_block *b) {
@@ -171,7 +184,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   }
   if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
   if (dev->status) dccl_cu.mem_free_host(dev->status);
-  if (dev->ring_orders) dccl_cu.mem_free_host(dev->ring_orders);
+  if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
   free(dev);
   comm->dev = NULL;
 }
@@ -214,7 +227,7 @@ static ncclResult_t get_block(struct dccl_dev_comm *dev, size_t bytes, struct wo
   struct work_block *b = calloc(1, sizeof(*b));
   if (!b) return dccl_error(ncclSystemError, "out of memory");
   size_t cap = bytes < 16384 ? 16384 : bytes;
-  ncclResult_t res = pinned(&b->work, cap);
+  ncclResult_t res = pinned(dev, &b->work, cap);
   if (res != ncclSuccess) {
     free(b);
     return res;
@@ -232,7 +245,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   memset(t, 0, sizeof(*t));
   t->sched = ch->sched;
   /* The ring order, as the device sees it. */
-  if (ch->sched.ring_rank) t->sched.ring_rank = dev->ring_orders + (size_t)c * comm->nranks;
+  if (ch->sched.ring_rank) t->sched.ring_rank = (int *)(uintptr_t)dev->ring_orders + (size_t)c * comm->nranks;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     t->recv[i] = ch->recv[i] ? (struct dccl_dev_conn *)ch->recv[i]->dev : NULL;
     t->send[i] = ch->send[i] ? (struct dccl_dev_conn *)ch->send[i]->dev : NULL;

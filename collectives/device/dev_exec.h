@@ -15,6 +15,8 @@ struct dccl_dev_comm;
  * here synchronises the device). `ranks_on_gpu`: the most ranks of the communicator on one GPU, which share its
  * CTAs; comm->dev_nchannels is lowered to what each may use. */
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu);
+/* Memory this state holds: device (the rings' orders) and pinned host (launch work, status words). */
+void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes, uint64_t *pinned_bytes);
 /* Waits for the communicator's launched kernels (not for captured ones: graphs may replay them later), then frees. */
 void dccl_dev_comm_free(struct dccl_coll_comm *comm);
 /* Makes every running and future kernel of the communicator stop waiting (abort). */
@@ -34,6 +36,11 @@ ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *s
 static inline ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks) {
   (void)comm, (void)cu_ctx, (void)ordinal, (void)ranks;
   return ncclSuccess;
+}
+static inline void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes,
+                                        uint64_t *pinned_bytes) {
+  (void)comm;
+  *device_bytes = *pinned_bytes = 0;
 }
 static inline void dccl_dev_comm_free(struct dccl_coll_comm *comm) { (void)comm; }
 static inline void dccl_dev_comm_abort(struct dccl_coll_comm *comm) { (void)comm; }

@@ -6,9 +6,9 @@
 // neither can block the other. No CTA ever waits for another CTA of its launch.
 //
 // Memory ordering (docs/design.md): a producer's threads write a slot, the CTA meets at a barrier, and thread 0
-// publishes `tail` with a system-scope fence and release store; the consumer's thread 0 reads `tail` with a
-// system-scope acquire before its CTA (after a barrier) reads the slot, and hands the slot back by a release
-// store of `head`.
+// publishes `tail` with a fence and a release store; the consumer's thread 0 reads `tail` with an acquire before
+// its CTA (after a barrier) reads the slot, and hands the slot back by a release store of `head`. The scope is
+// the GPU's when both ends of the link are kernels on one GPU, the system's otherwise (dccl_dev_conn.same_gpu).
 #include <stdint.h>
 
 #include "collectives/device/dev_reduce.cuh"
@@ -29,6 +29,17 @@ struct dev_cta {
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
   volatile int stop;                      // a half hit an error: both stop
 };
+
+// A link's counters at the narrowest scope that orders them: the GPU when both ends are kernels on it.
+__device__ __forceinline__ uint64_t conn_acquire(int gpu, const uint64_t *p) {
+  return gpu ? dccl_ld_acquire_gpu_u64(p) : dccl_ld_acquire_u64(p);
+}
+__device__ __forceinline__ void conn_release(int gpu, uint64_t *p, uint64_t v) {
+  if (gpu)
+    dccl_st_release_gpu_u64(p, v);
+  else
+    dccl_st_release_u64(p, v);
+}
 
 __device__ __forceinline__ void half_barrier(const dev_half &h) {
   asm volatile("bar.sync %0, %1;" ::"r"(h.bar), "r"(h.nthreads) : "memory");
@@ -110,8 +121,9 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     if (!((rmask >> i) & 1)) continue;
     dccl_dev_conn *c = t.recv[i];
     uint64_t pos = c->pos;
+    int gpu = c->same_gpu;
     const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
-    if (!dev_wait(w, cta, c, [&] { return dccl_ld_acquire_u64(tail) > pos; })) return 0;
+    if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
     const char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
     uint64_t want_seq = cta->seq[half][i];
@@ -139,9 +151,10 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
     dccl_dev_conn *c = t.send[i];
-    uint64_t pos = c->pos;
+    uint64_t pos = c->pos, nslots = c->desc.nslots;
+    int gpu = c->same_gpu;
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
-    if (!dev_wait(w, cta, c, [&] { return pos - dccl_ld_acquire_u64(head) < c->desc.nslots; })) return 0;
+    if (!dev_wait(w, cta, c, [&] { return pos - conn_acquire(gpu, head) < nslots; })) return 0;
     a.dsts[a.ndsts++] = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + DCCL_SLOT_HEAD_BYTES;
   }
   a.n = st.nelem;
@@ -166,21 +179,36 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
   if (st.flags & DCCL_PRIM_RECV1) rmask |= 2u;
   if (st.flags & DCCL_PRIM_RECV_PARENT) rmask |= 1u << DCCL_TREE_PARENT;
   if (st.flags & DCCL_PRIM_RECV_ALL) rmask |= (1u << npeers) - 1;
-  __threadfence_system(); // every thread's slot writes (seen through the barrier) before the counters
+  // Every thread's slot writes (seen through the barrier) before the counters: a fence at the widest scope any of
+  // the step's links needs.
+  int all_gpu = 1;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if ((smask >> i) & 1) all_gpu &= t.send[i]->same_gpu;
+    if ((rmask >> i) & 1) all_gpu &= t.recv[i]->same_gpu;
+  }
+  if (all_gpu)
+    __threadfence();
+  else
+    __threadfence_system();
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
     dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos;
     char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     dccl_slot_header h = {st.nelem * t.esize, cta->seq[half][DCCL_DEV_CONN_SLOTS + i], kind, 0};
-    dccl_bulk_write_head(slot, pos, &h);
-    dccl_st_release_u64(dccl_conn_word((char *const *)c->regions, c->desc.tail), pos + 1);
+    if (c->same_gpu) { // a kernel reads the header after `tail`: plain stores, ordered by the release below
+      *(dccl_slot_header *)(slot + 8) = h;
+      *(uint64_t *)slot = dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos));
+    } else {
+      dccl_bulk_write_head(slot, pos, &h);
+    }
+    conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.tail), pos + 1);
     c->pos = pos + 1;
   }
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((rmask >> i) & 1)) continue;
     dccl_dev_conn *c = t.recv[i];
-    dccl_st_release_u64(dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
+    conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
     c->pos++;
   }
 }

@@ -12,6 +12,7 @@
 #include "core/comm_registry.h"
 #include "core/group.h"
 #include "util/cuda_driver.h"
+#include "util/cuda_mem.h"
 #include "util/error.h"
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
@@ -195,15 +196,26 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
   return ncclSuccess;
 }
 
+ncclResult_t dcclCommMemoryUsage(ncclComm_t comm, size_t *device_bytes, size_t *pinned_host_bytes) {
+  DCCLCHECK(dccl_comm_check(comm, "dcclCommMemoryUsage"));
+  if (!device_bytes || !pinned_host_bytes)
+    return dccl_error(ncclInvalidArgument, "dcclCommMemoryUsage: device_bytes or pinned_host_bytes is NULL");
+  uint64_t dev = 0, pinned = 0;
+  dccl_dev_comm_memory(&comm->coll, &dev, &pinned);
+  *device_bytes = (size_t)(dev + __atomic_load_n(&comm->tctx.dev_bytes, __ATOMIC_RELAXED));
+  *pinned_host_bytes = (size_t)pinned;
+  return ncclSuccess;
+}
+
 ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-  (void)size;
   if (!ptr) return dccl_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-  return dccl_error(ncclInvalidUsage, "ncclMemAlloc allocates GPU memory, which DCCL does not support yet");
+  *ptr = NULL;
+  return dccl_cuda_mem_alloc(ptr, size);
 }
 
 ncclResult_t ncclMemFree(void *ptr) {
   if (!ptr) return ncclSuccess;
-  return dccl_error(ncclInvalidUsage, "ncclMemFree: DCCL allocated no GPU memory (%p)", ptr);
+  return dccl_cuda_mem_free(ptr);
 }
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {

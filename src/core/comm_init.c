@@ -130,6 +130,44 @@ static void prepare_device(struct dccl_comm *comm, int *device_links) {
                          "refused between them)");
 }
 
+/* Device FIFOs are GPU memory the user's tensors need too: the channels of device collectives are lowered until
+ * every rank's receiving FIFOs fit DCCL_DEV_MEM_LIMIT. Each rank counts its own links; all take the most, so all
+ * plan the same channels. */
+static ncclResult_t fit_device_links(struct dccl_comm *comm, int forced) {
+  uint64_t limit = (uint64_t)dccl_param_int(DCCL_PARAM_DEV_MEM_LIMIT);
+  struct dccl_conn_desc d;
+  uint64_t fifo = dccl_conn_desc_layout(&d, (uint32_t)dccl_param_int(DCCL_PARAM_DEV_NSLOTS),
+                                        (uint64_t)dccl_param_int(DCCL_PARAM_DEV_CHUNK_SIZE), 0, DCCL_REGION_SEND);
+  int *counts = calloc((size_t)comm->nranks, sizeof(int));
+  if (!counts) return dccl_error(ncclSystemError, "out of memory");
+  ncclResult_t res = ncclSuccess;
+  for (;;) {
+    struct dccl_conn_req *reqs = NULL;
+    int n = 0, cap = 0, mine = 0, most = 0;
+    res = dccl_coll_creation_links(&comm->coll, 1, forced, &reqs, &n, &cap);
+    for (int i = 0; i < n; i++) mine += !reqs[i].is_send;
+    free(reqs);
+    counts[comm->rank] = mine;
+    if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, counts, sizeof(int));
+    if (res != ncclSuccess) break;
+    for (int r = 0; r < comm->nranks; r++) most = counts[r] > most ? counts[r] : most;
+    uint64_t need = (uint64_t)most * fifo;
+    int nch = comm->coll.dev_nchannels;
+    if (need <= limit || nch == 1) {
+      if (need > limit)
+        DCCL_WARN(DCCL_INIT, "device links need %llu bytes of GPU memory per rank with one channel, more than "
+                             "DCCL_DEV_MEM_LIMIT (%llu)", (unsigned long long)need, (unsigned long long)limit);
+      break;
+    }
+    int fit = (int)((uint64_t)nch * limit / need);
+    comm->coll.dev_nchannels = fit >= nch ? nch - 1 : fit < 1 ? 1 : fit;
+    DCCL_INFO(DCCL_INIT, "device channels %d -> %d: %d FIFOs of %llu bytes exceed DCCL_DEV_MEM_LIMIT (%llu)", nch,
+              comm->coll.dev_nchannels, most, (unsigned long long)fifo, (unsigned long long)limit);
+  }
+  free(counts);
+  return res;
+}
+
 /* Every link the collectives may use (rings; trees and one-shot unless DCCL_ALGO rules them out; under a forced
  * tree the rooted trees), the same on device lanes where the ranks' GPUs can reach each other, and under
  * DCCL_RUNTIME_CONNECT=0 the point-to-point links, made up front in one batch: no collective then waits for a peer
@@ -138,7 +176,8 @@ static ncclResult_t connect_creation_links(struct dccl_comm *comm, int device_li
   struct dccl_conn_req *reqs = NULL;
   int n = 0, cap = 0;
   int forced = dccl_tune_forced_algo();
-  ncclResult_t res = dccl_coll_creation_links(&comm->coll, 0, forced, &reqs, &n, &cap);
+  ncclResult_t res = device_links ? fit_device_links(comm, forced) : ncclSuccess;
+  if (res == ncclSuccess) res = dccl_coll_creation_links(&comm->coll, 0, forced, &reqs, &n, &cap);
   if (res == ncclSuccess && device_links) res = dccl_coll_creation_links(&comm->coll, 1, forced, &reqs, &n, &cap);
   if (res == ncclSuccess) res = dccl_p2p_creation_links(comm, &reqs, &n, &cap);
   if (res == ncclSuccess && n > 0) res = dccl_comm_connect(comm, reqs, n);
@@ -225,6 +264,13 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
   phase_done(&clock, PHASE_BARRIER);
   phase_log(comm, &clock);
+  if (comm->cu_ctx) {
+    size_t dev_bytes = 0, pinned_bytes = 0;
+    (void)dcclCommMemoryUsage(comm, &dev_bytes, &pinned_bytes);
+    DCCL_INFO(DCCL_INIT, "rank %d holds %.1f MiB of GPU memory (%d device channels) and %.1f MiB of pinned host "
+                         "memory", comm->rank, dev_bytes / 1048576.0, comm->coll.dev_nchannels,
+              pinned_bytes / 1048576.0);
+  }
   DCCL_INFO(DCCL_INIT, "communicator %p rank %d of %d ready (host %s)", (void *)comm, comm->rank, n, me->host_id);
   return ncclSuccess;
 }

@@ -31,6 +31,16 @@ struct dccl_cuda_api {
   __typeof__(cuMemcpyAsync) *memcpy_async;
   __typeof__(cuMemsetD8) *memset_d8;
   __typeof__(cuMemGetAddressRange) *mem_get_address_range;
+  __typeof__(cuCtxGetDevice) *ctx_get_device;
+  __typeof__(cuMemGetAllocationGranularity) *mem_get_granularity;
+  __typeof__(cuMemCreate) *mem_create;
+  __typeof__(cuMemRelease) *mem_release;
+  __typeof__(cuMemAddressReserve) *mem_address_reserve;
+  __typeof__(cuMemAddressFree) *mem_address_free;
+  __typeof__(cuMemMap) *mem_map;
+  __typeof__(cuMemUnmap) *mem_unmap;
+  __typeof__(cuMemSetAccess) *mem_set_access;
+  __typeof__(cuMemRetainAllocationHandle) *mem_retain_allocation_handle;
   __typeof__(cuPointerGetAttribute) *pointer_get_attribute;
   __typeof__(cuIpcGetMemHandle) *ipc_get_mem_handle;
   __typeof__(cuIpcOpenMemHandle) *ipc_open_mem_handle;

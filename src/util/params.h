@@ -44,6 +44,10 @@
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
+  X(DEV_MEM_LIMIT, INT, 67108864, "Bytes of GPU memory one rank's device links of one communicator may hold: the " \
+    "device channels are lowered until they fit.")                                                               \
+  X(DEV_FENCE, STR, "auto", "Ordering of a device link's counters: `auto` (GPU scope between kernels on one GPU, "  \
+    "system scope otherwise) or `system` (always system scope; for measuring what the narrower scope saves).")   \
   X(SPIN_NS, INT, 20000, "Nanoseconds a wait spins before it starts yielding the core (no spinning when a host "  \
                          "has more ranks than processing units).")                                                 \
   X(YIELD_NS, INT, 200000, "Nanoseconds a wait yields before it starts sleeping.")                                 \

@@ -5,7 +5,7 @@
  *   its input (the input is copied from the device by that work);
  * - with stream NULL it waits for the legacy default stream, where a kernel writes the input late;
  * - the same call while the stream is captured into a graph is refused;
- * - ncclMemAlloc (GPU memory) is refused;
+ * - ncclMemAlloc gives usable GPU memory, ncclMemFree frees it and refuses other pointers;
  * - device memory can be exported as a dma-buf, which GPUDirect RDMA registration needs (transports/net_ib);
  * - a communicator's peer info names the rank's GPU (ordinal, UUID, PCI bus id), as CUDA IPC will need: InitAll's
  *   device, or the caller's current device at ncclCommInitRank, also when a group defers the creation.
@@ -100,10 +100,29 @@ static void waits_for_null_stream(ncclComm_t comm) {
   free(out);
 }
 
-static void mem_alloc_refused(ncclComm_t comm) {
-  void *p = NULL;
-  ncclResult_t r = ncclMemAlloc(&p, 1 << 20);
-  check(r == ncclInvalidUsage && p == NULL, "ncclMemAlloc (GPU memory) is refused", ncclGetLastError(comm));
+/* ncclMemAlloc gives device memory the GPU can write and read; ncclMemFree takes it back and refuses what it did
+ * not allocate (a cudaMalloc pointer, an address inside an allocation). */
+static void mem_alloc(ncclComm_t comm) {
+  void *p = NULL, *other = NULL;
+  size_t n = (1 << 20) + 3;
+  ncclResult_t r = ncclMemAlloc(&p, n);
+  check(r == ncclSuccess && p != NULL, "ncclMemAlloc of 1 MiB + 3 bytes", ncclGetLastError(comm));
+  if (r != ncclSuccess) return;
+  unsigned char *back = malloc(n);
+  CUDA_OK(cudaMemset(p, 0x5a, n));
+  CUDA_OK(cudaMemcpy(back, p, n, cudaMemcpyDeviceToHost));
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += back[i] != 0x5a;
+  check(wrong == 0, "ncclMemAlloc's memory holds what the GPU wrote", NULL);
+  free(back);
+  CUDA_OK(cudaMalloc(&other, 4096));
+  r = ncclMemFree(other);
+  check(r == ncclInvalidArgument, "ncclMemFree refuses cudaMalloc memory", ncclGetLastError(comm));
+  r = ncclMemFree((char *)p + 4096);
+  check(r == ncclInvalidArgument, "ncclMemFree refuses an address inside an allocation", ncclGetLastError(comm));
+  r = ncclMemFree(p);
+  check(r == ncclSuccess, "ncclMemFree", ncclGetLastError(comm));
+  CUDA_OK(cudaFree(other));
 }
 
 static void dmabuf_export(void) {
@@ -171,7 +190,7 @@ int main(void) {
   mixed_buffers_refused(comm);
   waits_for_stream(comm);
   waits_for_null_stream(comm);
-  mem_alloc_refused(comm);
+  mem_alloc(comm);
   dmabuf_export();
   ncclCommDestroy(comm);
   printf("cuda_host_paths: %s\n", n_failed ? "FAILED" : "all passed");

@@ -214,6 +214,7 @@ static void run_case(const struct tcase *c, size_t n, int inplace) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
+  int memalloc = argc > 2 && !strcmp(argv[2], "memalloc"); /* buffers from ncclMemAlloc instead of cudaMalloc */
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -227,12 +228,34 @@ int main(int argc, char **argv) {
     printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
     return 1;
   }
+  /* Every rank's device memory is counted and stays under DCCL_DEV_MEM_LIMIT (64 MiB unless set). */
+  const char *limit_env = getenv("DCCL_DEV_MEM_LIMIT");
+  size_t limit = limit_env ? strtoull(limit_env, NULL, 0) : (size_t)64 << 20;
+  for (int r = 0; r < nranks; r++) {
+    size_t dev_bytes = 0, pinned = 0;
+    ncclResult_t res = dcclCommMemoryUsage(comms[r], &dev_bytes, &pinned);
+    int ok = res == ncclSuccess && dev_bytes > 0 && dev_bytes <= limit + ((size_t)1 << 20) && pinned > 0;
+    printf("%s: rank %d holds %zu bytes of GPU memory, %zu of pinned host memory (limit %zu)\n", ok ? "PASS" : "FAIL", r,
+           dev_bytes, pinned, limit);
+    if (ok)
+      n_passed++;
+    else
+      n_failed++;
+  }
   size_t max_n = 1048579;
   cap_bytes = max_n * 4 + 64;
   for (int r = 0; r < nranks; r++) {
     CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
-    CUDA_OK(cudaMalloc(&dsend[r], cap_bytes));
-    CUDA_OK(cudaMalloc(&drecv[r], cap_bytes));
+    if (memalloc) {
+      if (ncclMemAlloc((void **)&dsend[r], cap_bytes) != ncclSuccess ||
+          ncclMemAlloc((void **)&drecv[r], cap_bytes) != ncclSuccess) {
+        printf("FAIL: ncclMemAlloc: %s\n", ncclGetLastError(NULL));
+        return 1;
+      }
+    } else {
+      CUDA_OK(cudaMalloc(&dsend[r], cap_bytes));
+      CUDA_OK(cudaMalloc(&drecv[r], cap_bytes));
+    }
   }
   const struct tcase cases[] = {{ncclFloat32, ncclSum, "float32 sum"},
                                 {ncclInt32, ncclMax, "int32 max"},
@@ -244,11 +267,18 @@ int main(int argc, char **argv) {
       for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
-    cudaFree(dsend[r]);
-    cudaFree(drecv[r]);
+    if (memalloc) {
+      if (ncclMemFree(dsend[r]) != ncclSuccess || ncclMemFree(drecv[r]) != ncclSuccess) {
+        printf("FAIL: ncclMemFree: %s\n", ncclGetLastError(NULL));
+        n_failed++;
+      }
+    } else {
+      cudaFree(dsend[r]);
+      cudaFree(drecv[r]);
+    }
     cudaStreamDestroy(streams[r]);
   }
-  printf("gpu_colls (%d ranks, DCCL_ALGO=%s): %d passed, %d failed\n", nranks, getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "",
-         n_passed, n_failed);
+  printf("gpu_colls (%d ranks, DCCL_ALGO=%s%s): %d passed, %d failed\n", nranks,
+         getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "", memalloc ? ", ncclMemAlloc buffers" : "", n_passed, n_failed);
   return n_failed ? 1 : 0;
 }

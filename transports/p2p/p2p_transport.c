@@ -31,6 +31,7 @@ struct p2p_info {
 _Static_assert(sizeof(struct p2p_info) <= DCCL_CONN_INFO_BYTES, "p2p info must fit the connection blob");
 
 struct p2p_conn {
+  uint64_t bytes;       /* device memory this side allocated, counted in the communicator's dev_bytes */
   CUdeviceptr own;      /* this side's region: the FIFO (receiver) or the head line (sender) */
   CUdeviceptr peer;     /* the other side's region, as mapped here */
   int peer_opened;      /* peer came from cuIpcOpenMemHandle */
@@ -74,6 +75,8 @@ static ncclResult_t p2p_setup(struct dccl_conn *conn, void *info) {
   uint64_t bytes = conn->is_send ? DCCL_CACHELINE
                                  : dccl_conn_desc_layout(&d, me->nslots, me->slot_bytes, 0, DCCL_REGION_SEND);
   DCCL_CUCHECK(dccl_cu.mem_alloc(&pc->own, bytes), "p2p: cuMemAlloc of a FIFO");
+  pc->bytes += bytes;
+  __atomic_add_fetch(&conn->ctx->dev_bytes, bytes, __ATOMIC_RELAXED);
   /* Counters, abort word and every slot's first unit start at 0: no flag is 0, so nothing reads as filled. */
   DCCL_CUCHECK(dccl_cu.memset_d8(pc->own, 0, bytes), "p2p: clearing a FIFO");
   if (!conn->is_send) {
@@ -114,7 +117,11 @@ static ncclResult_t p2p_connect(struct dccl_conn *conn, const void *peer_info) {
   dc.regions[DCCL_REGION_RECV] = (char *)(uintptr_t)(conn->is_send ? pc->peer : pc->own);
   dc.regions[DCCL_REGION_SEND] = (char *)(uintptr_t)(conn->is_send ? pc->own : pc->peer);
   dc.peer = conn->peer;
+  /* Both ends are kernels on one GPU (p2p_can_connect): GPU-scope ordering suffices. */
+  dc.same_gpu = strcmp(dccl_param_str(DCCL_PARAM_DEV_FENCE), "system") != 0;
   DCCL_CUCHECK(dccl_cu.mem_alloc(&pc->dev_conn, sizeof(dc)), "p2p: cuMemAlloc of a link's kernel view");
+  pc->bytes += sizeof(dc);
+  __atomic_add_fetch(&conn->ctx->dev_bytes, sizeof(dc), __ATOMIC_RELAXED);
   DCCL_CUCHECK(dccl_cu.memcpy_htod(pc->dev_conn, &dc, sizeof(dc)), "p2p: writing a link's kernel view");
   conn->desc = dc.desc;
   conn->regions[DCCL_REGION_RECV] = dc.regions[DCCL_REGION_RECV];
@@ -134,6 +141,7 @@ static void p2p_close(struct dccl_conn *conn) {
     if (pc->dev_conn) dccl_cu.mem_free(pc->dev_conn);
     if (pc->own) dccl_cu.mem_free(pc->own);
   }
+  __atomic_sub_fetch(&conn->ctx->dev_bytes, pc->bytes, __ATOMIC_RELAXED);
   free(pc);
   conn->priv = NULL;
   conn->dev = NULL;

@@ -1,0 +1,185 @@
+/* dev_latency: what one small device-buffer all-reduce costs, beside what any kernel costs, in one run.
+ * Every rank (one process each, launched by mpirun; under MPS when ranks share a GPU) times, in alternating
+ * rounds:
+ *   empty+sync   an empty kernel launched and the stream synchronised, n times (the floor of any kernel);
+ *   ar+sync      ncclAllReduce of `bytes` float32 sum, then a stream synchronise, n times;
+ *   ar b2b       n ncclAllReduce back to back, one synchronise at the end;
+ *   graph+sync   a CUDA graph holding one ncclAllReduce, launched and synchronised n times;
+ *   graph b2b    a CUDA graph holding 100 ncclAllReduce, launched n/100 times, one synchronise.
+ * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
+ * the rounds, and each mode over empty+sync. The result of the last all-reduce is checked.
+ * Usage: mpirun -np N dev_latency [-b bytes=8] [-n iters=2000] [-r rounds=7] */
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dccl.h"
+
+cudaError_t perf_launch_empty(cudaStream_t stream);
+
+#define GRAPH_OPS 100
+enum { EMPTY, AR_SYNC, AR_B2B, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "ar+sync", "ar b2b", "graph+sync", "graph b2b"};
+
+static void check_cuda(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return;
+  fprintf(stderr, "dev_latency: %s: %s\n", what, cudaGetErrorString(e));
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+static void check_nccl(ncclResult_t r, ncclComm_t comm, const char *what) {
+  if (r == ncclSuccess) return;
+  fprintf(stderr, "dev_latency: %s: %s (%s)\n", what, ncclGetErrorString(r), ncclGetLastError(comm));
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+struct bench {
+  ncclComm_t comm;
+  cudaStream_t stream;
+  float *send, *recv;
+  size_t count;
+  cudaGraphExec_t one, hundred;
+};
+
+static void all_reduce(struct bench *b) {
+  check_nccl(ncclAllReduce(b->send, b->recv, b->count, ncclFloat, ncclSum, b->comm, b->stream), b->comm,
+             "ncclAllReduce");
+}
+
+static cudaGraphExec_t capture(struct bench *b, int ops) {
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  check_cuda(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  for (int i = 0; i < ops; i++) all_reduce(b);
+  check_cuda(cudaStreamEndCapture(b->stream, &g), "cudaStreamEndCapture");
+  check_cuda(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
+  check_cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
+  return exec;
+}
+
+/* Runs `mode` n times; returns this rank's microseconds per operation. */
+static double run_mode(struct bench *b, int mode, int n) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now_us();
+  switch (mode) {
+    case EMPTY:
+      for (int i = 0; i < n; i++) {
+        check_cuda(perf_launch_empty(b->stream), "launching the empty kernel");
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      break;
+    case AR_SYNC:
+      for (int i = 0; i < n; i++) {
+        all_reduce(b);
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      break;
+    case AR_B2B:
+      for (int i = 0; i < n; i++) all_reduce(b);
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      break;
+    case GRAPH_SYNC:
+      for (int i = 0; i < n; i++) {
+        check_cuda(cudaGraphLaunch(b->one, b->stream), "cudaGraphLaunch");
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      break;
+    case GRAPH_B2B:
+      for (int i = 0; i < n / GRAPH_OPS; i++) check_cuda(cudaGraphLaunch(b->hundred, b->stream), "cudaGraphLaunch");
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      n = n / GRAPH_OPS * GRAPH_OPS;
+      break;
+  }
+  return (now_us() - t0) / n;
+}
+
+int main(int argc, char **argv) {
+  size_t bytes = 8;
+  int iters = 2000, rounds = 7;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "-b")) bytes = strtoull(argv[i + 1], NULL, 0);
+    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "usage: dev_latency [-b bytes] [-n iters] [-r rounds]\n");
+      return 2;
+    }
+  }
+  if (iters < GRAPH_OPS) iters = GRAPH_OPS;
+  if (rounds < 1 || rounds > 99) rounds = 7;
+  MPI_Init(&argc, &argv);
+  int rank, nranks, ndev = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Comm local;
+  int local_rank;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_free(&local);
+  check_cuda(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
+  check_cuda(cudaSetDevice(local_rank % ndev), "cudaSetDevice");
+
+  struct bench b = {0};
+  b.count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
+  check_cuda(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_cuda(cudaMalloc((void **)&b.send, b.count * sizeof(float)), "cudaMalloc");
+  check_cuda(cudaMalloc((void **)&b.recv, b.count * sizeof(float)), "cudaMalloc");
+  float *host = malloc(b.count * sizeof(float));
+  for (size_t i = 0; i < b.count; i++) host[i] = (float)(rank + 1);
+  check_cuda(cudaMemcpy(b.send, host, b.count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  ncclUniqueId id;
+  if (rank == 0) check_nccl(ncclGetUniqueId(&id), NULL, "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  check_nccl(ncclCommInitRank(&b.comm, nranks, id, rank), NULL, "ncclCommInitRank");
+
+  for (int i = 0; i < 200; i++) all_reduce(&b); /* warm-up: links, plans, work blocks */
+  check_cuda(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
+  b.one = capture(&b, 1);
+  b.hundred = capture(&b, GRAPH_OPS);
+  for (int m = 0; m < NMODES; m++) run_mode(&b, m, GRAPH_OPS); /* and the graphs' first launches */
+
+  double t[NMODES][99];
+  for (int r = 0; r < rounds; r++)
+    for (int m = 0; m < NMODES; m++) {
+      double mine = run_mode(&b, m, iters), slowest;
+      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      t[m][r] = slowest;
+    }
+
+  check_cuda(cudaMemcpy(host, b.recv, b.count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  float want = (float)nranks * (nranks + 1) / 2;
+  int bad = 0;
+  for (size_t i = 0; i < b.count; i++) bad += host[i] != want;
+  int bad_all = 0;
+  MPI_Allreduce(&bad, &bad_all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("# dev_latency: %d ranks, %zu bytes float32 sum, %d operations per round, %d rounds (slowest rank)\n",
+           nranks, b.count * sizeof(float), iters, rounds);
+    printf("# %-12s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
+    double empty_median = 0;
+    for (int m = 0; m < NMODES; m++) {
+      qsort(t[m], rounds, sizeof(double), cmp_double);
+      double median = t[m][rounds / 2];
+      if (m == EMPTY) empty_median = median;
+      printf("  %-12s %10.2f %10.2f %10.2f\n", mode_names[m], median, t[m][0], median / empty_median);
+    }
+    printf("# check: %s (%d wrong elements)\n", bad_all ? "FAILED" : "ok", bad_all);
+  }
+  cudaGraphExecDestroy(b.one);
+  cudaGraphExecDestroy(b.hundred);
+  ncclCommDestroy(b.comm);
+  free(host);
+  MPI_Finalize();
+  return bad_all ? 1 : 0;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# DCCL's device all-reduce against PyTorch gloo with CUDA tensors (issue 10's peer), in one run on the GPU
+# machine: for 2 and 4 ranks on one GPU under MPS (this script starts its own daemon), gloo and DCCL's
+# all_reduce_perf alternate ROUNDS times; each prints the slowest rank's time per float32-sum all-reduce at 8 B,
+# 1 MiB, 16 MiB and 128 MiB; the table gives the medians over rounds and the ratio gloo time / DCCL time.
+# Usage: perf/gloo_vs_dccl.sh BUILD_DIR OUT_DIR [ROUNDS=3] [NPS="2 4"]
+set -uo pipefail
+build=$1
+out=$2
+rounds=${3:-3}
+nps=${4:-2 4}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p "$out"
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-gloo-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-gloo-mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d || { echo "gloo_vs_dccl: MPS did not start"; exit 1; }
+trap 'echo quit | nvidia-cuda-mps-control' EXIT
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x PATH)
+python=${PYTHON:-python3}
+sizes="8 1048576 16777216 134217728"
+status=0
+for np in $nps; do
+  for r in $(seq 1 "$rounds"); do
+    timeout 300 "${mpi[@]}" -np "$np" "$python" "$here/gloo_allreduce.py" $((29500 + r)) $sizes \
+      >> "$out/gloo.np$np.jsonl" 2> "$out/gloo.np$np.err" || { status=1; tail -5 "$out/gloo.np$np.err"; }
+    for s in $sizes; do
+      timeout 120 "${mpi[@]}" -np "$np" "$build/perf/all_reduce_perf" -b "$s" -e "$s" -c 1 -n 50 -w 5 \
+        -J "$out/dccl.np$np.r$r.$s.json" > /dev/null 2>> "$out/dccl.np$np.err" || status=1
+    done
+  done
+done
+python3 - "$out" "$nps" <<'PY' || status=1
+import glob, json, statistics, sys
+out, nps = sys.argv[1], sys.argv[2].split()
+print("| ranks | size | gloo (us) | DCCL (us) | gloo GB/s | DCCL GB/s | gloo/DCCL time |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+bad = 0
+for np_ in nps:
+    gloo = {}
+    for line in open(f"{out}/gloo.np{np_}.jsonl"):
+        row = json.loads(line)
+        gloo.setdefault(row["size_bytes"], []).append(row["time_us"])
+        bad += not row["check"]
+    dccl = {}
+    for f in glob.glob(f"{out}/dccl.np{np_}.r*.json"):
+        for row in json.load(open(f))["rows"]:
+            dccl.setdefault(row["size_bytes"], []).append(row["out_of_place"]["time_us"])
+            bad += bool(row["out_of_place"]["wrong"])
+    for size in sorted(gloo):
+        g = statistics.median(gloo[size])
+        d = statistics.median(dccl.get(size, [float("nan")]))
+        print(f"| {np_} | {size} | {g:.1f} | {d:.1f} | {size / g / 1e3:.2f} | {size / d / 1e3:.1f} | {g / d:.0f}x |")
+print(f"checks: {'ok' if not bad else f'{bad} FAILED'}")
+sys.exit(1 if bad else 0)
+PY
+exit $status
