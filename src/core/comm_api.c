@@ -200,10 +200,7 @@ ncclResult_t dcclCommMemoryUsage(ncclComm_t comm, size_t *device_bytes, size_t *
   DCCLCHECK(dccl_comm_check(comm, "dcclCommMemoryUsage"));
   if (!device_bytes || !pinned_host_bytes)
     return dccl_error(ncclInvalidArgument, "dcclCommMemoryUsage: device_bytes or pinned_host_bytes is NULL");
-  uint64_t dev = 0, pinned = 0;
-  dccl_dev_comm_memory(&comm->coll, &dev, &pinned);
-  *device_bytes = (size_t)(dev + __atomic_load_n(&comm->tctx.dev_bytes, __ATOMIC_RELAXED));
-  *pinned_host_bytes = (size_t)pinned;
+  dccl_comm_memory(comm, device_bytes, pinned_host_bytes);
   return ncclSuccess;
 }
 

@@ -130,6 +130,13 @@ static void prepare_device(struct dccl_comm *comm, int *device_links) {
                          "refused between them)");
 }
 
+void dccl_comm_memory(const struct dccl_comm *comm, size_t *device_bytes, size_t *pinned_host_bytes) {
+  uint64_t dev = 0, pinned = 0;
+  dccl_dev_comm_memory(&comm->coll, &dev, &pinned);
+  *device_bytes = (size_t)(dev + __atomic_load_n(&comm->tctx.dev_bytes, __ATOMIC_RELAXED));
+  *pinned_host_bytes = (size_t)pinned;
+}
+
 /* Device FIFOs are GPU memory the user's tensors need too: the channels of device collectives are lowered until
  * every rank's receiving FIFOs fit DCCL_DEV_MEM_LIMIT. Each rank counts its own links; all take the most, so all
  * plan the same channels. */
@@ -266,7 +273,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   phase_log(comm, &clock);
   if (comm->cu_ctx) {
     size_t dev_bytes = 0, pinned_bytes = 0;
-    (void)dcclCommMemoryUsage(comm, &dev_bytes, &pinned_bytes);
+    dccl_comm_memory(comm, &dev_bytes, &pinned_bytes);
     DCCL_INFO(DCCL_INIT, "rank %d holds %.1f MiB of GPU memory (%d device channels) and %.1f MiB of pinned host "
                          "memory", comm->rank, dev_bytes / 1048576.0, comm->coll.dev_nchannels,
               pinned_bytes / 1048576.0);

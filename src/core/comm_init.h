@@ -8,6 +8,8 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks);
 /* With comm->bootstrap, rank and nranks set: exchange peer info, build rings, connect, measure, start the
  * monitor. */
 ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm);
+/* The GPU memory and pinned host memory the communicator holds now (dcclCommMemoryUsage). */
+void dccl_comm_memory(const struct dccl_comm *comm, size_t *device_bytes, size_t *pinned_host_bytes);
 struct dccl_init_req;
 /* Records the GPU the communicator is for (-1: none) and retains its primary context. */
 void dccl_comm_set_device(struct dccl_comm *comm, int device);

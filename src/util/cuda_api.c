@@ -35,7 +35,6 @@ static const struct {
     {"cuMemcpyAsync", (void **)&dccl_cu.memcpy_async},
     {"cuMemsetD8", (void **)&dccl_cu.memset_d8},
     {"cuMemGetAddressRange", (void **)&dccl_cu.mem_get_address_range},
-    {"cuCtxGetDevice", (void **)&dccl_cu.ctx_get_device},
     {"cuMemGetAllocationGranularity", (void **)&dccl_cu.mem_get_granularity},
     {"cuMemCreate", (void **)&dccl_cu.mem_create},
     {"cuMemRelease", (void **)&dccl_cu.mem_release},

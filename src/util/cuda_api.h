@@ -31,7 +31,6 @@ struct dccl_cuda_api {
   __typeof__(cuMemcpyAsync) *memcpy_async;
   __typeof__(cuMemsetD8) *memset_d8;
   __typeof__(cuMemGetAddressRange) *mem_get_address_range;
-  __typeof__(cuCtxGetDevice) *ctx_get_device;
   __typeof__(cuMemGetAllocationGranularity) *mem_get_granularity;
   __typeof__(cuMemCreate) *mem_create;
   __typeof__(cuMemRelease) *mem_release;

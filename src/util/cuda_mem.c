@@ -10,14 +10,14 @@
 /* The device of the thread's current context; device 0's primary context made current when there is none (what
  * the runtime does for a program that never chose a device). */
 static ncclResult_t current_device(CUdevice *dev) {
-  CUcontext ctx = NULL;
-  DCCL_CUCHECK(dccl_cu.ctx_get_current(&ctx), "ncclMemAlloc: cuCtxGetCurrent");
-  if (!ctx) {
+  int ordinal = dccl_cuda_current_ordinal();
+  if (ordinal < 0) {
     void *primary = NULL;
     DCCLCHECK(dccl_cuda_primary_ctx_retain(0, &primary));
     DCCL_CUCHECK(dccl_cu.ctx_set_current((CUcontext)primary), "ncclMemAlloc: cuCtxSetCurrent");
+    ordinal = 0;
   }
-  DCCL_CUCHECK(dccl_cu.ctx_get_device(dev), "ncclMemAlloc: cuCtxGetDevice");
+  DCCL_CUCHECK(dccl_cu.device_get(dev, ordinal), "ncclMemAlloc: cuDeviceGet");
   return ncclSuccess;
 }
 
