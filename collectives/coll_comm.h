@@ -11,7 +11,7 @@
 #include "dccl.h"
 #include "transports/transport.h"
 
-#define DCCL_MAX_CHANNELS 32
+#define DCCL_MAX_CHANNELS 64 /* lanes 0..63: below DCCL_LANE_P2P */
 /* Lanes 0..nchannels-1 serve collectives; lanes from DCCL_LANE_P2P serve send/recv, so a group may run a
  * collective and point-to-point at once. */
 #define DCCL_LANE_P2P 64

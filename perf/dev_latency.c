@@ -4,6 +4,7 @@
  *   empty+sync   an empty kernel launched and the stream synchronised, n times (the floor of any kernel);
  *   ar+sync      ncclAllReduce of `bytes` float32 sum, then a stream synchronise, n times;
  *   ar b2b       n ncclAllReduce back to back, one synchronise at the end;
+ *   ar issue     the same, timing only the calls (the host's cost per call; the synchronise is not counted);
  *   graph+sync   a CUDA graph holding one ncclAllReduce, launched and synchronised n times;
  *   graph b2b    a CUDA graph holding 100 ncclAllReduce, launched n/100 times, one synchronise.
  * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
@@ -21,8 +22,8 @@
 cudaError_t perf_launch_empty(cudaStream_t stream);
 
 #define GRAPH_OPS 100
-enum { EMPTY, AR_SYNC, AR_B2B, GRAPH_SYNC, GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "ar+sync", "ar b2b", "graph+sync", "graph b2b"};
+enum { EMPTY, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "ar+sync", "ar b2b", "ar issue", "graph+sync", "graph b2b"};
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -89,6 +90,12 @@ static double run_mode(struct bench *b, int mode, int n) {
       for (int i = 0; i < n; i++) all_reduce(b);
       check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       break;
+    case AR_ISSUE: {
+      for (int i = 0; i < n; i++) all_reduce(b);
+      double issued = now_us();
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      return (issued - t0) / n;
+    }
     case GRAPH_SYNC:
       for (int i = 0; i < n; i++) {
         check_cuda(cudaGraphLaunch(b->one, b->stream), "cudaGraphLaunch");

@@ -101,26 +101,35 @@ __device__ __forceinline__ void dev_reduce_packs(const dccl_dev_args &a, typenam
   };
   for (uint64_t base = tid; base < packs; base += (uint64_t)nthreads * U) {
     A acc[U][16 / sizeof(T)];
-    for (int s = 0; s < a.nsrcs; s++) {
-      const uint4 *src = (const uint4 *)a.srcs[s];
-      pack in[U];
+    // Two sources' loads are issued before either is used (a ring step reduces two: the input and a slot), so
+    // twice the bytes are in flight: a step's speed is bytes in flight over the memory's latency.
+    pack in[2][U];
+    for (int s = 0; s < a.nsrcs; s += 2) {
+      const int two = s + 1 < a.nsrcs;
 #pragma unroll
       for (int u = 0; u < U; u++) {
         uint64_t p = base + (uint64_t)u * nthreads;
-        if (p < packs) in[u].v = src[p];
-      }
-      const int pre = s == a.own && a.has_pre;
-#pragma unroll
-      for (int u = 0; u < U; u++)
-#pragma unroll
-        for (int k = 0; k < E; k++) {
-          A x = R::widen(in[u].e[k]);
-          if (pre) {
-            x = R::op(1, x, scale);
-            if (a.round_own) x = R::widen(R::narrow(x));
-          }
-          acc[u][k] = s == 0 ? x : R::op(a.kind, acc[u][k], x);
+        if (p < packs) {
+          in[0][u].v = ((const uint4 *)a.srcs[s])[p];
+          if (two) in[1][u].v = ((const uint4 *)a.srcs[s + 1])[p];
         }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; h++) { // unrolled: in[h] stays in registers
+        if (h == 1 && !two) break;
+        const int pre = s + h == a.own && a.has_pre;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+          for (int k = 0; k < E; k++) {
+            A x = R::widen(in[h][u].e[k]);
+            if (pre) {
+              x = R::op(1, x, scale);
+              if (a.round_own) x = R::widen(R::narrow(x));
+            }
+            acc[u][k] = s + h == 0 ? x : R::op(a.kind, acc[u][k], x);
+          }
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
