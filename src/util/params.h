@@ -40,7 +40,7 @@
   X(STREAM_BYTES, INT, 4194304, "Outputs of at least this many bytes per rank are written with non-temporal "    \
     "(cache-bypassing) stores; -1: never.")                                                                          \
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
-  X(DEV_NCHANNELS, INT, 32, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
+  X(DEV_NCHANNELS, INT, 64, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
