@@ -204,7 +204,7 @@ ncclResult_t dccl_op_progress(struct dccl_op *op, int *progressed) {
 }
 
 /* Slow-path checks while nothing moves: a dead peer, an abort, a deadline. */
-static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
+ncclResult_t dccl_op_check_stalled(struct dccl_op *op, uint64_t idle_ns) {
   struct dccl_coll_comm *comm = op->comm;
   if (atomic_load(comm->abort_flag)) {
     int dead = atomic_load(comm->dead_rank);
@@ -228,6 +228,6 @@ static ncclResult_t check_stalled(struct dccl_op *op, uint64_t idle_ns) {
 
 ncclResult_t dccl_queue_check_stalled(struct dccl_coll_comm *comm, uint64_t idle_ns) {
   for (struct dccl_op *op = comm->queue.head; op; op = op->qnext)
-    if (!op->finished) DCCLCHECK(check_stalled(op, idle_ns));
+    if (!op->finished) DCCLCHECK(dccl_op_check_stalled(op, idle_ns));
   return ncclSuccess;
 }

@@ -98,6 +98,8 @@ ncclResult_t dccl_op_progress(struct dccl_op *op, int *progressed);
 ncclResult_t dccl_queue_progress(struct dccl_coll_comm *comm, int *progressed);
 /* Slow-path checks of a queue's ops while nothing moves (a dead peer, an abort, a deadline). */
 ncclResult_t dccl_queue_check_stalled(struct dccl_coll_comm *comm, uint64_t idle_ns);
+/* The same for one op, queued or not. */
+ncclResult_t dccl_op_check_stalled(struct dccl_op *op, uint64_t idle_ns);
 /* Removes every op from the queue after a failure; detached ones go back to the pool, the others to their
  * waiters, who see them done. */
 void dccl_queue_abandon(struct dccl_coll_comm *comm);
@@ -105,5 +107,9 @@ void dccl_queue_abandon(struct dccl_coll_comm *comm);
  * (except those a progress thread owns). On failure every communicator involved is marked failed and the error
  * is returned. */
 ncclResult_t dccl_ops_wait(struct dccl_op *list);
+/* Whether op (alone in its list) may skip the queue: a blocking communicator's only op, nothing posted before it. */
+int dccl_op_runs_alone(const struct dccl_op *op);
+/* Runs such an op to completion on this thread; on failure the communicator is marked failed. */
+ncclResult_t dccl_op_run_alone(struct dccl_op *op);
 
 #endif

@@ -149,6 +149,11 @@ static ncclResult_t connect_failed(struct dccl_op *head, ncclResult_t res) {
  * thread owns its ops once posted (they are released when done), and the call returns ncclInProgress. Takes
  * ownership of the list. */
 static ncclResult_t post_and_wait(struct dccl_op *head) {
+  if (head && !head->finished && dccl_op_runs_alone(head)) {
+    ncclResult_t res = dccl_op_run_alone(head);
+    dccl_op_put(head);
+    return res;
+  }
   struct dccl_op *waited = NULL, **wtail = &waited, *finished = NULL;
   int detached = 0;
   for (struct dccl_op *op = head, *next; op; op = next) {

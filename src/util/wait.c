@@ -1,6 +1,7 @@
 #include "util/wait.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "util/params.h"
@@ -26,9 +27,20 @@ void dccl_waiter_reset(struct dccl_waiter *w) {
   w->spinning = 0;
 }
 
+/* Every call starts a waiter: the two parameters are read once (they do not change) and kept here. */
+static _Atomic int64_t spin_param = -1, yield_param = -1;
+
 void dccl_waiter_init(struct dccl_waiter *w, int oversubscribed) {
-  w->spin_ns = oversubscribed ? 0 : (uint64_t)dccl_param_int(DCCL_PARAM_SPIN_NS);
-  w->yield_ns = (uint64_t)dccl_param_int(DCCL_PARAM_YIELD_NS);
+  int64_t spin = atomic_load_explicit(&spin_param, memory_order_relaxed);
+  int64_t yield = atomic_load_explicit(&yield_param, memory_order_relaxed);
+  if (spin < 0 || yield < 0) {
+    spin = dccl_param_int(DCCL_PARAM_SPIN_NS);
+    yield = dccl_param_int(DCCL_PARAM_YIELD_NS);
+    atomic_store_explicit(&spin_param, spin < 0 ? 0 : spin, memory_order_relaxed);
+    atomic_store_explicit(&yield_param, yield < 0 ? 0 : yield, memory_order_relaxed);
+  }
+  w->spin_ns = oversubscribed ? 0 : (uint64_t)spin;
+  w->yield_ns = (uint64_t)yield;
   dccl_waiter_reset(w);
 }
 
