@@ -7,6 +7,7 @@
 
 #include "collectives/device/dev_exec.h"
 #include "core/comm_init.h"
+#include "tune/tune.h"
 #include "util/error.h"
 
 /* Read on every call: the initial-exec model reaches them without a __tls_get_addr call (a few bytes of the static
@@ -267,7 +268,38 @@ ncclResult_t ncclGroupEnd(void) {
   return ops != ncclSuccess ? ops : res;
 }
 
+/* Ends the group without running its operations (communicator creations in it do run) and says how long they
+ * would take, in microseconds, from the cost model: each operation as the all-reduce of its bytes on the algorithm
+ * the model picks for that size (the model knows the all-reduce, which bounds the others: they move at most its
+ * bytes over the same links), a communicator's operations one after the other, communicators side by side. */
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
-  (void)simInfo;
-  return dccl_error(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by DCCL yet");
+  if (!simInfo) return dccl_error(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL");
+  if (simInfo->magic != NCCL_SIM_INFO_MAGIC || simInfo->size < sizeof(ncclSimInfo_t))
+    return dccl_error(ncclInvalidArgument,
+                      "ncclGroupSimulateEnd: simInfo is not initialised (magic 0x%x, size %zu: use "
+                      "NCCL_SIM_INFO_INITIALIZER)",
+                      simInfo->magic, simInfo->size);
+  if (group_depth == 0) return dccl_error(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  double longest_ns = 0;
+  if (--group_depth == 0) {
+    struct dccl_op *head = group_head;
+    group_head = group_tail = NULL;
+    ncclResult_t res = run_inits();
+    for (struct dccl_op *op = head; op; op = op->next) {
+      int first = 1; /* the first op of its communicator in the list sums that communicator's ops */
+      for (struct dccl_op *p = head; p != op && first; p = p->next) first = p->comm != op->comm;
+      if (!first) continue;
+      double ns = 0;
+      for (struct dccl_op *p = op; p; p = p->next) {
+        if (p->comm != op->comm) continue;
+        size_t bytes = p->count * p->esize;
+        ns += dccl_tune_predict_ns(p->comm, dccl_tune_algo(p->comm, DCCL_OP_ALLREDUCE, bytes), bytes);
+      }
+      if (ns > longest_ns) longest_ns = ns;
+    }
+    put_ops(head);
+    if (res != ncclSuccess && res != ncclInProgress) return res;
+  }
+  simInfo->estimatedTime = (float)(longest_ns / 1000.0);
+  return ncclSuccess;
 }
