@@ -1,6 +1,7 @@
 /* Planning: from a call's arguments to per-channel schedules and the peers each channel talks to. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "collectives/op.h"
 #include "util/error.h"
@@ -138,9 +139,9 @@ static ncclResult_t plan_lanes(struct dccl_op *op);
  * host's cost model is measured on host copies and does not apply. */
 static int device_algo(const struct dccl_op *op) {
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
-  if (!strcmp(forced, "tree")) return DCCL_ALGO_TREE;
-  if (!strcmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
-  if (!strcmp(forced, "ring")) return DCCL_ALGO_RING;
+  if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE; /* as the host's choice (tune.c): NCCL_ALGO=Tree too */
+  if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
+  if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
   return op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= 65536 ? DCCL_ALGO_ONESHOT : DCCL_ALGO_RING;
 }
 
