@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
@@ -14,7 +15,13 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
     return dccl_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown datatype %d", (int)datatype);
   if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
     return dccl_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown residence %d", (int)residence);
-  /* Host communicators read the scalar now; with no GPU in play a "device" scalar is host-addressable too. */
+  /* The scalar is read now. A "device" scalar in host memory (no GPU in play) reads like a host one; one in GPU
+   * memory must be copied on the stream at each call, which is not built yet: refused, never dereferenced. */
+  if (residence == ncclScalarDevice && dccl_cuda_is_device_ptr(scalar))
+    return dccl_error(ncclInvalidUsage,
+                      "ncclRedOpCreatePreMulSum: the scalar %p is in GPU memory (ncclScalarDevice), which DCCL does "
+                      "not support yet: pass it as ncclScalarHostImmediate",
+                      scalar);
   for (int i = 0; i < DCCL_MAX_USER_OPS; i++) {
     struct dccl_redop_entry *e = &comm->user_ops[i];
     if (e->in_use) continue;
