@@ -28,3 +28,12 @@ add_test(NAME dropin.nccl_tests_bind
                  ${PROJECT_SOURCE_DIR}/../shared/third_party/nccl-tests)
 set_tests_properties(dropin.nccl_tests_bind PROPERTIES TIMEOUT 1200 SKIP_RETURN_CODE 77 LABELS "dropin"
                                                        DEPENDS unit.nccl_exports)
+
+# Every function dccl.h declares under an NCCL name has NVIDIA's signature (the compiler decides, given NVIDIA's
+# nccl.h from the CUDA toolkit, where it has one).
+if(DCCL_NVIDIA_NCCL_INCLUDE)
+  add_test(NAME unit.nccl_signatures
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/dropin/check_signatures.py
+                   ${PROJECT_SOURCE_DIR}/include/dccl.h ${DCCL_NVIDIA_NCCL_INCLUDE} ${CMAKE_C_COMPILER})
+  set_tests_properties(unit.nccl_signatures PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS "unit")
+endif()
