@@ -67,7 +67,6 @@ struct dccl_coll_comm {
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
-  struct dccl_ring rings[DCCL_MAX_CHANNELS];
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;
   struct dccl_op_pool *pool; /* free ops (collectives/op_pool.c) */
@@ -92,6 +91,8 @@ struct dccl_coll_comm {
   /* Rewrites the last error of a failed `what` so it names the rank that died, if the monitor reports one within
    * a short grace period, else `peer` (-1: none). Returns r. */
   ncclResult_t (*explain_failure)(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer);
+  /* Last: the fields above, read on every call, keep their lines whatever DCCL_MAX_CHANNELS is. */
+  struct dccl_ring rings[DCCL_MAX_CHANNELS];
 };
 
 #endif
