@@ -80,6 +80,9 @@ int dccl_op_try_bind(struct dccl_op *op);
 /* --- the op pool (op_pool.c): a communicator's ops are reused, so the per-call path allocates nothing --- */
 
 /* A cleared op of comm (channels excepted: planning clears each one it uses); NULL when out of memory. */
+/* The most channels a plan of comm's ops may use (an op holds that many): its host channels, the double tree's two,
+ * or its device channels where it has a GPU. */
+int dccl_op_max_channels(const struct dccl_coll_comm *comm);
 struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm);
 /* Returns an op to its communicator's pool. */
 void dccl_op_put(struct dccl_op *op);

@@ -19,14 +19,13 @@ static void unlock(struct dccl_coll_comm *comm) {
   if (comm->queue.progress_thread) pthread_mutex_unlock(&comm->queue.lock);
 }
 
-/* An op holds only the channels its communicator plans: the host's (1 by default), or the device's (up to
- * DCCL_MAX_CHANNELS) where it has a GPU. A full-size op for every host call was measured to cost the 2-rank host
- * all-reduce 5% at 8 B and up to 20% at 1 MiB (perf/ab_inproc), through no instruction it runs. Ops are taken
- * only once creation has settled comm->dev, so a communicator's ops are all one size. */
+/* An op holds only the channels its communicator's plans may use (dccl_op_max_channels: 2 for a host
+ * communicator by default, up to DCCL_MAX_CHANNELS where it has a GPU). A full-size op for every host call was
+ * measured to cost the 2-rank host all-reduce ~5% at 8 B and up to 20% at 1 MiB (perf/ab_inproc), through no
+ * instruction it runs. Ops are taken only once creation has settled comm->dev, so a communicator's ops are all
+ * one size. */
 static size_t op_bytes(const struct dccl_coll_comm *comm) {
-  int n = comm->nchannels;
-  if (comm->dev && comm->dev_nchannels > n) n = comm->dev_nchannels;
-  return offsetof(struct dccl_op, ch) + (size_t)n * sizeof(((struct dccl_op *)NULL)->ch[0]);
+  return offsetof(struct dccl_op, ch) + (size_t)dccl_op_max_channels(comm) * sizeof(((struct dccl_op *)NULL)->ch[0]);
 }
 
 struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm) {

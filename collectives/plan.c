@@ -68,6 +68,14 @@ static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, st
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) ch->recv_peer[i] = ch->send_peer[i] = up[i];
 }
 
+#define DCCL_DOUBLE_TREE 2 /* the all-reduce's two trees, a channel each, whatever nchannels is */
+
+int dccl_op_max_channels(const struct dccl_coll_comm *comm) {
+  int n = comm->nchannels > DCCL_DOUBLE_TREE ? comm->nchannels : DCCL_DOUBLE_TREE;
+  if (comm->dev && comm->dev_nchannels > n) n = comm->dev_nchannels;
+  return n;
+}
+
 static void plan_tree(struct dccl_op *op, int ntrees, int rooted) {
   struct dccl_coll_comm *comm = op->comm;
   op->nchannels = ntrees;
@@ -184,7 +192,7 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     switch (op->kind) {
       case DCCL_OP_ALLREDUCE:
         if (op->algo == DCCL_ALGO_ONESHOT) plan_oneshot(op);
-        else if (tree) plan_tree(op, 2, 0);
+        else if (tree) plan_tree(op, DCCL_DOUBLE_TREE, 0);
         else plan_ring(op, op->count);
         break;
       case DCCL_OP_BROADCAST:
