@@ -117,15 +117,22 @@ static void plan_oneshot(struct dccl_op *op) {
 
 #define DCCL_DEV_NARROW_CHANNELS 32
 #define DCCL_DEV_WIDE_BYTES ((uint64_t)256 << 20)
+#define DCCL_DEV_CHANNEL_BYTES ((uint64_t)128 << 10)
+
+/* Device rings: a CTA per channel pays only with enough bytes to move. 2 ranks under MPS on the H200: 64 channels
+ * against 32 took 774 us against ~1000 at 256 MiB, but 155 against ~125 at 16 MiB; from 128 KiB to 8 MiB one
+ * channel per 128 KiB was within 10% of the best of 1-32 (32 at 128 KiB took 68 us against 40 for one). */
+static int device_ring_channels(int nch, uint64_t bytes) {
+  if (nch > DCCL_DEV_NARROW_CHANNELS && bytes < DCCL_DEV_WIDE_BYTES) nch = DCCL_DEV_NARROW_CHANNELS;
+  uint64_t enough = bytes / DCCL_DEV_CHANNEL_BYTES;
+  if (enough < (uint64_t)nch) nch = enough > 0 ? (int)enough : 1;
+  return nch;
+}
 
 static void plan_ring(struct dccl_op *op, uint64_t range) {
   struct dccl_coll_comm *comm = op->comm;
-  int nch = op->on_device ? comm->dev_nchannels : comm->nchannels;
+  int nch = op->on_device ? device_ring_channels(comm->dev_nchannels, range * op->esize) : comm->nchannels;
   if ((uint64_t)nch * 4096 > range * op->esize) nch = 1; /* small: one channel */
-  /* Device rings: more CTAs only pay at large sizes (2 ranks under MPS on the H200: 64 channels against 32 took
-   * 774 us against ~1000 at 256 MiB, but 155 against ~125 at 16 MiB and 112 against 69 at 1 MiB). */
-  if (op->on_device && nch > DCCL_DEV_NARROW_CHANNELS && range * op->esize < DCCL_DEV_WIDE_BYTES)
-    nch = DCCL_DEV_NARROW_CHANNELS;
   op->nchannels = nch;
   for (int c = 0; c < nch; c++) {
     struct dccl_op_channel *ch = &op->ch[c];

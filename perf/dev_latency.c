@@ -4,7 +4,9 @@
  *   empty+sync   an empty kernel launched and the stream synchronised, n times (the floor of any kernel);
  *   ar+sync      ncclAllReduce of `bytes` float32 sum, then a stream synchronise, n times;
  *   ar b2b       n ncclAllReduce back to back, one synchronise at the end;
- *   ar issue     the same, timing only the calls (the host's cost per call; the synchronise is not counted);
+ *   empty b2b    n empty kernels back to back, one synchronise at the end (the GPU's floor per kernel);
+ *   ar issue     the calls alone, in batches of 100 with a synchronise between batches that is not counted (the
+ *                host's cost per call; longer batches fill the stream's queue and time the GPU instead);
  *   graph+sync   a CUDA graph holding one ncclAllReduce, launched and synchronised n times;
  *   graph b2b    a CUDA graph holding 100 ncclAllReduce, launched n/100 times, one synchronise.
  * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
@@ -22,8 +24,9 @@
 cudaError_t perf_launch_empty(cudaStream_t stream);
 
 #define GRAPH_OPS 100
-enum { EMPTY, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "ar+sync", "ar b2b", "ar issue", "graph+sync", "graph b2b"};
+enum { EMPTY, EMPTY_B2B, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "ar+sync",   "ar b2b",
+                                         "ar issue",   "graph+sync", "graph b2b"};
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -80,6 +83,10 @@ static double run_mode(struct bench *b, int mode, int n) {
         check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       }
       break;
+    case EMPTY_B2B:
+      for (int i = 0; i < n; i++) check_cuda(perf_launch_empty(b->stream), "launching the empty kernel");
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      break;
     case AR_SYNC:
       for (int i = 0; i < n; i++) {
         all_reduce(b);
@@ -91,10 +98,14 @@ static double run_mode(struct bench *b, int mode, int n) {
       check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       break;
     case AR_ISSUE: {
-      for (int i = 0; i < n; i++) all_reduce(b);
-      double issued = now_us();
-      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
-      return (issued - t0) / n;
+      double issuing = 0;
+      for (int done = 0; done + GRAPH_OPS <= n; done += GRAPH_OPS) {
+        double start = now_us();
+        for (int i = 0; i < GRAPH_OPS; i++) all_reduce(b);
+        issuing += now_us() - start;
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      return issuing / (n / GRAPH_OPS * GRAPH_OPS);
     }
     case GRAPH_SYNC:
       for (int i = 0; i < n; i++) {

@@ -1,10 +1,12 @@
 /* The device executor's host side (collectives/device/dev_exec.h). A launch's description (struct dccl_dev_work)
- * lives in pinned host memory the device reads directly: it is written here, read once by each CTA, and reused
- * once every CTA has reported its exit. A launch captured into a CUDA graph keeps its description for good, since
- * every replay reads it again. */
+ * is the kernel's parameter: the driver copies it at the launch (and into a graph at capture). Only a group with
+ * more tasks than the parameter holds puts them in a pinned block the device reads directly; a block is reused once
+ * every CTA of its launch has reported its exit, and a launch captured into a CUDA graph keeps its block for good,
+ * since every replay reads it again. */
 #include "collectives/device/dev_exec.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +19,12 @@
 
 extern const unsigned char dccl_kernels_fatbin[];
 
-/* One pinned block holding one launch's work. */
+/* One pinned block holding the tasks of one launch. */
 struct work_block {
-  struct dccl_dev_work *work;
+  struct dccl_dev_task *tasks;
   size_t capacity; /* bytes */
   int captured;    /* part of a CUDA graph: never reused */
+  uint32_t ticket; /* idle once *done_ctas reaches it */
   struct work_block *next;
 };
 
@@ -33,9 +36,12 @@ struct dccl_dev_comm {
   CUfunction kernels[NTYPES + 1]; /* one per element type, then the one for groups mixing types */
   int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
   uint32_t *abort_word;            /* pinned, device-visible */
+  uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
+  uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
   struct dccl_dev_status *status;  /* pinned, device-visible */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
-  struct work_block *blocks;
+  struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
+  struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
 };
 
@@ -135,6 +141,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
    * bounds them, the same answer everywhere for GPUs of one model. */
   if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
+  DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
   size_t order_bytes = (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int);
   int *orders = calloc(1, order_bytes);
@@ -154,16 +161,18 @@ void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_by
   *pinned_bytes = comm->dev ? comm->dev->pinned_bytes : 0;
 }
 
-static int block_idle(const struct work_block *b) {
-  const volatile struct dccl_dev_work *w = b->work;
-  return !b->captured && w->done_ctas == w->nctas;
+/* CTAs of uncaptured launches not seen exiting yet, counted on 32 bits that wrap. The count assumes a
+ * communicator's kernels run in launch order, as their shared links require anyway. */
+static uint32_t ctas_running(const struct dccl_dev_comm *dev) {
+  return dev->launched_ctas - __atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE);
+}
+
+static int block_idle(const struct dccl_dev_comm *dev, const struct work_block *b) {
+  return !b->captured && (int32_t)(__atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE) - b->ticket) >= 0;
 }
 
 int dccl_dev_comm_busy(struct dccl_coll_comm *comm) {
-  if (!comm->dev) return 0;
-  for (struct work_block *b = comm->dev->blocks; b; b = b->next)
-    if (!b->captured && !block_idle(b)) return 1;
-  return 0;
+  return comm->dev && ctas_running(comm->dev) != 0;
 }
 
 void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
@@ -179,10 +188,11 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   while (dev->blocks) {
     struct work_block *b = dev->blocks;
     dev->blocks = b->next;
-    dccl_cu.mem_free_host(b->work);
+    dccl_cu.mem_free_host(b->tasks);
     free(b);
   }
   if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
+  if (dev->done_ctas) dccl_cu.mem_free_host(dev->done_ctas);
   if (dev->status) dccl_cu.mem_free_host(dev->status);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
   free(dev);
@@ -220,14 +230,14 @@ ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t
 /* A pinned block with room for `bytes` that no kernel reads any more. */
 static ncclResult_t get_block(struct dccl_dev_comm *dev, size_t bytes, struct work_block **out) {
   for (struct work_block *b = dev->blocks; b; b = b->next)
-    if (b->capacity >= bytes && block_idle(b)) {
+    if (b->capacity >= bytes && block_idle(dev, b)) {
       *out = b;
       return ncclSuccess;
     }
   struct work_block *b = calloc(1, sizeof(*b));
   if (!b) return dccl_error(ncclSystemError, "out of memory");
   size_t cap = bytes < 16384 ? 16384 : bytes;
-  ncclResult_t res = pinned(dev, &b->work, cap);
+  ncclResult_t res = pinned(dev, &b->tasks, cap);
   if (res != ncclSuccess) {
     free(b);
     return res;
@@ -324,12 +334,18 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   if (ntasks > DCCL_DEV_MAX_TASKS)
     return dccl_error(ncclInvalidUsage, "a group of device operations needs %d kernel tasks; at most %d", ntasks,
                       DCCL_DEV_MAX_TASKS);
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
+  int captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
   struct work_block *b = NULL;
-  DCCLCHECK(get_block(dev, sizeof(struct dccl_dev_work) + (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
-  struct dccl_dev_work *w = b->work;
-  memset(w, 0, sizeof(*w));
+  if (ntasks > DCCL_DEV_INLINE_TASKS) DCCLCHECK(get_block(dev, (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
+  struct dccl_dev_work *w = &dev->launch;
+  memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
   w->abort_flag = dev->abort_word;
   w->status = dev->status;
+  w->done_ctas = captured ? NULL : dev->done_ctas;
+  w->tasks = b ? b->tasks : NULL;
+  struct dccl_dev_task *tasks = b ? b->tasks : w->inline_tasks;
   /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
   int nctas = 0;
   for (const struct dccl_op *op = list; op; op = op->next) {
@@ -355,21 +371,22 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
       int cta = cta_of(list, op, c, ncoll);
-      fill_task(dev, comm, op, c, &w->tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
+      fill_task(dev, comm, op, c, &tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
     }
   }
   w->ntasks = (uint32_t)ntasks;
   w->nctas = (uint32_t)nctas;
-  w->done_ctas = 0;
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
-  b->captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  void *args[] = {&w};
+  void *args[] = {w};
   CUfunction kernel = dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES];
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");
+  if (!captured) dev->launched_ctas += (uint32_t)nctas;
+  if (b) {
+    b->captured = captured;
+    b->ticket = dev->launched_ctas;
+  }
   return ncclSuccess;
 }
 

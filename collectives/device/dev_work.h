@@ -45,19 +45,22 @@ struct dccl_dev_status {
 };
 enum dccl_dev_error { DCCL_DEV_OK = 0, DCCL_DEV_ABORTED, DCCL_DEV_MISMATCH, DCCL_DEV_PEER_ABORTED };
 
-/* One launch. CTA b runs tasks [cta_first[b], cta_first[b] + cta_ntasks[b]) in order: the channel c tasks of a
- * communicator's collectives share links, so one CTA runs them one after the other; point-to-point tasks of
- * different peers get CTAs of their own, so a send never waits behind a receive. */
+/* One launch, passed to the kernel by value (its parameter: nothing for the GPU to fetch from host memory first).
+ * CTA b runs tasks [cta_first[b], cta_first[b] + cta_ntasks[b]) in order: the channel c tasks of a communicator's
+ * collectives share links, so one CTA runs them one after the other; point-to-point tasks of different peers get
+ * CTAs of their own, so a send never waits behind a receive. Up to DCCL_DEV_INLINE_TASKS tasks travel inside the
+ * parameter; a larger group's tasks lie in pinned host memory (`tasks`). */
 #define DCCL_DEV_MAX_TASKS 1024
 #define DCCL_DEV_MAX_CTAS 64
+#define DCCL_DEV_INLINE_TASKS 8
 struct dccl_dev_work {
   const uint32_t *abort_flag;     /* host-mapped: nonzero stops every wait */
   struct dccl_dev_status *status; /* host-mapped */
+  uint32_t *done_ctas; /* host-mapped: each CTA adds 1 as it exits; NULL when captured (a replay is not counted) */
+  const struct dccl_dev_task *tasks; /* host-mapped, or NULL: the tasks are `inline_tasks` */
   uint32_t ntasks, nctas;
-  uint32_t done_ctas; /* each CTA adds 1 as it exits: the host reuses the work once all have */
-  uint32_t pad;
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
-  struct dccl_dev_task tasks[]; /* ntasks */
+  struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
 
 #endif

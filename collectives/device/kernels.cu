@@ -240,12 +240,13 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 }
 
 template <int TYPE>
-__device__ __forceinline__ void dev_kernel_body(dccl_dev_work *w) {
+__device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
+  const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {
-    // The task into shared memory, a word per thread (it may lie in host memory).
-    const uint32_t *src = (const uint32_t *)&w->tasks[first + k];
+    // The task into shared memory, a word per thread (from the parameter, or from host memory).
+    const uint32_t *src = (const uint32_t *)&tasks[first + k];
     for (unsigned i = threadIdx.x; i < sizeof(dccl_dev_task) / 4; i += blockDim.x) ((uint32_t *)&cta.task)[i] = src[i];
     if (threadIdx.x == 0) {
       cta.up_done = 0;
@@ -275,15 +276,18 @@ __device__ __forceinline__ void dev_kernel_body(dccl_dev_work *w) {
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && w->done_ctas) {
     __threadfence_system();
-    atomicAdd_system(&w->done_ctas, 1u);
+    atomicAdd_system(w->done_ctas, 1u);
   }
 }
 
-// The kernels: one per element type, and one for groups that mix types. The host finds them by these names.
-#define DCCL_DEV_KERNEL(name, type) \
-  extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) name(dccl_dev_work *w) { dev_kernel_body<type>(w); }
+// The kernels: one per element type, and one for groups that mix types. The host finds them by these names. The
+// launch comes by value; __grid_constant__ lets the body address it in place instead of copying it per thread.
+#define DCCL_DEV_KERNEL(name, type)                                                                  \
+  extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
+    dev_kernel_body<type>(&w);                                                                       \
+  }
 DCCL_DEV_KERNEL(dccl_kernel_any, DCCL_DEV_ANY_TYPE)
 DCCL_DEV_KERNEL(dccl_kernel_t0, 0)
 DCCL_DEV_KERNEL(dccl_kernel_t1, 1)

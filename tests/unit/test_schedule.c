@@ -225,6 +225,29 @@ static void test_ring_order(void) {
   CHECK(dccl_ring_order(one, 3, order) == 1 && dccl_ring_host_crossings(one, order, 3) == 0, "one host");
 }
 
+/* Device rings take one channel per 128 KiB, at most 32 below 256 MiB and every device channel from there. */
+static void test_device_ring_channels(void) {
+  struct dccl_comm comm;
+  uint64_t hosts[2] = {0, 0};
+  make_comms(&comm, 1, hosts);
+  comm.nranks = comm.coll.nranks = 2;
+  comm.coll.dev_nchannels = 64;
+  struct { uint64_t bytes; int want; } cases[] = {{4096, 1},       {128 << 10, 1},   {512 << 10, 4},
+                                                   {2 << 20, 16},    {8 << 20, 32},    {255ull << 20, 32},
+                                                   {256ull << 20, 64}, {1ull << 30, 64}};
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct dccl_op op = {.comm = &comm.coll, .kind = DCCL_OP_ALLREDUCE, .count = cases[i].bytes / 4,
+                         .type = ncclFloat32, .esize = 4, .algo = DCCL_ALGO_RING, .root = -1, .peer = -1,
+                         .on_device = 1};
+    dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 2);
+    dccl_op_plan(&op);
+    CHECK(op.nchannels == cases[i].want, "device ring of %llu bytes: %d channels, expected %d",
+          (unsigned long long)cases[i].bytes, op.nchannels, cases[i].want);
+  }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 int main(void) {
   char why[128];
   if (dccl_transport_complete(&mem_transport, &mem_provider, 0, why, sizeof why) != 0) {
@@ -238,6 +261,7 @@ int main(void) {
   uint64_t counts[] = {0, 1, 7, 64, 1000, 5000, 12345};
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
   test_ring_order();
+  test_device_ring_channels();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
       for (int algo = DCCL_ALGO_RING; algo <= DCCL_ALGO_ONESHOT; algo++)
