@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "collectives/device/dev_work.h"
 #include "collectives/op.h"
 #include "util/error.h"
 #include "util/params.h"
@@ -174,7 +175,6 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
   if (chunk == 0) chunk = 1;
   int n = comm->nranks;
   op->nchannels = 0;
-  /* The kernels speak bulk only so far. */
   op->proto = op->on_device ? DCCL_PROTO_BULK : comm->pick_proto(comm, op->kind, op->count * op->esize);
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
     struct dccl_op_channel *ch = &op->ch[0];
@@ -218,6 +218,12 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     static const int tree_algo[] = {[DCCL_OP_ALLREDUCE] = DCCL_SCHED_TREE_ALLREDUCE,
                                     [DCCL_OP_BROADCAST] = DCCL_SCHED_TREE_BROADCAST,
                                     [DCCL_OP_REDUCE] = DCCL_SCHED_TREE_REDUCE};
+    /* Kernels speak LL in the small one-shot all-reduce only: one step each way, staged in shared memory. */
+    if (op->on_device && op->algo == DCCL_ALGO_ONESHOT && op->count * op->esize <= DCCL_DEV_LL_BYTES &&
+        strcasecmp(dccl_param_str(DCCL_PARAM_PROTO), "bulk") != 0) {
+      op->proto = DCCL_PROTO_LL;
+      chunk = op->count > 0 ? op->count : 1;
+    }
     for (int c = 0; c < op->nchannels; c++)
       op->ch[c].sched.algo = op->algo == DCCL_ALGO_ONESHOT ? DCCL_SCHED_ONESHOT_ALLREDUCE
                              : op->algo == DCCL_ALGO_TREE  ? tree_algo[op->kind]

@@ -272,6 +272,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->esize = (uint32_t)op->esize;
   t->kind = (uint32_t)op->kind;
   t->rank = comm->rank;
+  t->proto = (uint32_t)op->proto;
 }
 
 static int is_p2p(const struct dccl_op *op) {

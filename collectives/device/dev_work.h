@@ -12,6 +12,7 @@
 
 #define DCCL_DEV_CONN_SLOTS 8 /* = DCCL_CONN_SLOTS */
 #define DCCL_DEV_THREADS 512  /* per CTA: 16 warps, split in two halves when a channel runs two streams */
+#define DCCL_DEV_LL_BYTES 1024 /* the most an LL step carries: staged in shared memory, a 16-byte line per thread */
 
 /* A reduction as the kernel applies it (collectives/reduce.h's struct dccl_redop, with plain types). */
 struct dccl_dev_redop {
@@ -33,7 +34,7 @@ struct dccl_dev_task {
   uint32_t esize;
   uint32_t kind; /* enum dccl_op_kind: a send's slots say DCCL_OP_SEND, which its receiver expects */
   int32_t rank;  /* this rank: the one-shot sum puts its own input at its place in rank order */
-  uint32_t pad;
+  uint32_t proto; /* enum dccl_proto: LL (one step's payload of at most DCCL_DEV_LL_BYTES) or bulk */
 };
 
 /* Where the kernel reports what stopped it; host-mapped, read by ncclCommGetAsyncError. */

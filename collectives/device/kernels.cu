@@ -5,6 +5,10 @@
 // two streams (the trees' up and down) runs them in the two halves of the CTA, each with its own barrier, so
 // neither can block the other. No CTA ever waits for another CTA of its launch.
 //
+// Small one-shot all-reduces speak LL (task.proto): every 8-byte unit of a slot carries its own flag, so the
+// producer's threads write their lines with no fence and no counter to publish, and the consumer's threads poll
+// them. The payload goes through shared memory (ll_send, ll_recv), so the reduction is the bulk path's.
+//
 // Memory ordering (docs/design.md): a producer's threads write a slot, the CTA meets at a barrier, and thread 0
 // publishes `tail` with a fence and a release store; the consumer's thread 0 reads `tail` with an acquire before
 // its CTA (after a barrier) reads the slot, and hands the slot back by a release store of `head`. The scope is
@@ -28,6 +32,12 @@ struct dev_cta {
   uint64_t seq[2][2 * DCCL_DEV_CONN_SLOTS]; // nops of each connection at the task's start, per half
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
   volatile int stop;                      // a half hit an error: both stop
+  // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers
+  char *ll_slot[2 * DCCL_DEV_CONN_SLOTS]; // receptions, then sends
+  uint64_t ll_pos[2 * DCCL_DEV_CONN_SLOTS];
+  uint32_t ll_head[DCCL_DEV_CONN_SLOTS][DCCL_LL_HEADER_UNITS];
+  alignas(16) char ll_send[DCCL_DEV_LL_BYTES];
+  alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
 };
 
 // A link's counters at the narrowest scope that orders them: the GPU when both ends are kernels on it.
@@ -88,22 +98,44 @@ __device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_con
   }
 }
 
-// Thread 0: waits for the step's FIFOs and fills the half's operands. Returns 0 to stop.
+// The connection slots a step receives from and sends to, as bit masks.
+__device__ __forceinline__ void dev_step_masks(const dccl_prim_step &st, int npeers, uint32_t *rmask, uint32_t *smask) {
+  uint32_t r = 0, w = 0;
+  if (st.flags & DCCL_PRIM_RECV0) r |= 1u;
+  if (st.flags & DCCL_PRIM_RECV1) r |= 2u;
+  if (st.flags & DCCL_PRIM_RECV_PARENT) r |= 1u << DCCL_TREE_PARENT;
+  if (st.flags & DCCL_PRIM_RECV_ALL) r |= (1u << npeers) - 1;
+  if (st.flags & DCCL_PRIM_SEND0) w |= 1u;
+  if (st.flags & DCCL_PRIM_SEND1) w |= 2u;
+  if (st.flags & DCCL_PRIM_SEND_PARENT) w |= 1u << DCCL_TREE_PARENT;
+  if (st.flags & DCCL_PRIM_SEND_ALL) w |= (1u << npeers) - 1;
+  *rmask = r;
+  *smask = w;
+}
+
+// A received slot's header against this rank's own call. Returns 0 (the launch failed) when they differ.
+__device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, const dccl_slot_header *h,
+                                uint32_t kind, uint64_t want_seq, uint64_t bytes) {
+  if (h->abort) {
+    dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED, 0, 0, 0, 0, 0, 0);
+    return 0;
+  }
+  if (h->kind != kind || h->seq != want_seq || h->bytes != bytes) {
+    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, kind, h->kind, want_seq, h->seq, bytes, h->bytes);
+    return 0;
+  }
+  return 1;
+}
+
+// Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
+// next). Returns 0 to stop.
 __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, const dccl_prim_step &st,
                                 uint32_t kind) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[half];
   uint64_t bytes = st.nelem * t.esize;
-  uint32_t rmask = 0, smask = 0;
-  int npeers = t.sched.npeers;
-  if (st.flags & DCCL_PRIM_RECV0) rmask |= 1u;
-  if (st.flags & DCCL_PRIM_RECV1) rmask |= 2u;
-  if (st.flags & DCCL_PRIM_RECV_PARENT) rmask |= 1u << DCCL_TREE_PARENT;
-  if (st.flags & DCCL_PRIM_RECV_ALL) rmask |= (1u << npeers) - 1;
-  if (st.flags & DCCL_PRIM_SEND0) smask |= 1u;
-  if (st.flags & DCCL_PRIM_SEND1) smask |= 2u;
-  if (st.flags & DCCL_PRIM_SEND_PARENT) smask |= 1u << DCCL_TREE_PARENT;
-  if (st.flags & DCCL_PRIM_SEND_ALL) smask |= (1u << npeers) - 1;
+  uint32_t rmask, smask;
+  dev_step_masks(st, t.sched.npeers, &rmask, &smask);
 
   const char *in = NULL;
   if (st.flags & DCCL_PRIM_INPUT)
@@ -121,25 +153,23 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     if (!((rmask >> i) & 1)) continue;
     dccl_dev_conn *c = t.recv[i];
     uint64_t pos = c->pos;
-    int gpu = c->same_gpu;
-    const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
-    if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
-    const char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
-    const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
-    uint64_t want_seq = cta->seq[half][i];
-    if (h->abort) {
-      dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED, 0, 0, 0, 0, 0, 0);
-      return 0;
-    }
-    if (h->kind != kind || h->seq != want_seq || h->bytes != bytes) {
-      dev_fail(w, cta, c, DCCL_DEV_MISMATCH, kind, h->kind, want_seq, h->seq, bytes, h->bytes);
-      return 0;
-    }
+    char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     if (!own_rank_placed && c->peer > t.rank) { // one-shot: the own input at its rank's place
       a.own = a.nsrcs;
       a.srcs[a.nsrcs++] = in;
       own_rank_placed = 1;
     }
+    if (t.proto == DCCL_PROTO_LL) { // the CTA polls the slot next (dev_ll_receive), into shared memory
+      cta->ll_slot[i] = slot;
+      cta->ll_pos[i] = pos;
+      a.srcs[a.nsrcs++] = cta->ll_recv[i];
+      continue;
+    }
+    int gpu = c->same_gpu;
+    const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+    if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
+    const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
+    if (!dev_check_header(w, cta, c, h, kind, cta->seq[half][i], bytes)) return 0;
     a.srcs[a.nsrcs++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
   if (!own_rank_placed && in) {
@@ -148,6 +178,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   }
   if (st.flags & DCCL_PRIM_RANK_ORDER) a.round_own = 1;
   if (st.flags & DCCL_PRIM_OUTPUT) a.dsts[a.ndsts++] = t.recvbuff + st.out_off * t.esize;
+  int ll_staged = 0;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
     dccl_dev_conn *c = t.send[i];
@@ -155,7 +186,15 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     int gpu = c->same_gpu;
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
     if (!dev_wait(w, cta, c, [&] { return pos - conn_acquire(gpu, head) < nslots; })) return 0;
-    a.dsts[a.ndsts++] = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + DCCL_SLOT_HEAD_BYTES;
+    char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
+    if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's slot after
+      cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = slot;
+      cta->ll_pos[DCCL_DEV_CONN_SLOTS + i] = pos;
+      if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send;
+      ll_staged = 1;
+      continue;
+    }
+    a.dsts[a.ndsts++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
   a.n = st.nelem;
   a.kind = t.redop.kind;
@@ -166,19 +205,95 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   return 1;
 }
 
+// The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
+// lines 0-2). Then thread 0 checks the headers. Returns 0 to stop.
+__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rmask, uint32_t kind, uint64_t bytes,
+                              const dev_half &h) {
+  const dccl_dev_task &t = cta->task;
+  uint32_t lines = dccl_ll_units(bytes) / 2;
+  int ok = 1;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
+    if (!((rmask >> i) & 1)) continue;
+    const uint64_t *units = (const uint64_t *)cta->ll_slot[i];
+    uint32_t flag = dccl_ll_flag(cta->ll_pos[i]);
+    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
+      uint32_t d0, d1;
+      ok = dev_wait(w, cta, t.recv[i], [&] { return dccl_ll_load_line(units + 2 * l, flag, &d0, &d1); });
+      if (l < DCCL_LL_HEADER_UNITS / 2) {
+        cta->ll_head[i][2 * l] = d0;
+        cta->ll_head[i][2 * l + 1] = d1;
+      } else {
+        uint32_t *dst = (uint32_t *)cta->ll_recv[i] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+        dst[0] = d0;
+        dst[1] = d1;
+      }
+    }
+  }
+  half_barrier(h);
+  __shared__ int go;
+  if (h.tid == 0) {
+    go = !cta->stop;
+    for (int i = 0; i < DCCL_DEV_CONN_SLOTS && go; i++) {
+      if (!((rmask >> i) & 1)) continue;
+      dccl_slot_header head;
+      dccl_ll_header_from_words(cta->ll_head[i], &head);
+      go = dev_check_header(w, cta, t.recv[i], &head, kind, cta->seq[0][i], bytes);
+    }
+  }
+  half_barrier(h);
+  return go;
+}
+
+// The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
+__device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint32_t kind, uint64_t bytes, const dev_half &h) {
+  uint32_t lines = dccl_ll_units(bytes) / 2;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((smask >> i) & 1)) continue;
+    uint64_t *units = (uint64_t *)cta->ll_slot[DCCL_DEV_CONN_SLOTS + i];
+    uint64_t pos = cta->ll_pos[DCCL_DEV_CONN_SLOTS + i];
+    uint32_t flag = dccl_ll_flag(pos);
+    for (uint32_t l = h.tid; l < lines; l += h.nthreads) {
+      uint32_t d[2];
+      if (l < DCCL_LL_HEADER_UNITS / 2) {
+        uint32_t words[DCCL_LL_HEADER_UNITS];
+        dccl_slot_header head = {bytes, cta->seq[0][DCCL_DEV_CONN_SLOTS + i], kind, 0};
+        dccl_ll_header_words(&head, words);
+        d[0] = words[2 * l];
+        d[1] = words[2 * l + 1];
+      } else {
+        const uint32_t *src = (const uint32_t *)cta->ll_send + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+        d[0] = src[0];
+        d[1] = src[1];
+      }
+      dccl_ll_store_line(units + 2 * l, d[0], d[1], flag);
+    }
+  }
+}
+
+// Thread 0, after an LL step: the positions move on; `tail` follows the sends (relaxed: no consumer of this slot
+// reads it; a later bulk operation's consumer waits for that operation's own release), and the receptions go back.
+__device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
+  const dccl_dev_task &t = cta->task;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if ((smask >> i) & 1) {
+      dccl_dev_conn *c = t.send[i];
+      uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+      *(volatile uint64_t *)tail = c->pos + 1;
+      c->pos++;
+    }
+    if ((rmask >> i) & 1) {
+      dccl_dev_conn *c = t.recv[i];
+      conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
+      c->pos++;
+    }
+  }
+}
+
 // Thread 0: publishes the step's sends and hands its receptions back.
 __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &st, uint32_t kind) {
   const dccl_dev_task &t = cta->task;
-  int npeers = t.sched.npeers;
-  uint32_t smask = 0, rmask = 0;
-  if (st.flags & DCCL_PRIM_SEND0) smask |= 1u;
-  if (st.flags & DCCL_PRIM_SEND1) smask |= 2u;
-  if (st.flags & DCCL_PRIM_SEND_PARENT) smask |= 1u << DCCL_TREE_PARENT;
-  if (st.flags & DCCL_PRIM_SEND_ALL) smask |= (1u << npeers) - 1;
-  if (st.flags & DCCL_PRIM_RECV0) rmask |= 1u;
-  if (st.flags & DCCL_PRIM_RECV1) rmask |= 2u;
-  if (st.flags & DCCL_PRIM_RECV_PARENT) rmask |= 1u << DCCL_TREE_PARENT;
-  if (st.flags & DCCL_PRIM_RECV_ALL) rmask |= (1u << npeers) - 1;
+  uint32_t rmask, smask;
+  dev_step_masks(st, t.sched.npeers, &rmask, &smask);
   // Every thread's slot writes (seen through the barrier) before the counters: a fence at the widest scope any of
   // the step's links needs.
   int all_gpu = 1;
@@ -230,8 +345,22 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     }
     half_barrier(h);
     if (!go[s]) return;
+    int ll = t.proto == DCCL_PROTO_LL;
+    uint32_t rmask = 0, smask = 0;
+    if (ll) {
+      dev_step_masks(st, t.sched.npeers, &rmask, &smask);
+      if (rmask && !dev_ll_receive(w, cta, rmask, kind, st.nelem * t.esize, h)) return;
+    }
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
+    if (ll) {
+      if (smask) dev_ll_send(cta, smask, kind, st.nelem * t.esize, h);
+      if (h.tid == 0) {
+        dev_ll_release(cta, smask, rmask);
+        if (s == 0) cta->up_done = idx + 1;
+      }
+      continue;
+    }
     if (h.tid == 0) {
       dev_step_release(cta, s, st, kind);
       if (s == 0) cta->up_done = idx + 1;
