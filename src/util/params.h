@@ -34,7 +34,8 @@
                              "creation, so no call makes one, also inside CUDA stream capture.")                 \
   X(PROTO, STR, "", "Forces a protocol: `ll` (flags stored with the data, for small messages) or `bulk` (payload, " \
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
-                    "(shm) and a step fits an LL slot (4 KiB).")                                                  \
+                    "(shm) and a step fits an LL slot (4 KiB); kernels use it in one-shot all-reduces of at most " \
+                    "1 KiB unless this says `bulk`.")                                                  \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
   X(STREAM_BYTES, INT, 4194304, "Outputs of at least this many bytes per rank are written with non-temporal "    \
