@@ -27,7 +27,43 @@ static ncclResult_t explain_failure(struct dccl_op *op, ncclResult_t r, int peer
   return op->comm->explain_failure(op->comm, r, what, peer);
 }
 
-/* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations. */
+static int has_reduction(int kind) {
+  return kind == DCCL_OP_ALLREDUCE || kind == DCCL_OP_REDUCE || kind == DCCL_OP_REDUCESCATTER;
+}
+
+/* A slot's header as this operation sends it: the step's bytes, the operation, and the call's fingerprint. */
+static struct dccl_slot_header call_header(const struct dccl_op *op, uint64_t bytes) {
+  struct dccl_slot_header h = {bytes, op->seq, (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind), 0,
+                               op->count, 0, op->root};
+  if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
+    h.count = op->count * op->esize; /* a send and its receive agree on bytes, not on types */
+    h.root = -1;
+  } else {
+    h.what = (uint32_t)op->type + 1;
+    if (has_reduction(op->kind)) h.what |= (uint32_t)(op->redop.called + 1) << 8;
+  }
+  return h;
+}
+
+/* "1048576 x float32 sum, root 0", "4096 bytes": the call a fingerprint stands for. */
+static void describe_call(const struct dccl_slot_header *h, char *out, size_t len) {
+  static const char *const red_names[] = {"sum", "prod", "max", "min", "avg"};
+  if (h->kind == DCCL_OP_SEND) {
+    snprintf(out, len, "%llu bytes", (unsigned long long)h->count);
+    return;
+  }
+  int red = (int)(h->what >> 8) - 1;
+  const char *red_name = red < 0                       ? ""
+                         : red == DCCL_CALLED_PREMULSUM ? " premulsum"
+                         : red < 5                      ? red_names[red]
+                                                        : "?";
+  int n = snprintf(out, len, "%llu x %s%s%s", (unsigned long long)h->count,
+                   dccl_type_name((ncclDataType_t)((h->what & 0xff) - 1)), red >= 0 && red < 5 ? " " : "", red_name);
+  if (h->root >= 0 && n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, ", root %d", h->root);
+}
+
+/* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations, or the
+ * same one with different arguments. */
 static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn *c, const struct dccl_slot_header *h,
                                uint64_t bytes) {
   if (h->abort)
@@ -39,6 +75,21 @@ static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn 
                       "must call the same collectives in the same order)",
                       c->peer, dccl_op_name((int)h->kind), (unsigned long long)h->seq, op->comm->rank,
                       dccl_op_name(op->kind), (unsigned long long)op->seq);
+  struct dccl_slot_header mine = call_header(op, bytes);
+  if ((h->count != mine.count || h->what != mine.what || h->root != mine.root) && dccl_param_int(DCCL_PARAM_CHECK)) {
+    char theirs[96], ours[96];
+    describe_call(h, theirs, sizeof(theirs));
+    describe_call(&mine, ours, sizeof(ours));
+    if (op->kind == DCCL_OP_RECV)
+      return dccl_error(ncclInvalidUsage,
+                        "mismatched calls: rank %d called ncclSend #%llu to rank %d with %s, rank %d ncclRecv from "
+                        "rank %d with %s (a send and its receive must move the same bytes)",
+                        c->peer, (unsigned long long)op->seq, op->comm->rank, theirs, op->comm->rank, c->peer, ours);
+    return dccl_error(ncclInvalidUsage,
+                      "mismatched calls: rank %d called %s #%llu with %s, rank %d with %s (every rank must pass the "
+                      "same count, datatype, reduction and root)",
+                      c->peer, dccl_op_name(op->kind), (unsigned long long)op->seq, theirs, op->comm->rank, ours);
+  }
   if (h->bytes != bytes)
     return dccl_error(ncclInvalidUsage,
                       "%s #%llu: rank %d sent %llu bytes where rank %d expects %llu (counts differ between ranks)",
@@ -88,7 +139,10 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
     struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
     if (!c) continue;
-    if (dccl_conn_peer_aborted(c)) return explain_failure(op, ncclRemoteError, c->peer);
+    if (dccl_conn_peer_aborted(c)) {
+      dccl_error(ncclRemoteError, "rank %d gave up on the operation (its own error says why)", c->peer);
+      return explain_failure(op, ncclRemoteError, c->peer);
+    }
     struct dccl_recv_slot rs;
     if (!dccl_conn_recv_slot(c, &rs)) {
       op->waiting_on = c;
@@ -143,9 +197,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     for (int j = 1; j < nsend; j++) memcpy(ss[j].payload, dst, bytes);
     if (out && dst != out) copy_out(out, dst, bytes);
   }
-  for (int j = 0; j < nsend; j++)
-    dccl_conn_send_post(sconn[j], &ss[j], bytes, op->seq,
-                        (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind));
+  struct dccl_slot_header h = call_header(op, bytes);
+  for (int j = 0; j < nsend; j++) dccl_conn_send_post_header(sconn[j], &ss[j], &h);
   for (int j = 0; j < nrecv; j++) dccl_conn_recv_done(rconn[j]);
   *ready = 1;
   return ncclSuccess;

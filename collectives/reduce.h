@@ -27,7 +27,9 @@ struct dccl_redop {
   int has_pre;
   unsigned char pre[8]; /* the premultiplier, stored in `type` */
   int post_div;         /* 0: none; else divide the final value by this */
+  int called;           /* what the call named: a built-in ncclRedOp_t, or DCCL_CALLED_PREMULSUM */
 };
+#define DCCL_CALLED_PREMULSUM 15 /* past every built-in ncclRedOp_t */
 
 /* Bytes per element of `type`, 0 for an unknown type. */
 size_t dccl_type_size(ncclDataType_t type);

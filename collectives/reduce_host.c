@@ -100,6 +100,7 @@ static void store_reciprocal(unsigned char *pre, ncclDataType_t type, int nranks
 void dccl_redop_builtin(struct dccl_redop *out, ncclRedOp_t op, ncclDataType_t type, int nranks) {
   memset(out, 0, sizeof *out);
   out->type = type;
+  out->called = (int)op;
   switch (op) {
     case ncclProd:
       out->kind = DCCL_RED_PROD;

@@ -120,21 +120,25 @@ struct dccl_fifo_ctrl {
 
 /* ---- slots ---- */
 
-/* The header every slot carries: the receiver checks seq and kind against the operation it runs. */
+/* The header every slot carries: the receiver checks seq and kind against the operation it runs, and the call's
+ * fingerprint (count, what, root) against its own call's (host links; kernels leave them 0 so far). */
 struct dccl_slot_header {
   uint64_t bytes; /* payload bytes in this slot */
   uint64_t seq;   /* operation sequence number (per comm for collectives, per peer/direction for p2p) */
   uint32_t kind;  /* enum dccl_op_kind */
   uint32_t abort; /* nonzero: the producer gave up (the payload is meaningless) */
+  uint64_t count; /* the call's element count (per rank for all-gather and reduce-scatter); send: its bytes */
+  uint32_t what;  /* the call's datatype + 1, and its reduction + 1 << 8 (0: none) */
+  int32_t root;   /* the call's root, -1 without one */
 };
 
 #define DCCL_SLOT_HEAD_BYTES 64u          /* a bulk slot's payload starts this far in: unit 0, then the header */
-/* A bulk payload this small rides in the rest of the header's line (after unit 0 and the 24-byte header), so the
+/* A bulk payload this small rides in the rest of the header's line (after unit 0 and the 40-byte header), so the
  * consumer's one line read brings it: the host executor's smallest hand-off is one cache line, not two. */
-#define DCCL_SLOT_INLINE_BYTES 32u
-#define DCCL_SLOT_INLINE_OFF 32u
+#define DCCL_SLOT_INLINE_BYTES 16u
+#define DCCL_SLOT_INLINE_OFF 48u
 #define DCCL_SLOT_BULK_MARK 0xb01cb01cu   /* unit 0's data in a bulk slot; an LL slot's is its size, far smaller */
-#define DCCL_LL_HEADER_UNITS 6u           /* the 24-byte header, 4 bytes per unit */
+#define DCCL_LL_HEADER_UNITS 10u          /* the 40-byte header, 4 bytes per unit */
 #define DCCL_LL_MAX_BYTES 4096u           /* the most payload an LL slot carries: 8 KiB of units plus the header */
 
 enum dccl_proto { DCCL_PROTO_BULK = 0, DCCL_PROTO_LL = 1 };
@@ -231,7 +235,7 @@ DCCL_CONN_FN int dccl_ll_load_line(const uint64_t *line, uint32_t flag, uint32_t
 #endif
 }
 
-/* The header as six 32-bit words (units 0..5), and back. Unit 0 is the payload size, which tells an LL slot
+/* The header as ten 32-bit words (units 0..9), and back. Unit 0 is the payload size, which tells an LL slot
  * from a bulk one (DCCL_SLOT_BULK_MARK). */
 DCCL_CONN_FN void dccl_ll_header_words(const struct dccl_slot_header *h, uint32_t w[DCCL_LL_HEADER_UNITS]) {
   w[0] = (uint32_t)h->bytes;
@@ -240,12 +244,19 @@ DCCL_CONN_FN void dccl_ll_header_words(const struct dccl_slot_header *h, uint32_
   w[3] = (uint32_t)(h->seq >> 32);
   w[4] = h->kind;
   w[5] = h->abort;
+  w[6] = (uint32_t)h->count;
+  w[7] = (uint32_t)(h->count >> 32);
+  w[8] = h->what;
+  w[9] = (uint32_t)h->root;
 }
 DCCL_CONN_FN void dccl_ll_header_from_words(const uint32_t w[DCCL_LL_HEADER_UNITS], struct dccl_slot_header *h) {
   h->bytes = (uint64_t)w[1] << 32 | w[0];
   h->seq = (uint64_t)w[3] << 32 | w[2];
   h->kind = w[4];
   h->abort = w[5];
+  h->count = (uint64_t)w[7] << 32 | w[6];
+  h->what = w[8];
+  h->root = (int32_t)w[9];
 }
 
 /* Where a bulk payload of `bytes` starts in its slot (host links; kernels always use DCCL_SLOT_HEAD_BYTES). */

@@ -185,15 +185,20 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
 }
 /* Publishes the slot taken by dccl_conn_send_slot. Bulk: the header, unit 0 and `tail`, the last two with release.
  * LL: the units, then `tail` (release; free on x86) for transports and tools that read it. */
-static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
-                                       uint64_t seq, uint32_t kind) {
-  struct dccl_slot_header h = {bytes, seq, kind, 0};
+static inline void dccl_conn_send_post_header(struct dccl_conn *c, const struct dccl_send_slot *s,
+                                              const struct dccl_slot_header *h) {
   if (s->proto == DCCL_PROTO_LL)
-    dccl_ll_write_slot(s->slot, s->pos, &h, (const uint32_t *)c->ll_stage);
+    dccl_ll_write_slot(s->slot, s->pos, h, (const uint32_t *)c->ll_stage);
   else
-    dccl_bulk_write_head(s->slot, s->pos, &h);
+    dccl_bulk_write_head(s->slot, s->pos, h);
   c->own_counter = s->pos + 1;
   dccl_st_release_u64(dccl_conn_tail(c), s->pos + 1);
+}
+/* The same with no call fingerprint (tools and tests that move raw slots). */
+static inline void dccl_conn_send_post(struct dccl_conn *c, const struct dccl_send_slot *s, uint64_t bytes,
+                                       uint64_t seq, uint32_t kind) {
+  struct dccl_slot_header h = {bytes, seq, kind, 0, 0, 0, -1};
+  dccl_conn_send_post_header(c, s, &h);
 }
 
 struct dccl_recv_slot {

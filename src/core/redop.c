@@ -60,6 +60,7 @@ ncclResult_t dccl_redop_resolve(const struct dccl_comm *comm, ncclRedOp_t op, nc
                       (int)comm->user_ops[i].type, (int)type);
   dccl_redop_builtin(out, ncclSum, type, comm->nranks);
   out->has_pre = 1;
+  out->called = DCCL_CALLED_PREMULSUM;
   memcpy(out->pre, comm->user_ops[i].raw, sizeof(out->pre));
   return ncclSuccess;
 }

@@ -36,6 +36,9 @@
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
                     "(shm) and a step fits an LL slot (4 KiB); kernels use it in one-shot all-reduces of at most " \
                     "1 KiB unless this says `bulk`.")                                                  \
+  X(CHECK, INT, 1, "1: every slot carries its sender's call (count, datatype, reduction, root; a send its bytes) and "  \
+                   "the receiver compares it with its own, failing mismatched calls with a message naming both; 0: " \
+                   "no compare.")                                                                                  \
   X(NCHANNELS, INT, 1, "Channels (independent rings/trees, each with its own connections) per collective.")      \
   X(CHUNK_SIZE, INT, 262144, "Bytes per FIFO slot: the pipelining unit of every algorithm.")                       \
   X(STREAM_BYTES, INT, 4194304, "Outputs of at least this many bytes per rank are written with non-temporal "    \

@@ -1,0 +1,172 @@
+/* Ranks that call the same collective with different arguments are told so, by name, instead of getting a wrong
+ * result or a hang.
+ *
+ * fault_mismatch shm|socket: with 2, 3 and 4 ranks, rank 0 calls differently from the others, one case at a time:
+ *   count      ncclAllReduce of 2048 floats where the others pass 1024 (and 64 Ki against 32 Ki, a ring)
+ *   type       int32 where the others pass float32 (same size)
+ *   reduction  max where the others pass sum
+ *   p2p bytes  a ring of sends, rank 0 sending 8 KiB where its receiver expects 4 KiB
+ * Every rank's collective must fail within 2 s; at least one with ncclInvalidUsage and a message naming both calls
+ * ("rank 0 called ncclAllReduce #0 with 2048 x float32 sum, rank 1 with 1024 x float32 sum"), readable through
+ * ncclGetLastError and ncclCommGetAsyncError. Of the sends, the mismatched receive (rank 1's) fails so; a send is
+ * done once its bytes are in the link, so the others may succeed. Then every rank makes a new communicator and gets a correct
+ * all-reduce from it. With DCCL_CHECK=0 (case "unchecked") the type mismatch is not caught: the call succeeds.
+ * A root mismatch where no data flows (each rank waits for the other) is left to the stall report (not built). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dccl.h"
+#include "fault_harness.h"
+
+#define MAX_RANKS 4
+#define MAX_COUNT 65536
+
+enum what { COUNT_SMALL, COUNT_RING, TYPE, REDUCTION, P2P_BYTES, UNCHECKED, NCASES };
+static const char *const names[NCASES] = {"count", "count (ring)", "type", "reduction", "p2p bytes", "unchecked"};
+
+struct rank_report {
+  int rc, async_rc, async_err, after_rc;
+  size_t after_wrong;
+  double call_s;
+  char text[400], async_text[400];
+};
+
+struct shared {
+  ncclUniqueId id, id2;
+  int nranks, what;
+  struct rank_report r[MAX_RANKS];
+};
+
+/* The call of `rank` in case `what`: rank 0 is the odd one out. */
+static ncclResult_t call(const struct shared *sh, int rank, ncclComm_t comm, float *send, float *recv) {
+  int odd = rank == 0, n = sh->nranks;
+  switch (sh->what) {
+    case COUNT_SMALL: return ncclAllReduce(send, recv, odd ? 2048 : 1024, ncclFloat, ncclSum, comm, NULL);
+    case COUNT_RING: return ncclAllReduce(send, recv, odd ? 65536 : 32768, ncclFloat, ncclSum, comm, NULL);
+    case TYPE:
+    case UNCHECKED: return ncclAllReduce(send, recv, 1024, odd ? ncclInt32 : ncclFloat, ncclSum, comm, NULL);
+    case REDUCTION: return ncclAllReduce(send, recv, 1024, ncclFloat, odd ? ncclMax : ncclSum, comm, NULL);
+    default: /* a ring of sends: rank 0 sends twice what rank 1 expects */
+      ncclGroupStart();
+      ncclSend(send, odd ? 2048 : 1024, ncclFloat, (rank + 1) % n, comm, NULL);
+      ncclRecv(recv, 1024, ncclFloat, (rank + n - 1) % n, comm, NULL);
+      return ncclGroupEnd();
+  }
+}
+
+static int rank_main(void *arg, int rank) {
+  struct shared *sh = arg;
+  struct rank_report *me = &sh->r[rank];
+  ncclComm_t comm;
+  ncclResult_t rc = ncclCommInitRank(&comm, sh->nranks, sh->id, rank);
+  if (rc != ncclSuccess) {
+    snprintf(me->text, sizeof me->text, "init: %s", ncclGetLastError(NULL));
+    return 10;
+  }
+  float *send = calloc(MAX_COUNT, sizeof(float)), *recv = calloc(MAX_COUNT, sizeof(float));
+  if (!send || !recv) return 11;
+  double t0 = fh_now();
+  me->rc = call(sh, rank, comm, send, recv);
+  me->call_s = fh_now() - t0;
+  fh_copy_text(me->text, sizeof me->text, ncclGetLastError(comm));
+  ncclResult_t async = ncclSuccess;
+  me->async_rc = ncclCommGetAsyncError(comm, &async);
+  me->async_err = async;
+  fh_copy_text(me->async_text, sizeof me->async_text, ncclGetLastError(comm));
+  if (me->rc == ncclSuccess) ncclCommDestroy(comm); else ncclCommAbort(comm);
+  /* A new communicator works. */
+  ncclComm_t fresh;
+  me->after_rc = ncclCommInitRank(&fresh, sh->nranks, sh->id2, rank);
+  if (me->after_rc == ncclSuccess) {
+    fh_fill(send, 4096, rank, 3);
+    me->after_rc = ncclAllReduce(send, recv, 4096, ncclFloat, ncclSum, fresh, NULL);
+    if (me->after_rc == ncclSuccess) me->after_wrong = fh_check_sum(recv, 4096, sh->nranks, 3, NULL);
+    ncclCommDestroy(fresh);
+  }
+  free(send);
+  free(recv);
+  return 0;
+}
+
+/* What rank 0's and the others' calls look like in the message. */
+static void expected_calls(int what, const char **odd, const char **even) {
+  static const char *const odds[] = {"2048 x float32 sum", "65536 x float32 sum", "1024 x int32 sum",
+                                                                      "1024 x float32 max", "8192 bytes"};
+  static const char *const evens[] = {"1024 x float32 sum", "32768 x float32 sum", "1024 x float32 sum",
+                                      "1024 x float32 sum", "4096 bytes"};
+  *odd = odds[what];
+  *even = evens[what];
+}
+
+static void run_case(struct shared *sh, int nranks, int what) {
+  memset(sh->r, 0, sizeof sh->r);
+  sh->nranks = nranks;
+  sh->what = what;
+  if (fh_unique_id(&sh->id) != ncclSuccess || fh_unique_id(&sh->id2) != ncclSuccess) {
+    FH_FAIL("ncclGetUniqueId failed");
+    return;
+  }
+  double t0 = fh_now();
+  pid_t pids[MAX_RANKS];
+  for (int r = 0; r < nranks; r++) pids[r] = fh_spawn(rank_main, sh, r);
+  int status[MAX_RANKS], killed[MAX_RANKS];
+  fh_wait_until(pids, nranks, t0 + 30.0, status, killed);
+  int named = 0;
+  for (int r = 0; r < nranks; r++) {
+    const struct rank_report *me = &sh->r[r];
+    char buf[96];
+    if (killed[r] || !fh_status_ok(status[r])) {
+      FH_FAIL("%s, %d ranks: rank %d %s (%s): %s", names[what], nranks, r, killed[r] ? "hung" : "ended badly",
+              fh_status_str(status[r], buf, sizeof buf), me->text);
+      continue;
+    }
+    FH_EXPECT(me->after_rc == ncclSuccess && me->after_wrong == 0,
+              "%s, %d ranks: rank %d's new communicator: rc %d, %zu wrong", names[what], nranks, r, me->after_rc,
+              me->after_wrong);
+    if (what == UNCHECKED) {
+      FH_EXPECT(me->rc == ncclSuccess, "unchecked, %d ranks: rank %d failed with the check off: %s", nranks, r,
+                me->text);
+      continue;
+    }
+    if (what == P2P_BYTES && r != 1 && me->rc == ncclSuccess) continue;
+    FH_EXPECT(me->rc != ncclSuccess, "%s, %d ranks: rank %d's mismatched call succeeded", names[what], nranks, r);
+    FH_EXPECT(me->call_s < 2.0, "%s, %d ranks: rank %d's call took %.2f s to fail", names[what], nranks, r,
+              me->call_s);
+    FH_EXPECT(me->async_rc == ncclSuccess && me->async_err != ncclSuccess,
+              "%s, %d ranks: rank %d: ncclCommGetAsyncError says %d after the failure", names[what], nranks, r,
+              me->async_err);
+    const char *odd, *even;
+    expected_calls(what, &odd, &even);
+    if (me->rc == ncclInvalidUsage && fh_text_has(me->text, "mismatched calls") && strstr(me->text, odd) &&
+        strstr(me->text, even) && fh_text_names_rank(me->text, 0) && strstr(me->async_text, odd)) {
+      named++;
+      if (named == 1) fh_note("%s, %d ranks: rank %d: %s", names[what], nranks, r, me->text);
+    }
+  }
+  FH_EXPECT(what == UNCHECKED || named > 0, "%s, %d ranks: no rank named both calls (rank 0: %s; rank 1: %s)",
+            names[what], nranks, sh->r[0].text, sh->r[1].text);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "shm";
+  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0) {
+    fprintf(stderr, "usage: %s shm|socket\n", argv[0]);
+    return 2;
+  }
+  setenv("DCCL_TRANSPORT", mode, 1);
+  unsetenv("DCCL_TIMEOUT");
+  struct shared *sh = fh_shared_alloc(sizeof *sh);
+  if (!sh) return 1;
+  struct fh_shm_snapshot snap;
+  fh_shm_snapshot_take(&snap);
+  for (int nranks = 2; nranks <= MAX_RANKS; nranks++)
+    for (int what = 0; what < NCASES; what++) {
+      if (what == UNCHECKED) setenv("DCCL_CHECK", "0", 1);
+      run_case(sh, nranks, what);
+      unsetenv("DCCL_CHECK");
+    }
+  fh_shm_check_leaks(&snap, mode);
+  fh_note("mismatched calls, %s: %s", mode, fh_failures ? "FAILED" : "passed");
+  return fh_failures ? 1 : 0;
+}
