@@ -130,16 +130,20 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   DCCLCHECK(enter(dev->ctx));
   int resident = 0;
   DCCLCHECK(load_kernels(ordinal, dev->kernels, &resident));
-  /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity. */
+  /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity (and communicators
+   * whose kernels run at once share it again: DCCL_MAX_CTAS). */
   dev->max_ctas = resident / (ranks_on_gpu > 0 ? ranks_on_gpu : 1);
+  int64_t cap = dccl_param_int(DCCL_PARAM_MAX_CTAS);
+  if (cap > 0 && cap < dev->max_ctas) dev->max_ctas = (int)cap;
   if (dev->max_ctas > DCCL_DEV_MAX_CTAS) dev->max_ctas = DCCL_DEV_MAX_CTAS;
   if (dev->max_ctas < 1)
     return dccl_error(ncclInvalidUsage, "device %d: %d ranks cannot share its %d resident CTAs", ordinal,
                       ranks_on_gpu, resident);
   for (int r = 0; r < comm->nranks; r++) dev->ranks_in_process += comm->peers[r].pid == comm->peers[comm->rank].pid;
-  /* Every rank must plan the same channels (they name links): the most ranks any GPU of the communicator holds
-   * bounds them, the same answer everywhere for GPUs of one model. */
+  /* Every rank must plan the same channels (they name links): creation takes the fewest any rank can run. */
   if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
+  DCCL_INFO(DCCL_INIT, "device %d: %d CTAs resident, %d ranks of the communicator on one GPU: a launch uses at most %d",
+            ordinal, resident, ranks_on_gpu, dev->max_ctas);
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));

@@ -105,12 +105,15 @@ static int device_links_everywhere(struct dccl_comm *comm) {
 }
 
 /* The GPU side of a communicator whose rank has a device: kernels loaded, its state, and the device links of every
- * collective, when every pair of ranks can have them. A failure leaves a host-buffer communicator. */
-static void prepare_device(struct dccl_comm *comm, int *device_links) {
+ * collective, when every pair of ranks can have them. A failure leaves a host-buffer communicator. Every rank then
+ * says whether its GPU side exists and how many channels it can run (the CTAs its GPU gives it), so all make
+ * device links or none, over the same channels, whatever failed where or whatever GPU each has. */
+static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
   *device_links = 0;
-  if (!comm->cu_ctx) return;
+  int any = 0, most = 1;
+  for (int a = 0; a < comm->nranks; a++) any |= comm->peers[a].has_device;
+  if (!any) return ncclSuccess; /* every rank knows: no allgather */
   /* The most ranks of this communicator on any one GPU: they share its CTAs. Every rank finds the same number. */
-  int most = 1;
   for (int a = 0; a < comm->nranks; a++) {
     int on_gpu = 0;
     for (int b = 0; b < comm->nranks; b++)
@@ -119,15 +122,28 @@ static void prepare_device(struct dccl_comm *comm, int *device_links) {
                 !memcmp(comm->peers[a].device_uuid, comm->peers[b].device_uuid, sizeof(comm->peers[a].device_uuid));
     if (on_gpu > most) most = on_gpu;
   }
-  if (dccl_dev_comm_create(&comm->coll, comm->cu_ctx, comm->cuda_device, most) != ncclSuccess) {
+  if (comm->cu_ctx && dccl_dev_comm_create(&comm->coll, comm->cu_ctx, comm->cuda_device, most) != ncclSuccess) {
     DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
     dccl_dev_comm_free(&comm->coll);
-    return;
   }
-  *device_links = device_links_everywhere(comm);
-  if (!*device_links)
+  int32_t *all = calloc((size_t)comm->nranks * 2, sizeof(int32_t));
+  if (!all) return dccl_error(ncclSystemError, "out of memory");
+  all[2 * comm->rank] = comm->coll.dev != NULL;
+  all[2 * comm->rank + 1] = comm->coll.dev_nchannels;
+  ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, all, 2 * sizeof(int32_t));
+  int not_ready = -1;
+  for (int r = 0; r < comm->nranks && res == ncclSuccess; r++) {
+    if (!all[2 * r] && not_ready < 0) not_ready = r;
+    if (all[2 * r + 1] < comm->coll.dev_nchannels) comm->coll.dev_nchannels = all[2 * r + 1];
+  }
+  free(all);
+  if (res != ncclSuccess) return res;
+  if (not_ready >= 0)
+    DCCL_INFO(DCCL_INIT, "no device links: rank %d has no usable GPU side (device buffers will be refused)", not_ready);
+  else if (!(*device_links = device_links_everywhere(comm)))
     DCCL_INFO(DCCL_INIT, "no device links: some ranks cannot reach each other's GPU memory (device buffers will be "
                          "refused between them)");
+  return ncclSuccess;
 }
 
 void dccl_comm_memory(const struct dccl_comm *comm, size_t *device_bytes, size_t *pinned_host_bytes) {
@@ -261,7 +277,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
               local_ranks, cpus.pus);
   dccl_comm_fill_views(comm);
   phase_done(&clock, PHASE_PEERS);
-  prepare_device(comm, &comm->device_links);
+  DCCLCHECK(prepare_device(comm, &comm->device_links));
   DCCLCHECK(connect_creation_links(comm, comm->device_links));
   phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
