@@ -26,6 +26,7 @@ struct dccl_redop {
   enum dccl_red_kind kind;
   int has_pre;
   unsigned char pre[8]; /* the premultiplier, stored in `type` */
+  const void *pre_dev;  /* or, when not NULL: GPU memory holding it, read by the kernel as it runs (device buffers) */
   int post_div;         /* 0: none; else divide the final value by this */
   int called;           /* what the call named: a built-in ncclRedOp_t, or DCCL_CALLED_PREMULSUM */
 };

@@ -273,6 +273,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->redop.has_pre = (uint32_t)op->redop.has_pre;
   t->redop.post_div = (uint32_t)op->redop.post_div;
   memcpy(&t->redop.pre, op->redop.pre, sizeof(t->redop.pre));
+  t->redop.pre_ptr = (uint64_t)(uintptr_t)op->redop.pre_dev;
   t->esize = (uint32_t)op->esize;
   t->kind = (uint32_t)op->kind;
   t->rank = comm->rank;

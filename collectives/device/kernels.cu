@@ -199,6 +199,10 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   a.n = st.nelem;
   a.kind = t.redop.kind;
   a.pre = t.redop.pre;
+  if (t.redop.pre_ptr) { // a device scalar: read as the operation runs
+    a.pre = 0;
+    memcpy(&a.pre, (const void *)t.redop.pre_ptr, t.esize);
+  }
   // The tree root forwards data that already had its input's premultiply: a plain copy.
   a.has_pre = t.redop.has_pre && !(st.flags & DCCL_PRIM_INPUT_FROM_OUTPUT);
   a.post_div = (st.flags & DCCL_PRIM_POST) ? t.redop.post_div : 0;

@@ -28,6 +28,7 @@ struct dccl_redop_entry {
   int in_use;
   ncclDataType_t type;
   unsigned char raw[8]; /* the premultiplier, stored in the op's type */
+  const void *dev_scalar; /* or, ncclScalarDevice in GPU memory: where kernels read it as each operation runs */
 };
 #define DCCL_MAX_USER_OPS 64
 

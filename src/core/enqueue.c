@@ -93,6 +93,11 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
                            size_t count, ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root,
                            int peer) {
   DCCLCHECK(check_stream(comm, (struct call *)c));
+  if (redop && redop->pre_dev && c->known && !c->on_device)
+    return dccl_error(ncclInvalidUsage,
+                      "%s: the operator's scalar lives in GPU memory (ncclScalarDevice), which only a kernel reads: "
+                      "host buffers need a ncclScalarHostImmediate scalar",
+                      c->name);
   struct dccl_op *op = dccl_op_get(&comm->coll);
   if (!op) return dccl_error(ncclSystemError, "%s: out of memory", dccl_op_name(kind));
   op->kind = kind;

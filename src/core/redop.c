@@ -15,20 +15,18 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
     return dccl_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown datatype %d", (int)datatype);
   if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
     return dccl_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown residence %d", (int)residence);
-  /* The scalar is read now. A "device" scalar in host memory (no GPU in play) reads like a host one; one in GPU
-   * memory must be copied on the stream at each call, which is not built yet: refused, never dereferenced. */
-  if (residence == ncclScalarDevice && dccl_cuda_is_device_ptr(scalar))
-    return dccl_error(ncclInvalidUsage,
-                      "ncclRedOpCreatePreMulSum: the scalar %p is in GPU memory (ncclScalarDevice), which DCCL does "
-                      "not support yet: pass it as ncclScalarHostImmediate",
-                      scalar);
+  /* A host scalar is read now. A device scalar in GPU memory is read by each operation's kernel as it runs (as
+   * NCCL does: the caller may change it between calls, and destroy the operator right after one); a "device"
+   * scalar in host memory (no GPU in play) reads like a host one. */
+  const void *dev_scalar = residence == ncclScalarDevice && dccl_cuda_is_device_ptr(scalar) ? scalar : NULL;
   for (int i = 0; i < DCCL_MAX_USER_OPS; i++) {
     struct dccl_redop_entry *e = &comm->user_ops[i];
     if (e->in_use) continue;
     e->in_use = 1;
     e->type = datatype;
     memset(e->raw, 0, sizeof(e->raw));
-    memcpy(e->raw, scalar, dccl_type_size(datatype));
+    e->dev_scalar = dev_scalar;
+    if (!dev_scalar) memcpy(e->raw, scalar, dccl_type_size(datatype));
     *op = (ncclRedOp_t)(ncclNumOps + i);
     return ncclSuccess;
   }
@@ -62,5 +60,6 @@ ncclResult_t dccl_redop_resolve(const struct dccl_comm *comm, ncclRedOp_t op, nc
   out->has_pre = 1;
   out->called = DCCL_CALLED_PREMULSUM;
   memcpy(out->pre, comm->user_ops[i].raw, sizeof(out->pre));
+  out->pre_dev = comm->user_ops[i].dev_scalar;
   return ncclSuccess;
 }

@@ -1,8 +1,10 @@
 /* Collectives on device buffers, all ranks on GPU 0 in this one process (ncclCommInitAll with the same device for
  * every rank), each rank on a stream of its own, driven in groups from this thread. Every collective, in-place
  * and out-of-place, at sizes 0, 1, 7, 1000 and 1048579 elements, for float32 sum, int32 max, bf16 sum and
- * float32 avg; then a ring of sends and an all-to-all. Inputs are small integers, so every reduction order gives
- * the exact answer, which is computed on the host and compared element by element.
+ * float32 avg; then a ring of sends and an all-to-all; then ncclRedOpCreatePreMulSum with a host scalar and with one
+ * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each). Inputs
+ * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
+ * element by element.
  * Usage: gpu_colls [nranks=2]  (DCCL_ALGO picks ring, tree or oneshot)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -211,6 +213,56 @@ static void run_case(const struct tcase *c, size_t n, int inplace) {
   result(ok, "alltoall", c, n, 0);
 }
 
+/* Rank r premultiplies its input by scale(r, call): halves and quarters, exact in float32. */
+static double scale(int r, int call) { return (r + 1) * 0.5 / (call + 1); }
+static int premul_call;
+static double want_premul(const struct tcase *c, int r, size_t i) {
+  (void)c, (void)r;
+  double acc = 0;
+  for (int k = 0; k < nranks; k++) acc += input(k, i) * scale(k, premul_call);
+  return acc;
+}
+
+/* All-reduce with a premultiplying sum: the scalar on the host, or in GPU memory (ncclScalarDevice) that this test
+ * changes between calls; each operator is destroyed right after its call, before the kernel has run. A GPU-memory
+ * scalar with host buffers is refused. */
+static void premul_cases(void) {
+  const struct tcase c = {ncclFloat32, ncclSum, "float32 premulsum"};
+  float *dscale[MAX_RANKS];
+  for (int r = 0; r < nranks; r++) CUDA_OK(cudaMalloc((void **)&dscale[r], sizeof(float)));
+  const size_t sizes[] = {1, 200, 1000, 1048579}; /* LL one-shot, bulk one-shot, ring */
+  for (int device = 0; device < 2; device++)
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+      for (premul_call = 0; premul_call < 2; premul_call++) {
+        size_t n = sizes[s];
+        fill_inputs(&c, n);
+        int ok = 1;
+        ncclGroupStart();
+        for (int r = 0; r < nranks; r++) {
+          float v = (float)scale(r, premul_call);
+          ncclRedOp_t op;
+          if (device) CUDA_OK(cudaMemcpy(dscale[r], &v, sizeof v, cudaMemcpyHostToDevice));
+          ok &= ncclRedOpCreatePreMulSum(&op, device ? (void *)dscale[r] : (void *)&v, ncclFloat32,
+                                         device ? ncclScalarDevice : ncclScalarHostImmediate, comms[r]) == ncclSuccess;
+          ok &= ncclAllReduce(dsend[r], drecv[r], n, ncclFloat32, op, comms[r], streams[r]) == ncclSuccess;
+          ok &= ncclRedOpDestroy(op, comms[r]) == ncclSuccess;
+        }
+        ok = (ncclGroupEnd() == ncclSuccess) & ok && sync_all();
+        for (int r = 0; r < nranks && ok; r++) ok = compare("allreduce", &c, r, drecv[r], n, want_premul);
+        result(ok, device ? "allreduce, scalar in GPU memory" : "allreduce, host scalar", &c, n, 0);
+      }
+  /* Host buffers cannot take a scalar only a kernel reads. */
+  float hin[4] = {1, 2, 3, 4}, hout[4];
+  ncclRedOp_t op;
+  int ok = ncclRedOpCreatePreMulSum(&op, dscale[0], ncclFloat32, ncclScalarDevice, comms[0]) == ncclSuccess;
+  ncclResult_t res = ncclAllReduce(hin, hout, 4, ncclFloat32, op, comms[0], streams[0]);
+  ok = ok && res == ncclInvalidUsage && strstr(ncclGetLastError(comms[0]), "GPU memory");
+  printf("%s: a GPU-memory scalar with host buffers is refused: %s\n", ok ? "PASS" : "FAIL", ncclGetLastError(comms[0]));
+  if (ok) n_passed++; else n_failed++;
+  ncclRedOpDestroy(op, comms[0]);
+  for (int r = 0; r < nranks; r++) CUDA_OK(cudaFree(dscale[r]));
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
@@ -265,6 +317,7 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
       for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
+  premul_cases();
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
     if (memalloc) {
