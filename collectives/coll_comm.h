@@ -91,6 +91,10 @@ struct dccl_coll_comm {
   /* Rewrites the last error of a failed `what` so it names the rank that died, if the monitor reports one within
    * a short grace period, else `peer` (-1: none). Returns r. */
   ncclResult_t (*explain_failure)(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer);
+  /* A wait for `peer` on the operation whose call `call` describes has made no progress for idle_ns: noted for
+   * stall reports, which it asks for once it has lasted DCCL_STALL_REPORT_MS (core/stall_report.c). */
+  void (*waiting)(struct dccl_coll_comm *c, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
+  _Atomic int *failure_code; /* the first failure's ncclResult_t, ncclSuccess until one */
   /* Last: the fields above, read on every call, keep their lines whatever DCCL_MAX_CHANNELS is. */
   struct dccl_ring rings[DCCL_MAX_CHANNELS];
 };

@@ -45,10 +45,9 @@ static struct dccl_slot_header call_header(const struct dccl_op *op, uint64_t by
   return h;
 }
 
-/* "1048576 x float32 sum, root 0", "4096 bytes": the call a fingerprint stands for. */
-static void describe_call(const struct dccl_slot_header *h, char *out, size_t len) {
+void dccl_describe_call(const struct dccl_slot_header *h, char *out, size_t len) {
   static const char *const red_names[] = {"sum", "prod", "max", "min", "avg"};
-  if (h->kind == DCCL_OP_SEND) {
+  if (h->kind == DCCL_OP_SEND || h->kind == DCCL_OP_RECV) {
     snprintf(out, len, "%llu bytes", (unsigned long long)h->count);
     return;
   }
@@ -78,8 +77,8 @@ static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn 
   struct dccl_slot_header mine = call_header(op, bytes);
   if ((h->count != mine.count || h->what != mine.what || h->root != mine.root) && dccl_param_int(DCCL_PARAM_CHECK)) {
     char theirs[96], ours[96];
-    describe_call(h, theirs, sizeof(theirs));
-    describe_call(&mine, ours, sizeof(ours));
+    dccl_describe_call(h, theirs, sizeof(theirs));
+    dccl_describe_call(&mine, ours, sizeof(ours));
     if (op->kind == DCCL_OP_RECV)
       return dccl_error(ncclInvalidUsage,
                         "mismatched calls: rank %d called ncclSend #%llu to rank %d with %s, rank %d ncclRecv from "
@@ -264,13 +263,21 @@ ncclResult_t dccl_op_check_stalled(struct dccl_op *op, uint64_t idle_ns) {
     if (dead >= 0)
       return dccl_error(ncclRemoteError, "%s #%llu failed: rank %d (host %s, pid %d) died", dccl_op_name(op->kind),
                         (unsigned long long)op->seq, dead, comm->peers[dead].hostname, comm->peers[dead].pid);
-    return dccl_error(ncclRemoteError, "%s #%llu aborted: %s", dccl_op_name(op->kind), (unsigned long long)op->seq,
+    int code = atomic_load(comm->failure_code);
+    return dccl_error(code == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError, "%s #%llu %s: %s",
+                      dccl_op_name(op->kind), (unsigned long long)op->seq,
+                      code == ncclInvalidUsage ? "failed" : "aborted",
                       comm->error_text[0] ? comm->error_text : "the communicator was aborted");
   }
   const struct dccl_conn *w = op->waiting_on;
   if (w) {
     ncclResult_t r = w->transport->check_peer((struct dccl_conn *)w);
     if (r != ncclSuccess) return explain_failure(op, r, w->peer);
+  }
+  if (idle_ns > 0) {
+    struct dccl_slot_header call = call_header(op, 0);
+    call.kind = (uint32_t)op->kind; /* a receive is shown as one */
+    comm->waiting(comm, &call, w ? w->peer : -1, idle_ns);
   }
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
   if (timeout_s > 0 && idle_ns > (uint64_t)timeout_s * 1000000000ull)

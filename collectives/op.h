@@ -11,6 +11,8 @@
 #include "pure/schedule.h"
 
 const char *dccl_op_name(int kind);
+/* "1048576 x float32 sum, root 0", "4096 bytes": the call a slot header's fingerprint stands for (executor.c). */
+void dccl_describe_call(const struct dccl_slot_header *h, char *out, size_t len);
 
 const char *dccl_algo_name(int algo);
 

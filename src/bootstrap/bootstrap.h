@@ -49,6 +49,25 @@ ncclResult_t dccl_bootstrap_recv(struct dccl_bootstrap *b, int peer, uint32_t ta
  * once, from the monitor thread. */
 ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_death)(void *arg, int dead_rank),
                                           void *arg);
+/* Stall reports. A rank whose wait makes no progress asks (dccl_bootstrap_ask_stall_report, from any thread);
+ * rank 0's monitor thread then asks every rank's monitor thread what its rank is doing (`status`), gives all the
+ * answers to `judge` (which logs the report and says whether two ranks' calls contradict each other), and if they
+ * do, sends that pair to every rank, whose monitor thread calls `verdict`. All hooks run on monitor threads. */
+struct dccl_stall_status { /* what a rank is doing; the meaning of the fields is the hooks' */
+  int32_t rank, in_call, waiting_on;
+  uint32_t kind, what;
+  int32_t root;
+  uint64_t seq, count, next_seq, stalled_ms;
+};
+struct dccl_stall_hooks {
+  void (*status)(void *arg, struct dccl_stall_status *out);
+  int (*judge)(void *arg, const struct dccl_stall_status *all, int n, struct dccl_stall_status pair[2]);
+  void (*verdict)(void *arg, const struct dccl_stall_status pair[2]);
+  void *arg;
+};
+/* Before dccl_bootstrap_monitor_start. */
+void dccl_bootstrap_set_stall_hooks(struct dccl_bootstrap *b, const struct dccl_stall_hooks *hooks);
+void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b);
 /* Clean departure: tells rank 0 this rank is leaving on purpose, so its EOF is not a death. */
 void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b);
 /* Stops the monitor thread and closes everything; never blocks on a peer. */

@@ -73,11 +73,20 @@ struct dccl_frame_header {
   uint64_t size;
 };
 
-/* Monitor connection messages. */
-enum dccl_monitor_msg_type { DCCL_MON_GOODBYE = 1, DCCL_MON_DEATH = 2 };
+/* Monitor connection messages. A stall report: a rank asks rank 0 (ASK), rank 0 asks everyone (STATUS_REQ),
+ * each answers (STATUS, in st[0]), and rank 0 sends a contradiction to everyone (VERDICT, the pair in st). */
+enum dccl_monitor_msg_type {
+  DCCL_MON_GOODBYE = 1,
+  DCCL_MON_DEATH = 2,
+  DCCL_MON_STALL_ASK = 3,
+  DCCL_MON_STATUS_REQ = 4,
+  DCCL_MON_STATUS = 5,
+  DCCL_MON_VERDICT = 6
+};
 struct dccl_monitor_msg {
   uint32_t type;
   int32_t rank;
+  struct dccl_stall_status st[2];
 };
 
 /* A message that arrived before anyone asked for it. */
@@ -140,6 +149,9 @@ struct dccl_bootstrap {
   void *on_death_arg;
   _Atomic int death_reported;
   _Atomic int said_goodbye;
+  /* Stall reports (bootstrap_monitor.c). */
+  struct dccl_stall_hooks stall;
+  int ask_fd; /* eventfd: a waiting thread asks its monitor thread for a report */
 };
 
 /* Wire helpers (bootstrap_wire.c). */

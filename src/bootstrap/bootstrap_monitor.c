@@ -1,6 +1,8 @@
 /* Liveness: a thread per rank sleeps in poll() on the monitor connections (rank 0: one per other rank; the
  * others: the one to rank 0) plus an eventfd that stops it. Rank 0 turns an EOF without goodbye into a death
- * notice for everyone; the others learn deaths from rank 0 or conclude rank 0 died when it vanishes. */
+ * notice for everyone; the others learn deaths from rank 0 or conclude rank 0 died when it vanishes.
+ * The same threads run stall reports (bootstrap.h): a second eventfd carries a waiting thread's request; rank 0
+ * collects every rank's status for at most STALL_COLLECT_NS, then judges. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Per watched connection: partial message bytes, and whether the far side left on purpose or is gone. */
@@ -29,14 +32,53 @@ static void report_death(struct dccl_bootstrap *b, int dead_rank) {
   b->on_death(b->on_death_arg, dead_rank);
 }
 
+#define STALL_COLLECT_NS 1000000000ll /* a rank whose monitor thread has not answered by then is reported silent */
+
 /* Small message on a monitor connection; never blocks (a full buffer means the peer is not listening anyway). */
-static void monitor_send(struct dccl_bootstrap *b, int fd, uint32_t type, int rank) {
-  struct dccl_monitor_msg m = {.type = type, .rank = rank};
+static void monitor_send_msg(struct dccl_bootstrap *b, int fd, const struct dccl_monitor_msg *m) {
   pthread_mutex_lock(&b->monitor_send_lock);
   ssize_t n;
-  do n = send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+  do n = send(fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
   pthread_mutex_unlock(&b->monitor_send_lock);
+}
+static void monitor_send(struct dccl_bootstrap *b, int fd, uint32_t type, int rank) {
+  struct dccl_monitor_msg m = {.type = type, .rank = rank};
+  monitor_send_msg(b, fd, &m);
+}
+
+/* Rank 0's stall report in progress. */
+struct stall_round {
+  int active, nhave;
+  int64_t deadline_ns;
+  struct dccl_stall_status *got;
+  char *have;
+};
+
+static void round_start(struct dccl_bootstrap *b, struct stall_round *r, struct monitor_watch *w, int nw) {
+  if (r->active || !b->stall.status) return;
+  r->active = 1;
+  memset(r->have, 0, (size_t)b->nranks);
+  b->stall.status(b->stall.arg, &r->got[0]);
+  r->got[0].rank = 0;
+  r->have[0] = 1;
+  r->nhave = 1;
+  r->deadline_ns = dccl_now_ns() + STALL_COLLECT_NS;
+  for (int i = 0; i < nw; i++)
+    if (!w[i].gone && !w[i].departed) monitor_send(b, w[i].fd, DCCL_MON_STATUS_REQ, 0);
+}
+
+/* Every rank answered, or the time is up: judge, and tell everyone about a contradiction. */
+static void round_finish(struct dccl_bootstrap *b, struct stall_round *r, struct monitor_watch *w, int nw) {
+  for (int k = 0; k < b->nranks; k++)
+    if (!r->have[k]) r->got[k] = (struct dccl_stall_status){.rank = k, .in_call = -1, .waiting_on = -1};
+  struct dccl_monitor_msg m = {.type = DCCL_MON_VERDICT};
+  if (b->stall.judge(b->stall.arg, r->got, b->nranks, m.st)) {
+    for (int i = 0; i < nw; i++)
+      if (!w[i].gone && !w[i].departed) monitor_send_msg(b, w[i].fd, &m);
+    b->stall.verdict(b->stall.arg, m.st);
+  }
+  r->active = 0;
 }
 
 /* Rank 0: tells every other rank still present that `dead` died. */
@@ -46,7 +88,7 @@ static void broadcast_death(struct dccl_bootstrap *b, struct monitor_watch *w, i
 }
 
 /* Reads what arrived on one watched connection and acts on it. */
-static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, int nw, int i) {
+static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, int nw, int i, struct stall_round *r) {
   struct monitor_watch *x = &w[i];
   for (;;) {
     ssize_t n = recv(x->fd, (char *)&x->msg + x->have, sizeof(x->msg) - x->have, MSG_DONTWAIT);
@@ -66,7 +108,21 @@ static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, i
       x->departed = 1;
     } else if (x->msg.type == DCCL_MON_DEATH && b->rank != 0 && x->msg.rank >= 0 && x->msg.rank < b->nranks) {
       report_death(b, x->msg.rank);
-    } else {
+    } else if (x->msg.type == DCCL_MON_STALL_ASK && b->rank == 0) {
+      round_start(b, r, w, nw);
+    } else if (x->msg.type == DCCL_MON_STATUS_REQ && b->rank != 0 && b->stall.status) {
+      struct dccl_monitor_msg m = {.type = DCCL_MON_STATUS, .rank = b->rank};
+      b->stall.status(b->stall.arg, &m.st[0]);
+      m.st[0].rank = b->rank;
+      monitor_send_msg(b, x->fd, &m);
+    } else if (x->msg.type == DCCL_MON_STATUS && b->rank == 0 && r->active && x->rank > 0 && !r->have[x->rank]) {
+      r->got[x->rank] = x->msg.st[0];
+      r->got[x->rank].rank = x->rank;
+      r->have[x->rank] = 1;
+      r->nhave++;
+    } else if (x->msg.type == DCCL_MON_VERDICT && b->rank != 0 && b->stall.verdict) {
+      b->stall.verdict(b->stall.arg, x->msg.st);
+    } else if (x->msg.type != DCCL_MON_STATUS) { /* a late answer to a finished round is dropped */
       DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: unexpected monitor message %u from rank %d", b->rank, x->msg.type,
                 x->rank);
     }
@@ -77,11 +133,14 @@ static void *monitor_main(void *arg) {
   struct dccl_bootstrap *b = arg;
   int nw = 0;
   struct monitor_watch *w = calloc((size_t)b->nmonitor, sizeof(*w));
-  struct pollfd *pfds = calloc((size_t)b->nmonitor + 1, sizeof(*pfds));
-  if (!w || !pfds) {
+  struct pollfd *pfds = calloc((size_t)b->nmonitor + 2, sizeof(*pfds));
+  struct stall_round r = {.got = calloc((size_t)b->nranks, sizeof(*r.got)), .have = calloc((size_t)b->nranks, 1)};
+  if (!w || !pfds || !r.got || !r.have) {
     DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: out of memory; liveness monitor not running", b->rank);
     free(w);
     free(pfds);
+    free(r.got);
+    free(r.have);
     return NULL;
   }
   for (int i = 0; i < b->nmonitor; i++) {
@@ -92,20 +151,34 @@ static void *monitor_main(void *arg) {
   }
   for (;;) {
     pfds[0] = (struct pollfd){.fd = b->stop_fd, .events = POLLIN};
-    for (int i = 0; i < nw; i++) pfds[i + 1] = (struct pollfd){.fd = w[i].gone ? -1 : w[i].fd, .events = POLLIN};
-    /* No timeout: the thread costs nothing until a peer speaks, vanishes, or we are stopped. */
-    int n = poll(pfds, (nfds_t)nw + 1, -1);
+    pfds[1] = (struct pollfd){.fd = b->ask_fd, .events = POLLIN};
+    for (int i = 0; i < nw; i++) pfds[i + 2] = (struct pollfd){.fd = w[i].gone ? -1 : w[i].fd, .events = POLLIN};
+    /* No timeout unless a report is being collected: the thread costs nothing until a peer speaks, vanishes, a
+     * wait asks for a report, or we are stopped. */
+    int timeout_ms = r.active ? (int)((r.deadline_ns - dccl_now_ns()) / 1000000 + 1) : -1;
+    int n = poll(pfds, (nfds_t)nw + 2, timeout_ms < 0 && r.active ? 0 : timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: monitor poll failed: %s", b->rank, strerror(errno));
       break;
     }
     if (pfds[0].revents) break;
+    if (pfds[1].revents) {
+      uint64_t asks;
+      if (read(b->ask_fd, &asks, sizeof(asks)) < 0 && errno != EAGAIN) break;
+      if (b->rank == 0)
+        round_start(b, &r, w, nw);
+      else if (nw > 0 && !w[0].gone)
+        monitor_send(b, w[0].fd, DCCL_MON_STALL_ASK, b->rank);
+    }
     for (int i = 0; i < nw; i++)
-      if (!w[i].gone && pfds[i + 1].revents) handle_readable(b, w, nw, i);
+      if (!w[i].gone && pfds[i + 2].revents) handle_readable(b, w, nw, i, &r);
+    if (r.active && (r.nhave == b->nranks || dccl_now_ns() >= r.deadline_ns)) round_finish(b, &r, w, nw);
   }
   free(w);
   free(pfds);
+  free(r.got);
+  free(r.have);
   return NULL;
 }
 
@@ -119,6 +192,8 @@ ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_de
   b->on_death_arg = arg;
   b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (b->stop_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
+  b->ask_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (b->ask_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
   int err = pthread_create(&b->monitor_thread, NULL, monitor_main, b);
   if (err != 0) {
     close(b->stop_fd);
@@ -127,6 +202,18 @@ ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_de
   }
   b->monitor_running = 1;
   return ncclSuccess;
+}
+
+void dccl_bootstrap_set_stall_hooks(struct dccl_bootstrap *b, const struct dccl_stall_hooks *hooks) {
+  b->stall = *hooks;
+}
+
+void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b) {
+  if (!b || !b->monitor_running || b->creator_pid != getpid() || b->ask_fd < 0) return;
+  uint64_t one = 1;
+  ssize_t n;
+  do n = write(b->ask_fd, &one, sizeof(one));
+  while (n < 0 && errno == EINTR);
 }
 
 void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b) {

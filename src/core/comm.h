@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bootstrap/bootstrap.h"
 #include "collectives/coll_comm.h"
 #include "core/comm_config.h"
 #include "dccl.h"
@@ -72,6 +73,13 @@ struct dccl_comm {
   _Atomic int dead_rank;    /* -1, or the rank whose death was reported */
   char error_text[512];
   pthread_mutex_t error_lock;
+
+  /* What this rank waits on, for stall reports (core/stall_report.c). */
+  pthread_mutex_t stall_lock;
+  struct dccl_stall_status stall_now; /* the operation a wait last reported stalling, as of stall_seen_ns */
+  int64_t stall_seen_ns;
+  uint64_t stall_asked_seq;  /* the operation a report was last asked for (seq + 1; 0: none) */
+  uint64_t stall_report_sig; /* rank 0: the last report logged, so a stall is reported once */
 
   /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
   pthread_mutex_t reg_lock;
@@ -146,5 +154,8 @@ ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, c
 
 /* Records a failure on the communicator (first one wins), sets the abort flag, and tells the peers' FIFOs. */
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
+/* Stall reports (core/stall_report.c): a wait's note (the coll view's `waiting`), and the bootstrap's hooks. */
+void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
+void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks);
 
 #endif

@@ -30,16 +30,21 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
 }
 
 /* A link failure names the neighbour that broke it; if that neighbour only gave up because another rank died,
- * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause. */
+ * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause.
+ * The same for a stall report's verdict, which reaches this rank's monitor thread just after the neighbour that
+ * acted on it first has aborted the link. */
 #define DCCL_DEATH_REPORT_GRACE_NS 500000000ll
 ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, const char *what, int peer) {
   char cause[512];
   snprintf(cause, sizeof(cause), "%s", dccl_last_error()); /* dccl_error below overwrites the buffer */
   int64_t deadline = dccl_now_ns() + DCCL_DEATH_REPORT_GRACE_NS;
-  while (atomic_load(&comm->dead_rank) < 0 && dccl_now_ns() < deadline) {
+  while (atomic_load(&comm->dead_rank) < 0 && atomic_load(&comm->async_error) != ncclInvalidUsage &&
+         dccl_now_ns() < deadline) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
+  if (atomic_load(&comm->async_error) == ncclInvalidUsage)
+    return dccl_error(ncclInvalidUsage, "%s failed: %s", what, comm->error_text);
   int dead = atomic_load(&comm->dead_rank);
   if (dead >= 0)
     return dccl_error(r, "%s failed: rank %d (host %s, pid %d) died (seen here as: %s)", what, dead,
@@ -76,6 +81,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   free(comm->p2p_recv_seq);
   pthread_mutex_destroy(&comm->conn_lock);
   pthread_mutex_destroy(&comm->error_lock);
+  pthread_mutex_destroy(&comm->stall_lock);
   dccl_comm_free_registrations(comm);
   pthread_mutex_destroy(&comm->reg_lock);
   if (comm->cu_ctx) dccl_cuda_primary_ctx_release(comm->cuda_device);

@@ -282,6 +282,9 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
   phase_done(&clock, PHASE_PROBE);
+  struct dccl_stall_hooks hooks;
+  dccl_stall_hooks_of(comm, &hooks);
+  dccl_bootstrap_set_stall_hooks(comm->bootstrap, &hooks);
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   phase_done(&clock, PHASE_MONITOR);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
@@ -311,6 +314,7 @@ struct dccl_comm *dccl_comm_alloc(int rank, int nranks) {
   atomic_store(&comm->async_error, ncclSuccess);
   pthread_mutex_init(&comm->conn_lock, NULL);
   pthread_mutex_init(&comm->error_lock, NULL);
+  pthread_mutex_init(&comm->stall_lock, NULL);
   pthread_mutex_init(&comm->reg_lock, NULL);
   pthread_mutex_init(&comm->coll.queue.lock, NULL);
   pthread_cond_init(&comm->coll.queue.posted, NULL);

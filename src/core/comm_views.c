@@ -19,6 +19,10 @@ static ncclResult_t explain_failure(struct dccl_coll_comm *c, ncclResult_t r, co
   return dccl_comm_explain_failure(dccl_comm_of_coll(c), r, what, peer);
 }
 
+static void waiting(struct dccl_coll_comm *c, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
+  dccl_stall_note(dccl_comm_of_coll(c), call, peer, idle_ns);
+}
+
 void dccl_comm_fill_views(struct dccl_comm *comm) {
   struct dccl_transport_ctx *t = &comm->tctx;
   t->rank = comm->rank;
@@ -42,4 +46,6 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   c->find_conn = find_conn;
   c->set_failed = set_failed;
   c->explain_failure = explain_failure;
+  c->waiting = waiting;
+  c->failure_code = &comm->async_error;
 }

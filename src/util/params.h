@@ -36,6 +36,9 @@
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
                     "(shm) and a step fits an LL slot (4 KiB); kernels use it in one-shot all-reduces of at most " \
                     "1 KiB unless this says `bulk`.")                                                  \
+  X(STALL_REPORT_MS, INT, 10000, "A wait with no progress for this long asks every rank what it is doing (over " \
+                                  "the bootstrap): rank 0 logs one report, and ranks found in the same collective " \
+                                  "with different calls fail with ncclInvalidUsage; 0: never.")                \
   X(CHECK, INT, 1, "1: every slot carries its sender's call (count, datatype, reduction, root; a send its bytes) and "  \
                    "the receiver compares it with its own, failing mismatched calls with a message naming both; 0: " \
                    "no compare.")                                                                                  \

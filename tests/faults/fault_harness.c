@@ -341,3 +341,13 @@ ncclResult_t fh_unique_id(ncclUniqueId *id) {
   if (rc != ncclSuccess) FH_FAIL("ncclGetUniqueId: %s (%s)", ncclGetErrorString(rc), ncclGetLastError(NULL));
   return rc;
 }
+
+int fh_run_ranks(int (*fn)(void *arg, int index), void *arg, int n, double timeout_s, int *status, int *killed) {
+  pid_t *pids = calloc((size_t)n, sizeof(*pids));
+  if (!pids) return -1;
+  double t0 = fh_now();
+  for (int r = 0; r < n; r++) pids[r] = fh_spawn(fn, arg, r);
+  int res = fh_wait_until(pids, n, t0 + timeout_s, status, killed);
+  free(pids);
+  return res;
+}

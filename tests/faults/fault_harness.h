@@ -39,6 +39,9 @@ pid_t fh_spawn(int (*fn)(void *arg, int index), void *arg, int index);
  * reaps the ones still running. status[i] receives each wait status, killed[i] (may be NULL) whether the deadline
  * killed it. Returns how many the deadline killed. */
 int fh_wait_until(pid_t *pids, int n, double deadline, int *status, int *killed);
+/* Forks n children running fn(arg, 0..n-1) and reaps them within timeout_s, as fh_wait_until (status and killed
+ * hold n entries). */
+int fh_run_ranks(int (*fn)(void *arg, int index), void *arg, int n, double timeout_s, int *status, int *killed);
 /* Waits for one child with a deadline (same rules as fh_wait_until). Returns 1 if the deadline killed it. */
 int fh_wait_one(pid_t pid, double deadline, int *status);
 /* "exit 0", "killed by signal 9 (Killed)". */

@@ -107,11 +107,8 @@ static void run_case(struct shared *sh, int nranks, int what) {
     FH_FAIL("ncclGetUniqueId failed");
     return;
   }
-  double t0 = fh_now();
-  pid_t pids[MAX_RANKS];
-  for (int r = 0; r < nranks; r++) pids[r] = fh_spawn(rank_main, sh, r);
   int status[MAX_RANKS], killed[MAX_RANKS];
-  fh_wait_until(pids, nranks, t0 + 30.0, status, killed);
+  fh_run_ranks(rank_main, sh, nranks, 30.0, status, killed);
   int named = 0;
   for (int r = 0; r < nranks; r++) {
     const struct rank_report *me = &sh->r[r];

@@ -6,7 +6,7 @@ add_library(dccl_fault_harness STATIC ${DCCL_FAULTS_DIR}/fault_harness.c)
 target_include_directories(dccl_fault_harness PUBLIC ${DCCL_FAULTS_DIR} ${PROJECT_SOURCE_DIR}/include)
 
 # fault_args links the static library only to reach dccl_clear_error (src/util/error.h).
-foreach(name fault_args fault_peer_killed fault_slow_peer fault_fork fault_idle_cpu fault_oversubscribed fault_mismatch)
+foreach(name fault_args fault_peer_killed fault_slow_peer fault_fork fault_idle_cpu fault_oversubscribed fault_mismatch fault_stall)
   add_executable(${name} ${DCCL_FAULTS_DIR}/${name}.c)
   if(name STREQUAL "fault_args")
     target_link_libraries(${name} PRIVATE dccl_fault_harness dccl_static)
@@ -27,11 +27,12 @@ add_test(NAME faults.oversubscribed_shm COMMAND fault_oversubscribed shm)
 add_test(NAME faults.oversubscribed_socket COMMAND fault_oversubscribed socket)
 add_test(NAME faults.mismatch_shm COMMAND fault_mismatch shm)
 add_test(NAME faults.mismatch_socket COMMAND fault_mismatch socket)
+add_test(NAME faults.stall_report COMMAND fault_stall)
 
 set_tests_properties(faults.invalid_args faults.peer_killed_shm faults.peer_killed_socket faults.slow_peer_timeout
                      faults.slow_peer_default faults.fork_shm faults.fork_socket faults.idle_cpu
                      faults.oversubscribed_shm faults.oversubscribed_socket faults.mismatch_shm faults.mismatch_socket
-                     PROPERTIES LABELS faults TIMEOUT 300)
+                     faults.stall_report PROPERTIES LABELS faults TIMEOUT 300)
 set_tests_properties(faults.slow_peer_default PROPERTIES LABELS "faults;slow" TIMEOUT 150)
 # Timing-bound tests: 8 busy ranks or 100 kill trials beside them would stretch each other's deadlines.
 set_tests_properties(faults.peer_killed_shm faults.peer_killed_socket faults.oversubscribed_shm

@@ -1,0 +1,119 @@
+/* Stall reports: when a wait makes no progress for DCCL_STALL_REPORT_MS, every rank is asked what it is doing
+ * (through the bootstrap's monitor connections, not the data links, which may be the stuck part). Rank 0 logs
+ * one report, a line per rank; where two ranks are in the same collective (same sequence number) with different
+ * kinds or arguments, which no slot can show when none flows (a broadcast whose ranks name different roots all
+ * wait to receive), every rank's waiting operations fail with ncclInvalidUsage naming both calls. A rank that is
+ * merely slow fails nothing: the report is logged once per stall and the waits go on. */
+#include <stdio.h>
+#include <string.h>
+
+#include "collectives/op.h"
+#include "core/comm.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/params.h"
+
+#define STALL_FRESH_NS 200000000ll /* a note older than this: the rank is not waiting now */
+
+void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
+  int64_t report_ms = dccl_param_int(DCCL_PARAM_STALL_REPORT_MS);
+  pthread_mutex_lock(&comm->stall_lock);
+  comm->stall_now = (struct dccl_stall_status){.rank = comm->rank, .in_call = 1, .waiting_on = peer,
+                                               .kind = call->kind, .what = call->what, .root = call->root,
+                                               .seq = call->seq, .count = call->count,
+                                               .stalled_ms = idle_ns / 1000000};
+  comm->stall_seen_ns = dccl_now_ns();
+  int ask = report_ms > 0 && idle_ns >= (uint64_t)report_ms * 1000000ull && comm->stall_asked_seq != call->seq + 1;
+  if (ask) comm->stall_asked_seq = call->seq + 1;
+  pthread_mutex_unlock(&comm->stall_lock);
+  if (ask) dccl_bootstrap_ask_stall_report(comm->bootstrap);
+}
+
+static void status(void *arg, struct dccl_stall_status *out) {
+  struct dccl_comm *comm = arg;
+  pthread_mutex_lock(&comm->stall_lock);
+  *out = comm->stall_now;
+  if (dccl_now_ns() - comm->stall_seen_ns > STALL_FRESH_NS) out->in_call = 0;
+  out->next_seq = comm->coll_seq;
+  pthread_mutex_unlock(&comm->stall_lock);
+}
+
+static struct dccl_slot_header call_of(const struct dccl_stall_status *s) {
+  return (struct dccl_slot_header){.seq = s->seq, .kind = s->kind, .count = s->count, .what = s->what,
+                                   .root = s->root};
+}
+
+static void describe(const struct dccl_stall_status *s, char *out, size_t len) {
+  if (s->in_call < 0) {
+    snprintf(out, len, "rank %d: no answer", s->rank);
+    return;
+  }
+  if (!s->in_call) {
+    snprintf(out, len, "rank %d: not waiting in an operation (its next collective is #%llu)", s->rank,
+             (unsigned long long)s->next_seq);
+    return;
+  }
+  struct dccl_slot_header h = call_of(s);
+  char call[96];
+  dccl_describe_call(&h, call, sizeof(call));
+  snprintf(out, len, "rank %d: in %s #%llu with %s, waiting %llu ms for rank %d", s->rank,
+           dccl_op_name((int)s->kind),
+           (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms, s->waiting_on);
+}
+
+static int is_collective(const struct dccl_stall_status *s) {
+  return s->in_call == 1 && s->kind != DCCL_OP_SEND && s->kind != DCCL_OP_RECV;
+}
+
+/* Rank 0: logs the report (once per distinct picture) and finds two ranks in the same collective whose calls
+ * differ. */
+static int judge(void *arg, const struct dccl_stall_status *all, int n, struct dccl_stall_status pair[2]) {
+  struct dccl_comm *comm = arg;
+  uint64_t sig = 1469598103934665603ull; /* FNV-1a over what each rank is in */
+  for (int r = 0; r < n; r++) {
+    uint64_t parts[3] = {(uint64_t)(int64_t)all[r].in_call, all[r].seq, all[r].kind};
+    for (int k = 0; k < 3; k++) sig = (sig ^ parts[k]) * 1099511628211ull;
+  }
+  if (sig != comm->stall_report_sig) {
+    comm->stall_report_sig = sig;
+    DCCL_WARN(DCCL_COLL, "stall report: no progress for DCCL_STALL_REPORT_MS (%lld ms); what each rank is doing:",
+              (long long)dccl_param_int(DCCL_PARAM_STALL_REPORT_MS));
+    for (int r = 0; r < n; r++) {
+      char line[256];
+      describe(&all[r], line, sizeof(line));
+      DCCL_WARN(DCCL_COLL, "  %s", line);
+    }
+  }
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++) {
+      const struct dccl_stall_status *x = &all[a], *y = &all[b];
+      if (!is_collective(x) || !is_collective(y) || x->seq != y->seq) continue;
+      if (x->kind != y->kind || x->count != y->count || x->what != y->what || x->root != y->root) {
+        pair[0] = *x;
+        pair[1] = *y;
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* Every rank: its waits fail with the contradiction. */
+static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
+  struct dccl_comm *comm = arg;
+  struct dccl_slot_header a = call_of(&pair[0]), b = call_of(&pair[1]);
+  char ca[96], cb[96], text[400];
+  dccl_describe_call(&a, ca, sizeof(ca));
+  dccl_describe_call(&b, cb, sizeof(cb));
+  snprintf(text, sizeof(text),
+           "mismatched calls, found by the stall report: rank %d called %s #%llu with %s, rank %d %s #%llu with %s "
+           "(neither could proceed)",
+           pair[0].rank, dccl_op_name((int)pair[0].kind), (unsigned long long)pair[0].seq, ca, pair[1].rank,
+           dccl_op_name((int)pair[1].kind), (unsigned long long)pair[1].seq, cb);
+  DCCL_WARN(DCCL_COLL, "%s", text);
+  dccl_comm_set_failed(comm, ncclInvalidUsage, text);
+}
+
+void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks) {
+  *hooks = (struct dccl_stall_hooks){.status = status, .judge = judge, .verdict = verdict, .arg = comm};
+}
