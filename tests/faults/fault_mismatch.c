@@ -1,15 +1,19 @@
 /* Ranks that call the same collective with different arguments are told so, by name, instead of getting a wrong
  * result or a hang.
  *
- * fault_mismatch shm|socket: with 2, 3 and 4 ranks, rank 0 calls differently from the others, one case at a time:
- *   count      ncclAllReduce of 2048 floats where the others pass 1024 (and 64 Ki against 32 Ki, a ring)
+ * fault_mismatch shm|socket: with 2, 3, 4 and 8 ranks, rank 0 calls differently from the others, one case at a time:
+ *   count      ncclAllReduce of 2048 floats where the others pass 1024 (and 64 Ki against 32 Ki on a ring, and
+ *              on trees under DCCL_ALGO=tree)
  *   type       int32 where the others pass float32 (same size)
  *   reduction  max where the others pass sum
  *   p2p bytes  a ring of sends, rank 0 sending 8 KiB where its receiver expects 4 KiB
- * Every rank's collective must fail within 2 s; at least one with ncclInvalidUsage and a message naming both calls
+ *   extra call rank 0 makes an all-reduce the others do not (or, seen from them, they skipped it) before the
+ *              broadcast they all make: "rank 1 is in ncclBroadcast #0 while rank 0 is in ncclAllReduce #0"
+ * Every rank's collective must fail; at least one within 1 s with ncclInvalidUsage and a message naming both calls
  * ("rank 0 called ncclAllReduce #0 with 2048 x float32 sum, rank 1 with 1024 x float32 sum"), readable through
  * ncclGetLastError and ncclCommGetAsyncError. Of the sends, the mismatched receive (rank 1's) fails so; a send is
- * done once its bytes are in the link, so the others may succeed. Then every rank makes a new communicator and gets a correct
+ * done once its bytes are in the link, so the others may succeed. The others learn of the failure from their
+ * neighbours, each after the 0.5 s a link failure waits for a death report: up to 0.5 s per ring hop. Then every rank makes a new communicator and gets a correct
  * all-reduce from it. With DCCL_CHECK=0 (case "unchecked") the type mismatch is not caught: the call succeeds.
  * A root mismatch where no data flows (each rank waits for the other) is left to the stall report (not built). */
 #include <stdio.h>
@@ -19,11 +23,12 @@
 #include "dccl.h"
 #include "fault_harness.h"
 
-#define MAX_RANKS 4
+#define MAX_RANKS 8
 #define MAX_COUNT 65536
 
-enum what { COUNT_SMALL, COUNT_RING, TYPE, REDUCTION, P2P_BYTES, UNCHECKED, NCASES };
-static const char *const names[NCASES] = {"count", "count (ring)", "type", "reduction", "p2p bytes", "unchecked"};
+enum what { COUNT_SMALL, COUNT_RING, COUNT_TREE, TYPE, REDUCTION, P2P_BYTES, EXTRA_CALL, UNCHECKED, NCASES };
+static const char *const names[NCASES] = {"count",     "count (ring)", "count (tree)", "type",
+                                          "reduction", "p2p bytes",    "extra call",   "unchecked"};
 
 struct rank_report {
   int rc, async_rc, async_err, after_rc;
@@ -43,7 +48,12 @@ static ncclResult_t call(const struct shared *sh, int rank, ncclComm_t comm, flo
   int odd = rank == 0, n = sh->nranks;
   switch (sh->what) {
     case COUNT_SMALL: return ncclAllReduce(send, recv, odd ? 2048 : 1024, ncclFloat, ncclSum, comm, NULL);
-    case COUNT_RING: return ncclAllReduce(send, recv, odd ? 65536 : 32768, ncclFloat, ncclSum, comm, NULL);
+    case COUNT_RING:
+    case COUNT_TREE: return ncclAllReduce(send, recv, odd ? 65536 : 32768, ncclFloat, ncclSum, comm, NULL);
+    case EXTRA_CALL: {
+      ncclResult_t rc = odd ? ncclAllReduce(send, recv, 1024, ncclFloat, ncclSum, comm, NULL) : ncclSuccess;
+      return rc == ncclSuccess ? ncclBroadcast(send, recv, 1024, ncclFloat, 0, comm, NULL) : rc;
+    }
     case TYPE:
     case UNCHECKED: return ncclAllReduce(send, recv, 1024, odd ? ncclInt32 : ncclFloat, ncclSum, comm, NULL);
     case REDUCTION: return ncclAllReduce(send, recv, 1024, ncclFloat, odd ? ncclMax : ncclSum, comm, NULL);
@@ -91,10 +101,12 @@ static int rank_main(void *arg, int rank) {
 
 /* What rank 0's and the others' calls look like in the message. */
 static void expected_calls(int what, const char **odd, const char **even) {
-  static const char *const odds[] = {"2048 x float32 sum", "65536 x float32 sum", "1024 x int32 sum",
-                                                                      "1024 x float32 max", "8192 bytes"};
-  static const char *const evens[] = {"1024 x float32 sum", "32768 x float32 sum", "1024 x float32 sum",
-                                      "1024 x float32 sum", "4096 bytes"};
+  static const char *const odds[] = {"2048 x float32 sum", "65536 x float32 sum", "65536 x float32 sum",
+                                     "1024 x int32 sum",   "1024 x float32 max",  "8192 bytes",
+                                     "ncclAllReduce #0"};
+  static const char *const evens[] = {"1024 x float32 sum", "32768 x float32 sum", "32768 x float32 sum",
+                                      "1024 x float32 sum", "1024 x float32 sum",  "4096 bytes",
+                                      "ncclBroadcast #0"};
   *odd = odds[what];
   *even = evens[what];
 }
@@ -128,15 +140,15 @@ static void run_case(struct shared *sh, int nranks, int what) {
     }
     if (what == P2P_BYTES && r != 1 && me->rc == ncclSuccess) continue;
     FH_EXPECT(me->rc != ncclSuccess, "%s, %d ranks: rank %d's mismatched call succeeded", names[what], nranks, r);
-    FH_EXPECT(me->call_s < 2.0, "%s, %d ranks: rank %d's call took %.2f s to fail", names[what], nranks, r,
-              me->call_s);
+    FH_EXPECT(me->call_s < 1.0 + 0.6 * nranks, "%s, %d ranks: rank %d's call took %.2f s to fail", names[what],
+              nranks, r, me->call_s);
     FH_EXPECT(me->async_rc == ncclSuccess && me->async_err != ncclSuccess,
               "%s, %d ranks: rank %d: ncclCommGetAsyncError says %d after the failure", names[what], nranks, r,
               me->async_err);
     const char *odd, *even;
     expected_calls(what, &odd, &even);
-    if (me->rc == ncclInvalidUsage && fh_text_has(me->text, "mismatched calls") && strstr(me->text, odd) &&
-        strstr(me->text, even) && fh_text_names_rank(me->text, 0) && strstr(me->async_text, odd)) {
+    if (me->rc == ncclInvalidUsage && fh_text_has(me->text, "mismatched") && strstr(me->text, odd) &&
+        strstr(me->text, even) && fh_text_names_rank(me->text, 0) && strstr(me->async_text, odd) && me->call_s < 1.0) {
       named++;
       if (named == 1) fh_note("%s, %d ranks: rank %d: %s", names[what], nranks, r, me->text);
     }
@@ -157,11 +169,14 @@ int main(int argc, char **argv) {
   if (!sh) return 1;
   struct fh_shm_snapshot snap;
   fh_shm_snapshot_take(&snap);
-  for (int nranks = 2; nranks <= MAX_RANKS; nranks++)
+  static const int rank_counts[] = {2, 3, 4, 8};
+  for (unsigned k = 0; k < sizeof(rank_counts) / sizeof(rank_counts[0]); k++)
     for (int what = 0; what < NCASES; what++) {
       if (what == UNCHECKED) setenv("DCCL_CHECK", "0", 1);
-      run_case(sh, nranks, what);
+      if (what == COUNT_TREE) setenv("DCCL_ALGO", "tree", 1);
+      run_case(sh, rank_counts[k], what);
       unsetenv("DCCL_CHECK");
+      unsetenv("DCCL_ALGO");
     }
   fh_shm_check_leaks(&snap, mode);
   fh_note("mismatched calls, %s: %s", mode, fh_failures ? "FAILED" : "passed");
