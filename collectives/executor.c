@@ -74,8 +74,10 @@ static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn 
                       "must call the same collectives in the same order)",
                       c->peer, dccl_op_name((int)h->kind), (unsigned long long)h->seq, op->comm->rank,
                       dccl_op_name(op->kind), (unsigned long long)op->seq);
-  struct dccl_slot_header mine = call_header(op, bytes);
-  if ((h->count != mine.count || h->what != mine.what || h->root != mine.root) && dccl_param_int(DCCL_PARAM_CHECK)) {
+  const struct dccl_slot_header *call = &op->call;
+  if ((h->count != call->count || h->what != call->what || h->root != call->root) && dccl_param_int(DCCL_PARAM_CHECK)) {
+    struct dccl_slot_header mine = *call;
+    mine.bytes = bytes;
     char theirs[96], ours[96];
     dccl_describe_call(h, theirs, sizeof(theirs));
     dccl_describe_call(&mine, ours, sizeof(ours));
@@ -103,12 +105,16 @@ static void reduce_rank_order(const struct dccl_op *op, void *out, const void *i
                               const void *const *srcs, int nrecv, uint64_t nelem, int post) {
   const void *ordered[DCCL_CONN_SLOTS + 1];
   int n = 0, placed = 0;
-  dccl_reduce_host(&op->redop, out, in, NULL, 0, nelem, 0); /* out = pre(input) */
+  const void *own = in; /* the input itself, or pre(input) in the output */
+  if (op->redop.has_pre) {
+    dccl_reduce_host(&op->redop, out, in, NULL, 0, nelem, 0);
+    own = out;
+  }
   for (int j = 0; j < nrecv; j++) {
-    if (!placed && rconn[j]->peer > op->comm->rank) ordered[n++] = out, placed = 1;
+    if (!placed && rconn[j]->peer > op->comm->rank) ordered[n++] = own, placed = 1;
     ordered[n++] = srcs[j];
   }
-  if (!placed) ordered[n++] = out;
+  if (!placed) ordered[n++] = own;
   struct dccl_redop plain = op->redop;
   plain.has_pre = 0; /* the other ranks applied their own premultiply before sending */
   dccl_reduce_host(&plain, out, NULL, ordered, n, nelem, post);
@@ -135,8 +141,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   uint64_t bytes = st->nelem * op->esize;
   *ready = 0;
   uint32_t rmask = step_mask(st->flags, 0, ch->sched.npeers), smask = step_mask(st->flags, 1, ch->sched.npeers);
-  for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-    struct dccl_conn *c = (rmask >> i) & 1 ? ch->recv[i] : NULL;
+  for (uint32_t m = rmask; m; m &= m - 1) {
+    struct dccl_conn *c = ch->recv[__builtin_ctz(m)];
     if (!c) continue;
     if (dccl_conn_peer_aborted(c)) {
       dccl_error(ncclRemoteError, "rank %d gave up on the operation (its own error says why)", c->peer);
@@ -151,8 +157,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     rconn[nrecv] = c;
     srcs[nrecv++] = rs.payload;
   }
-  for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
-    struct dccl_conn *c = (smask >> i) & 1 ? ch->send[i] : NULL;
+  for (uint32_t m = smask; m; m &= m - 1) {
+    struct dccl_conn *c = ch->send[__builtin_ctz(m)];
     if (!c) continue;
     if (bytes > c->desc.slot_bytes)
       return dccl_error(
@@ -196,7 +202,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     for (int j = 1; j < nsend; j++) memcpy(ss[j].payload, dst, bytes);
     if (out && dst != out) copy_out(out, dst, bytes);
   }
-  struct dccl_slot_header h = call_header(op, bytes);
+  struct dccl_slot_header h = op->call;
+  h.bytes = bytes;
   for (int j = 0; j < nsend; j++) dccl_conn_send_post_header(sconn[j], &ss[j], &h);
   for (int j = 0; j < nrecv; j++) dccl_conn_recv_done(rconn[j]);
   *ready = 1;
@@ -227,6 +234,10 @@ static int channel_flushed(const struct dccl_op_channel *ch) {
 
 /* Runs as many steps as are ready; sets *progressed if any ran. */
 ncclResult_t dccl_op_progress(struct dccl_op *op, int *progressed) {
+  if (!op->call_ready) {
+    op->call = call_header(op, 0);
+    op->call_ready = 1;
+  }
   int all_done = 1;
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];

@@ -50,6 +50,8 @@ struct dccl_op {
   /* Nobody waits for it (a nonblocking communicator's op): the progressor returns it to the pool when done. */
   int detached;
   const struct dccl_conn *waiting_on; /* the connection the op last found not ready, for error messages */
+  struct dccl_slot_header call; /* its slots' header but the bytes: the call's fingerprint (executor.c) */
+  int call_ready;               /* `call` is filled (at the first progress) */
   struct dccl_op *next;  /* the caller's list (a group's operations) */
   struct dccl_op *qnext; /* the communicator's queue of posted operations */
   int nchannels;
