@@ -95,6 +95,10 @@ struct dccl_coll_comm {
    * stall reports, which it asks for once it has lasted DCCL_STALL_REPORT_MS (core/stall_report.c). */
   void (*waiting)(struct dccl_coll_comm *c, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
   _Atomic int *failure_code; /* the first failure's ncclResult_t, ncclSuccess until one */
+  /* A slot from `peer` carried a call (`theirs`) other than this rank's (`mine`): tells every rank at once, and
+   * returns ncclInvalidUsage with the error naming both calls. */
+  ncclResult_t (*mismatch)(struct dccl_coll_comm *c, const struct dccl_slot_header *theirs, int peer,
+                           const struct dccl_slot_header *mine);
   /* Last: the fields above, read on every call, keep their lines whatever DCCL_MAX_CHANNELS is. */
   struct dccl_ring rings[DCCL_MAX_CHANNELS];
 };

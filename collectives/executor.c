@@ -68,28 +68,14 @@ static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn 
   if (h->abort)
     return dccl_error(ncclRemoteError, "%s #%llu: rank %d aborted the operation", dccl_op_name(op->kind),
                       (unsigned long long)op->seq, c->peer);
-  if (h->seq != op->seq || h->kind != (uint32_t)(op->kind == DCCL_OP_RECV ? DCCL_OP_SEND : op->kind))
-    return dccl_error(ncclInvalidUsage,
-                      "mismatched operations: rank %d is in %s #%llu while rank %d is in %s #%llu (the ranks "
-                      "must call the same collectives in the same order)",
-                      c->peer, dccl_op_name((int)h->kind), (unsigned long long)h->seq, op->comm->rank,
-                      dccl_op_name(op->kind), (unsigned long long)op->seq);
   const struct dccl_slot_header *call = &op->call;
-  if ((h->count != call->count || h->what != call->what || h->root != call->root) && dccl_param_int(DCCL_PARAM_CHECK)) {
+  int other_op = h->seq != op->seq || h->kind != call->kind;
+  if (other_op || ((h->count != call->count || h->what != call->what || h->root != call->root) &&
+                   dccl_param_int(DCCL_PARAM_CHECK))) {
     struct dccl_slot_header mine = *call;
     mine.bytes = bytes;
-    char theirs[96], ours[96];
-    dccl_describe_call(h, theirs, sizeof(theirs));
-    dccl_describe_call(&mine, ours, sizeof(ours));
-    if (op->kind == DCCL_OP_RECV)
-      return dccl_error(ncclInvalidUsage,
-                        "mismatched calls: rank %d called ncclSend #%llu to rank %d with %s, rank %d ncclRecv from "
-                        "rank %d with %s (a send and its receive must move the same bytes)",
-                        c->peer, (unsigned long long)op->seq, op->comm->rank, theirs, op->comm->rank, c->peer, ours);
-    return dccl_error(ncclInvalidUsage,
-                      "mismatched calls: rank %d called %s #%llu with %s, rank %d with %s (every rank must pass the "
-                      "same count, datatype, reduction and root)",
-                      c->peer, dccl_op_name(op->kind), (unsigned long long)op->seq, theirs, op->comm->rank, ours);
+    mine.kind = (uint32_t)op->kind; /* a receive is named as one */
+    return op->comm->mismatch(op->comm, h, c->peer, &mine);
   }
   if (h->bytes != bytes)
     return dccl_error(ncclInvalidUsage,

@@ -58,6 +58,8 @@ struct dccl_stall_status { /* what a rank is doing; the meaning of the fields is
   uint32_t kind, what;
   int32_t root;
   uint64_t seq, count, next_seq, stalled_ms;
+  int32_t seen_by; /* in a verdict: -1, found by a stall report; else the rank whose slot check found it */
+  int32_t pad;
 };
 struct dccl_stall_hooks {
   void (*status)(void *arg, struct dccl_stall_status *out);
@@ -68,6 +70,9 @@ struct dccl_stall_hooks {
 /* Before dccl_bootstrap_monitor_start. */
 void dccl_bootstrap_set_stall_hooks(struct dccl_bootstrap *b, const struct dccl_stall_hooks *hooks);
 void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b);
+/* Sends a contradiction found elsewhere (a slot's header) to every rank, whose monitor thread calls `verdict`:
+ * through rank 0, one hop for everyone. From any thread; never blocks. */
+void dccl_bootstrap_send_verdict(struct dccl_bootstrap *b, const struct dccl_stall_status pair[2]);
 /* Clean departure: tells rank 0 this rank is leaving on purpose, so its EOF is not a death. */
 void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b);
 /* Stops the monitor thread and closes everything; never blocks on a peer. */

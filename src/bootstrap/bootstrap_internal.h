@@ -81,7 +81,8 @@ enum dccl_monitor_msg_type {
   DCCL_MON_STALL_ASK = 3,
   DCCL_MON_STATUS_REQ = 4,
   DCCL_MON_STATUS = 5,
-  DCCL_MON_VERDICT = 6
+  DCCL_MON_VERDICT = 6,
+  DCCL_MON_VERDICT_UP = 7 /* a rank's verdict, for rank 0 to send to everyone */
 };
 struct dccl_monitor_msg {
   uint32_t type;

@@ -122,6 +122,11 @@ static void handle_readable(struct dccl_bootstrap *b, struct monitor_watch *w, i
       r->nhave++;
     } else if (x->msg.type == DCCL_MON_VERDICT && b->rank != 0 && b->stall.verdict) {
       b->stall.verdict(b->stall.arg, x->msg.st);
+    } else if (x->msg.type == DCCL_MON_VERDICT_UP && b->rank == 0 && b->stall.verdict) {
+      x->msg.type = DCCL_MON_VERDICT;
+      for (int k = 0; k < nw; k++)
+        if (!w[k].gone && !w[k].departed) monitor_send_msg(b, w[k].fd, &x->msg);
+      b->stall.verdict(b->stall.arg, x->msg.st);
     } else if (x->msg.type != DCCL_MON_STATUS) { /* a late answer to a finished round is dropped */
       DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: unexpected monitor message %u from rank %d", b->rank, x->msg.type,
                 x->rank);
@@ -214,6 +219,14 @@ void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b) {
   ssize_t n;
   do n = write(b->ask_fd, &one, sizeof(one));
   while (n < 0 && errno == EINTR);
+}
+
+void dccl_bootstrap_send_verdict(struct dccl_bootstrap *b, const struct dccl_stall_status pair[2]) {
+  if (!b || !b->monitor_running || b->creator_pid != getpid()) return;
+  struct dccl_monitor_msg m = {.type = b->rank == 0 ? DCCL_MON_VERDICT : DCCL_MON_VERDICT_UP, .rank = b->rank};
+  memcpy(m.st, pair, sizeof(m.st));
+  for (int i = 0; i < b->nmonitor; i++)
+    if (b->monitor_fds[i] >= 0) monitor_send_msg(b, b->monitor_fds[i], &m);
 }
 
 void dccl_bootstrap_say_goodbye(struct dccl_bootstrap *b) {

@@ -80,6 +80,8 @@ struct dccl_comm {
   int64_t stall_seen_ns;
   uint64_t stall_asked_seq;  /* the operation a report was last asked for (seq + 1; 0: none) */
   uint64_t stall_report_sig; /* rank 0: the last report logged, so a stall is reported once */
+  int stall_created;          /* creation has returned: a verdict fails the communicator at once */
+  char stall_pending[400];    /* a verdict that arrived while creation's last barrier ran, applied after it */
 
   /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
   pthread_mutex_t reg_lock;
@@ -157,5 +159,11 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
 /* Stall reports (core/stall_report.c): a wait's note (the coll view's `waiting`), and the bootstrap's hooks. */
 void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
 void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks);
+/* Creation is done: a verdict that came during its last steps now fails the communicator. */
+void dccl_stall_created(struct dccl_comm *comm);
+/* A slot check found `peer`'s call (`theirs`) different from this rank's (`mine`): every rank is told; returns
+ * ncclInvalidUsage with the error naming both. */
+ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_header *theirs, int peer,
+                         const struct dccl_slot_header *mine);
 
 #endif

@@ -288,6 +288,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   phase_done(&clock, PHASE_MONITOR);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
+  dccl_stall_created(comm);
   phase_done(&clock, PHASE_BARRIER);
   phase_log(comm, &clock);
   if (comm->cu_ctx) {

@@ -19,6 +19,11 @@ static ncclResult_t explain_failure(struct dccl_coll_comm *c, ncclResult_t r, co
   return dccl_comm_explain_failure(dccl_comm_of_coll(c), r, what, peer);
 }
 
+static ncclResult_t mismatch(struct dccl_coll_comm *c, const struct dccl_slot_header *theirs, int peer,
+                             const struct dccl_slot_header *mine) {
+  return dccl_stall_mismatch(dccl_comm_of_coll(c), theirs, peer, mine);
+}
+
 static void waiting(struct dccl_coll_comm *c, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
   dccl_stall_note(dccl_comm_of_coll(c), call, peer, idle_ns);
 }
@@ -47,5 +52,6 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   c->set_failed = set_failed;
   c->explain_failure = explain_failure;
   c->waiting = waiting;
+  c->mismatch = mismatch;
   c->failure_code = &comm->async_error;
 }

@@ -1,4 +1,10 @@
-/* Stall reports: when a wait makes no progress for DCCL_STALL_REPORT_MS, every rank is asked what it is doing
+/* Mismatched calls, told to every rank at once, and stall reports.
+ *
+ * A rank whose slot check finds another rank's call different from its own sends the pair through the bootstrap
+ * monitor (rank 0 passes it on), so every rank fails with the same named error within milliseconds instead of
+ * learning it link by link.
+ *
+ * Stall reports: when a wait makes no progress for DCCL_STALL_REPORT_MS, every rank is asked what it is doing
  * (through the bootstrap's monitor connections, not the data links, which may be the stuck part). Rank 0 logs
  * one report, a line per rank; where two ranks are in the same collective (same sequence number) with different
  * kinds or arguments, which no slot can show when none flows (a broadcast whose ranks name different roots all
@@ -92,26 +98,83 @@ static int judge(void *arg, const struct dccl_stall_status *all, int n, struct d
       if (x->kind != y->kind || x->count != y->count || x->what != y->what || x->root != y->root) {
         pair[0] = *x;
         pair[1] = *y;
+        pair[0].seen_by = pair[1].seen_by = -1;
         return 1;
       }
     }
   return 0;
 }
 
-/* Every rank: its waits fail with the contradiction. */
-static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
-  struct dccl_comm *comm = arg;
-  struct dccl_slot_header a = call_of(&pair[0]), b = call_of(&pair[1]);
-  char ca[96], cb[96], text[400];
+/* The error a contradiction gives every rank. */
+static void verdict_text(const struct dccl_stall_status p[2], char *text, size_t len) {
+  struct dccl_slot_header a = call_of(&p[0]), b = call_of(&p[1]);
+  char ca[96], cb[96], how[48];
   dccl_describe_call(&a, ca, sizeof(ca));
   dccl_describe_call(&b, cb, sizeof(cb));
-  snprintf(text, sizeof(text),
-           "mismatched calls, found by the stall report: rank %d called %s #%llu with %s, rank %d %s #%llu with %s "
-           "(neither could proceed)",
-           pair[0].rank, dccl_op_name((int)pair[0].kind), (unsigned long long)pair[0].seq, ca, pair[1].rank,
-           dccl_op_name((int)pair[1].kind), (unsigned long long)pair[1].seq, cb);
+  if (p[0].seen_by < 0)
+    snprintf(how, sizeof(how), "found by the stall report");
+  else
+    snprintf(how, sizeof(how), "seen by rank %d", p[0].seen_by);
+  int p2p = (p[0].kind == DCCL_OP_SEND && p[1].kind == DCCL_OP_RECV) ||
+            (p[0].kind == DCCL_OP_RECV && p[1].kind == DCCL_OP_SEND);
+  const struct dccl_stall_status *s = p[0].kind == DCCL_OP_SEND ? &p[0] : &p[1], *r = s == &p[0] ? &p[1] : &p[0];
+  if (p2p)
+    snprintf(text, len,
+             "mismatched calls (%s): rank %d called ncclSend #%llu to rank %d with %s, rank %d ncclRecv from rank %d "
+             "with %s (a send and its receive must move the same bytes)",
+             how, s->rank, (unsigned long long)s->seq, r->rank, s == &p[0] ? ca : cb, r->rank, s->rank,
+             s == &p[0] ? cb : ca);
+  else if (p[0].kind != p[1].kind || p[0].seq != p[1].seq)
+    snprintf(text, len,
+             "mismatched operations (%s): rank %d is in %s #%llu while rank %d is in %s #%llu (the ranks must call the "
+             "same collectives in the same order)",
+             how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, p[1].rank,
+             dccl_op_name((int)p[1].kind), (unsigned long long)p[1].seq);
+  else
+    snprintf(text, len,
+             "mismatched calls (%s): rank %d called %s #%llu with %s, rank %d with %s (every rank must pass the same "
+             "count, datatype, reduction and root)",
+             how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, ca, p[1].rank, cb);
+}
+
+/* Every rank: its waits fail with the contradiction. A rank still in creation's last barrier (the others left it
+ * first and ran the mismatched call) finishes creating, then fails. */
+static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
+  struct dccl_comm *comm = arg;
+  char text[400];
+  verdict_text(pair, text, sizeof(text));
+  pthread_mutex_lock(&comm->stall_lock);
+  int created = comm->stall_created;
+  if (!created && !comm->stall_pending[0]) snprintf(comm->stall_pending, sizeof(comm->stall_pending), "%s", text);
+  pthread_mutex_unlock(&comm->stall_lock);
+  if (!created) return;
+  if (atomic_load(&comm->async_error) == ncclSuccess) DCCL_WARN(DCCL_COLL, "%s", text);
+  dccl_comm_set_failed(comm, ncclInvalidUsage, text);
+}
+
+void dccl_stall_created(struct dccl_comm *comm) {
+  char text[sizeof(comm->stall_pending)];
+  pthread_mutex_lock(&comm->stall_lock);
+  comm->stall_created = 1;
+  snprintf(text, sizeof(text), "%s", comm->stall_pending);
+  pthread_mutex_unlock(&comm->stall_lock);
+  if (!text[0]) return;
   DCCL_WARN(DCCL_COLL, "%s", text);
   dccl_comm_set_failed(comm, ncclInvalidUsage, text);
+}
+
+static struct dccl_stall_status status_of(const struct dccl_slot_header *h, int rank, int seen_by) {
+  return (struct dccl_stall_status){.rank = rank, .in_call = 1, .waiting_on = -1, .kind = h->kind, .what = h->what,
+                                    .root = h->root, .seq = h->seq, .count = h->count, .seen_by = seen_by};
+}
+
+ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_header *theirs, int peer,
+                                 const struct dccl_slot_header *mine) {
+  struct dccl_stall_status pair[2] = {status_of(theirs, peer, comm->rank), status_of(mine, comm->rank, comm->rank)};
+  dccl_bootstrap_send_verdict(comm->bootstrap, pair);
+  char text[400];
+  verdict_text(pair, text, sizeof(text));
+  return dccl_error(ncclInvalidUsage, "%s", text);
 }
 
 void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks) {
