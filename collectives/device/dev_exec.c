@@ -203,10 +203,6 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   comm->dev = NULL;
 }
 
-static const char *kind_name(uint32_t kind) {
-  return dccl_op_name((int)kind);
-}
-
 ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len) {
   if (!comm->dev) return ncclSuccess;
   const volatile struct dccl_dev_status *s = comm->dev->status;
@@ -214,14 +210,26 @@ ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t
   switch (error) {
     case DCCL_DEV_OK:
       return ncclSuccess;
-    case DCCL_DEV_MISMATCH:
-      snprintf(text, len,
-               "mismatched operations on the device link with rank %d: it sent %s (operation %llu on the link, %llu "
-               "bytes) where rank %d expects %s (operation %llu, %llu bytes)",
-               s->peer, kind_name(s->got_kind), (unsigned long long)s->got_seq, (unsigned long long)s->got_bytes,
-               comm->rank, kind_name(s->want_kind), (unsigned long long)s->want_seq,
-               (unsigned long long)s->want_bytes);
+    case DCCL_DEV_MISMATCH: {
+      struct dccl_slot_header want = s->want, got = s->got;
+      char theirs[96], ours[96];
+      dccl_describe_call(&got, theirs, sizeof(theirs));
+      dccl_describe_call(&want, ours, sizeof(ours));
+      if (got.kind != want.kind || got.seq != want.seq)
+        snprintf(text, len,
+                 "mismatched operations on the device link with rank %d: it sent %s (operation %llu on the link) "
+                 "where rank %d expects %s (operation %llu)",
+                 s->peer, dccl_op_name((int)got.kind), (unsigned long long)got.seq, comm->rank,
+                 dccl_op_name((int)want.kind), (unsigned long long)want.seq);
+      else if (got.count != want.count || got.what != want.what || got.root != want.root)
+        snprintf(text, len, "mismatched calls on the device link: rank %d called %s with %s, rank %d with %s", s->peer,
+                 dccl_op_name((int)want.kind), theirs, comm->rank, ours);
+      else
+        snprintf(text, len, "%s: rank %d sent %llu bytes where rank %d expects %llu (counts differ between ranks)",
+                 dccl_op_name((int)want.kind), s->peer, (unsigned long long)got.bytes, comm->rank,
+                 (unsigned long long)want.bytes);
       return ncclInvalidUsage;
+    }
     case DCCL_DEV_PEER_ABORTED:
       snprintf(text, len, "rank %d gave up on its device link with rank %d", s->peer, comm->rank);
       return ncclRemoteError;
@@ -278,6 +286,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->kind = (uint32_t)op->kind;
   t->rank = comm->rank;
   t->proto = (uint32_t)op->proto;
+  t->call = dccl_op_call_header(op);
 }
 
 static int is_p2p(const struct dccl_op *op) {

@@ -36,14 +36,14 @@ struct dccl_dev_task {
   uint32_t kind; /* enum dccl_op_kind: a send's slots say DCCL_OP_SEND, which its receiver expects */
   int32_t rank;  /* this rank: the one-shot sum puts its own input at its place in rank order */
   uint32_t proto; /* enum dccl_proto: LL (one step's payload of at most DCCL_DEV_LL_BYTES) or bulk */
+  struct dccl_slot_header call; /* its slots' header but bytes and seq: their kind and the call's fingerprint */
 };
 
 /* Where the kernel reports what stopped it; host-mapped, read by ncclCommGetAsyncError. */
 struct dccl_dev_status {
   uint32_t error;     /* enum dccl_dev_error, 0 while all is well */
   int32_t peer;       /* the link's far end */
-  uint32_t want_kind, got_kind;
-  uint64_t want_seq, got_seq, want_bytes, got_bytes;
+  struct dccl_slot_header want, got; /* a mismatch: this rank's header and the one that arrived */
 };
 enum dccl_dev_error { DCCL_DEV_OK = 0, DCCL_DEV_ABORTED, DCCL_DEV_MISMATCH, DCCL_DEV_PEER_ABORTED };
 

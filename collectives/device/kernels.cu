@@ -18,8 +18,6 @@
 #include "collectives/device/dev_reduce.cuh"
 #include "collectives/device/dev_work.h"
 
-#define DCCL_DEV_OP_SEND 6 // enum dccl_op_kind (collectives/coll_comm.h)
-#define DCCL_DEV_OP_RECV 7
 #define POLLS_PER_ABORT_CHECK 1024
 
 struct dev_half {
@@ -57,9 +55,8 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
 
 // Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks the link aborted, so the
 // rank at the other end stops too.
-__device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code, uint32_t want_kind,
-                         uint32_t got_kind, uint64_t want_seq, uint64_t got_seq, uint64_t want_bytes,
-                         uint64_t got_bytes) {
+__device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
+                         const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL) {
   cta->stop = 1;
   if (c) {
     uint32_t *aborted = (uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
@@ -67,12 +64,8 @@ __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_co
   }
   if (atomicCAS_system(&w->status->error, 0u, code) != 0u) return;
   w->status->peer = c ? c->peer : -1;
-  w->status->want_kind = want_kind;
-  w->status->got_kind = got_kind;
-  w->status->want_seq = want_seq;
-  w->status->got_seq = got_seq;
-  w->status->want_bytes = want_bytes;
-  w->status->got_bytes = got_bytes;
+  if (want) w->status->want = *want;
+  if (got) w->status->got = *got;
   __threadfence_system();
 }
 
@@ -86,12 +79,12 @@ __device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_con
     if (cta->stop) return 0;
     const uint32_t *aborted = (const uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
     if (dccl_ld_acquire_u32(aborted)) {
-      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED, 0, 0, 0, 0, 0, 0);
+      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED);
       w->status->peer = c->peer;
       return 0;
     }
     if (*(volatile const uint32_t *)w->abort_flag) {
-      dev_fail(w, cta, c, DCCL_DEV_ABORTED, 0, 0, 0, 0, 0, 0);
+      dev_fail(w, cta, c, DCCL_DEV_ABORTED);
       return 0;
     }
     if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200); // long waits leave the SM to co-tenants
@@ -113,15 +106,20 @@ __device__ __forceinline__ void dev_step_masks(const dccl_prim_step &st, int npe
   *smask = w;
 }
 
-// A received slot's header against this rank's own call. Returns 0 (the launch failed) when they differ.
+// A received slot's header against this rank's own call: the operation (kind, its count on the link), the step's
+// bytes and the call's fingerprint. Returns 0 (the launch failed) when they differ.
 __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, const dccl_slot_header *h,
-                                uint32_t kind, uint64_t want_seq, uint64_t bytes) {
+                                uint64_t want_seq, uint64_t bytes) {
   if (h->abort) {
-    dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED, 0, 0, 0, 0, 0, 0);
+    dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED);
     return 0;
   }
-  if (h->kind != kind || h->seq != want_seq || h->bytes != bytes) {
-    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, kind, h->kind, want_seq, h->seq, bytes, h->bytes);
+  dccl_slot_header want = cta->task.call;
+  want.seq = want_seq;
+  want.bytes = bytes;
+  if (h->kind != want.kind || h->seq != want.seq || h->bytes != want.bytes || h->count != want.count ||
+      h->what != want.what || h->root != want.root) {
+    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, h);
     return 0;
   }
   return 1;
@@ -129,8 +127,7 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
 // next). Returns 0 to stop.
-__device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, const dccl_prim_step &st,
-                                uint32_t kind) {
+__device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, const dccl_prim_step &st) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[half];
   uint64_t bytes = st.nelem * t.esize;
@@ -169,7 +166,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
     if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
     const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
-    if (!dev_check_header(w, cta, c, h, kind, cta->seq[half][i], bytes)) return 0;
+    if (!dev_check_header(w, cta, c, h, cta->seq[half][i], bytes)) return 0;
     a.srcs[a.nsrcs++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
   if (!own_rank_placed && in) {
@@ -211,7 +208,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
 
 // The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
 // lines 0-2). Then thread 0 checks the headers. Returns 0 to stop.
-__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rmask, uint32_t kind, uint64_t bytes,
+__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rmask, uint64_t bytes,
                               const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
@@ -241,7 +238,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
       if (!((rmask >> i) & 1)) continue;
       dccl_slot_header head;
       dccl_ll_header_from_words(cta->ll_head[i], &head);
-      go = dev_check_header(w, cta, t.recv[i], &head, kind, cta->seq[0][i], bytes);
+      go = dev_check_header(w, cta, t.recv[i], &head, cta->seq[0][i], bytes);
     }
   }
   half_barrier(h);
@@ -249,7 +246,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
 }
 
 // The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
-__device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint32_t kind, uint64_t bytes, const dev_half &h) {
+__device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint64_t bytes, const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
@@ -260,7 +257,9 @@ __device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint32_t kind, uint64_
       uint32_t d[2];
       if (l < DCCL_LL_HEADER_UNITS / 2) {
         uint32_t words[DCCL_LL_HEADER_UNITS];
-        dccl_slot_header head = {bytes, cta->seq[0][DCCL_DEV_CONN_SLOTS + i], kind, 0};
+        dccl_slot_header head = cta->task.call;
+        head.bytes = bytes;
+        head.seq = cta->seq[0][DCCL_DEV_CONN_SLOTS + i];
         dccl_ll_header_words(&head, words);
         d[0] = words[2 * l];
         d[1] = words[2 * l + 1];
@@ -294,7 +293,7 @@ __device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
 }
 
 // Thread 0: publishes the step's sends and hands its receptions back.
-__device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &st, uint32_t kind) {
+__device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &st) {
   const dccl_dev_task &t = cta->task;
   uint32_t rmask, smask;
   dev_step_masks(st, t.sched.npeers, &rmask, &smask);
@@ -314,7 +313,9 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
     dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos;
     char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
-    dccl_slot_header h = {st.nelem * t.esize, cta->seq[half][DCCL_DEV_CONN_SLOTS + i], kind, 0};
+    dccl_slot_header h = t.call;
+    h.bytes = st.nelem * t.esize;
+    h.seq = cta->seq[half][DCCL_DEV_CONN_SLOTS + i];
     if (c->same_gpu) { // a kernel reads the header after `tail`: plain stores, ordered by the release below
       *(dccl_slot_header *)(slot + 8) = h;
       *(uint64_t *)slot = dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos));
@@ -335,7 +336,6 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
 template <int TYPE>
 __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
-  uint32_t kind = t.kind == DCCL_DEV_OP_RECV ? DCCL_DEV_OP_SEND : t.kind;
   __shared__ int go[2];
   for (uint64_t idx = 0; idx < t.nsteps[s]; idx++) {
     dccl_prim_step st;
@@ -344,7 +344,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       int ok = 1;
       while (st.wait_up >= 0 && cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
       }
-      ok = !cta->stop && dev_step_acquire(w, cta, s, st, kind);
+      ok = !cta->stop && dev_step_acquire(w, cta, s, st);
       go[s] = ok;
     }
     half_barrier(h);
@@ -353,12 +353,12 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
-      if (rmask && !dev_ll_receive(w, cta, rmask, kind, st.nelem * t.esize, h)) return;
+      if (rmask && !dev_ll_receive(w, cta, rmask, st.nelem * t.esize, h)) return;
     }
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
     if (ll) {
-      if (smask) dev_ll_send(cta, smask, kind, st.nelem * t.esize, h);
+      if (smask) dev_ll_send(cta, smask, st.nelem * t.esize, h);
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
         if (s == 0) cta->up_done = idx + 1;
@@ -366,7 +366,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       continue;
     }
     if (h.tid == 0) {
-      dev_step_release(cta, s, st, kind);
+      dev_step_release(cta, s, st);
       if (s == 0) cta->up_done = idx + 1;
     }
   }

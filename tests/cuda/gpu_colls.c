@@ -2,7 +2,9 @@
  * every rank), each rank on a stream of its own, driven in groups from this thread. Every collective, in-place
  * and out-of-place, at sizes 0, 1, 7, 1000 and 1048579 elements, for float32 sum, int32 max, bf16 sum and
  * float32 avg; then a ring of sends and an all-to-all; then ncclRedOpCreatePreMulSum with a host scalar and with one
- * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each). Inputs
+ * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each); then,
+ * on fresh communicators, rank 0 passing another count than the others (LL and bulk slots), which every rank's
+ * ncclCommGetAsyncError must report as ncclInvalidUsage naming both calls. Inputs
  * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
  * element by element.
  * Usage: gpu_colls [nranks=2]  (DCCL_ALGO picks ring, tree or oneshot)
@@ -263,6 +265,42 @@ static void premul_cases(void) {
   for (int r = 0; r < nranks; r++) CUDA_OK(cudaFree(dscale[r]));
 }
 
+/* Rank 0 passes n0 elements, the others n1: the kernels compare the calls in the slots' headers. */
+static void device_mismatch_case(size_t n0, size_t n1) {
+  if (nranks < 2) return;
+  ncclComm_t c[MAX_RANKS];
+  int devs[MAX_RANKS] = {0};
+  if (ncclCommInitAll(c, nranks, devs) != ncclSuccess) {
+    printf("FAIL: ncclCommInitAll for the mismatch case: %s\n", ncclGetLastError(NULL));
+    n_failed++;
+    return;
+  }
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++)
+    ncclAllReduce(dsend[r], drecv[r], r == 0 ? n0 : n1, ncclFloat32, ncclSum, c[r], streams[r]);
+  int ok = ncclGroupEnd() == ncclSuccess, named = 0;
+  for (int r = 0; r < nranks; r++) ok &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
+  char want0[64], want1[64];
+  snprintf(want0, sizeof want0, "%zu x float32 sum", n0);
+  snprintf(want1, sizeof want1, "%zu x float32 sum", n1);
+  for (int r = 0; r < nranks; r++) {
+    ncclResult_t e = ncclSuccess;
+    ncclCommGetAsyncError(c[r], &e);
+    const char *text = ncclGetLastError(c[r]);
+    if (e == ncclInvalidUsage && strstr(text, "mismatched calls") && strstr(text, want0) && strstr(text, want1)) {
+      if (!named++) printf("  rank %d: %s\n", r, text);
+    } else if (e == ncclSuccess) {
+      ok = 0;
+      printf("  rank %d: no error after a mismatched call\n", r);
+    }
+  }
+  ok = ok && named > 0;
+  printf("%s: a device all-reduce of %zu against %zu elements is named (%d of %d ranks)\n", ok ? "PASS" : "FAIL", n0,
+         n1, named, nranks);
+  if (ok) n_passed++; else n_failed++;
+  for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
@@ -318,6 +356,8 @@ int main(int argc, char **argv) {
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
       for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
   premul_cases();
+  device_mismatch_case(128, 256);    /* LL slots */
+  device_mismatch_case(4096, 8192);  /* bulk one-shot */
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
     if (memalloc) {
