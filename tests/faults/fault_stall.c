@@ -1,7 +1,7 @@
 /* Stall reports: calls that wait on each other with no data flowing are named, a slow rank is only reported.
  *
- * fault_stall (DCCL_STALL_REPORT_MS=500):
- *   root  2 and 3 ranks: ncclBroadcast where rank 0 names root 1 and the others root 0, so every rank waits to
+ * fault_stall shm|socket (DCCL_STALL_REPORT_MS=500):
+ *   root  2, 3 and 4 ranks: ncclBroadcast where rank 0 names root 1 and the others root 0, so every rank waits to
  *         receive and no slot ever flows. Every rank's call fails within 3 s with ncclInvalidUsage and a message
  *         from the stall report naming both roots; a new communicator works afterwards.
  *   slow  2 ranks, DCCL_STALL_REPORT_MS=1000: rank 1 joins an all-reduce 3 s late. Rank 0 logs a report that says
@@ -14,7 +14,7 @@
 #include "dccl.h"
 #include "fault_harness.h"
 
-#define MAX_RANKS 3
+#define MAX_RANKS 4
 #define COUNT 1024
 
 struct rank_report {
@@ -124,8 +124,13 @@ static void run_case(struct shared *sh, int nranks, int slow) {
   }
 }
 
-int main(void) {
-  setenv("DCCL_TRANSPORT", "shm", 1);
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "shm";
+  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0) {
+    fprintf(stderr, "usage: %s shm|socket\n", argv[0]);
+    return 2;
+  }
+  setenv("DCCL_TRANSPORT", mode, 1);
   unsetenv("DCCL_TIMEOUT");
   struct shared *sh = fh_shared_alloc(sizeof *sh);
   if (!sh) return 1;
@@ -133,11 +138,10 @@ int main(void) {
   if (!mkdtemp(sh->log_dir)) return 1;
   struct fh_shm_snapshot snap;
   fh_shm_snapshot_take(&snap);
-  run_case(sh, 2, 0);
-  run_case(sh, 3, 0);
+  for (int nranks = 2; nranks <= MAX_RANKS; nranks++) run_case(sh, nranks, 0);
   run_case(sh, 2, 1);
   rmdir(sh->log_dir);
   fh_shm_check_leaks(&snap, "stall");
-  fh_note("stall reports: %s", fh_failures ? "FAILED" : "passed");
+  fh_note("stall reports, %s: %s", mode, fh_failures ? "FAILED" : "passed");
   return fh_failures ? 1 : 0;
 }

@@ -27,12 +27,13 @@ add_test(NAME faults.oversubscribed_shm COMMAND fault_oversubscribed shm)
 add_test(NAME faults.oversubscribed_socket COMMAND fault_oversubscribed socket)
 add_test(NAME faults.mismatch_shm COMMAND fault_mismatch shm)
 add_test(NAME faults.mismatch_socket COMMAND fault_mismatch socket)
-add_test(NAME faults.stall_report COMMAND fault_stall)
+add_test(NAME faults.stall_report_shm COMMAND fault_stall shm)
+add_test(NAME faults.stall_report_socket COMMAND fault_stall socket)
 
 set_tests_properties(faults.invalid_args faults.peer_killed_shm faults.peer_killed_socket faults.slow_peer_timeout
                      faults.slow_peer_default faults.fork_shm faults.fork_socket faults.idle_cpu
                      faults.oversubscribed_shm faults.oversubscribed_socket faults.mismatch_shm faults.mismatch_socket
-                     faults.stall_report PROPERTIES LABELS faults TIMEOUT 300)
+                     faults.stall_report_shm faults.stall_report_socket PROPERTIES LABELS faults TIMEOUT 300)
 set_tests_properties(faults.slow_peer_default PROPERTIES LABELS "faults;slow" TIMEOUT 150)
 # Timing-bound tests: 8 busy ranks or 100 kill trials beside them would stretch each other's deadlines.
 set_tests_properties(faults.peer_killed_shm faults.peer_killed_socket faults.oversubscribed_shm
