@@ -351,3 +351,13 @@ int fh_run_ranks(int (*fn)(void *arg, int index), void *arg, int n, double timeo
   free(pids);
   return res;
 }
+
+const char *fh_transport_arg(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "shm";
+  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0) {
+    fprintf(stderr, "usage: %s shm|socket\n", argv[0]);
+    return NULL;
+  }
+  setenv("DCCL_TRANSPORT", mode, 1);
+  return mode;
+}

@@ -77,6 +77,10 @@ void fh_fill(float *buf, size_t count, int rank, int iter);
  * bad index goes to *first_bad (may be NULL). */
 size_t fh_check_sum(const float *buf, size_t count, int nranks, int iter, size_t *first_bad);
 
+/* The transport named by argv[1] (shm or socket; shm without one), set as DCCL_TRANSPORT for the ranks; NULL,
+ * after printing the usage, for anything else. */
+const char *fh_transport_arg(int argc, char **argv);
+
 /* A unique id from the parent, with the reason on failure. */
 ncclResult_t fh_unique_id(ncclUniqueId *id);
 

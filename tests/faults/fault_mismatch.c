@@ -160,12 +160,8 @@ static void run_case(struct shared *sh, int nranks, int what) {
 }
 
 int main(int argc, char **argv) {
-  const char *mode = argc > 1 ? argv[1] : "shm";
-  if (strcmp(mode, "shm") != 0 && strcmp(mode, "socket") != 0) {
-    fprintf(stderr, "usage: %s shm|socket\n", argv[0]);
-    return 2;
-  }
-  setenv("DCCL_TRANSPORT", mode, 1);
+  const char *mode = fh_transport_arg(argc, argv);
+  if (!mode) return 2;
   unsetenv("DCCL_TIMEOUT");
   struct shared *sh = fh_shared_alloc(sizeof *sh);
   if (!sh) return 1;
