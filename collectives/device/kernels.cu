@@ -53,14 +53,14 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
   asm volatile("bar.sync %0, %1;" ::"r"(h.bar), "r"(h.nthreads) : "memory");
 }
 
-// Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks the link aborted, so the
-// rank at the other end stops too.
+// Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks every link of the task
+// aborted, so the ranks at their other ends stop too (a peer may be polling LL lines this rank will never write).
 __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
                          const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL) {
   cta->stop = 1;
-  if (c) {
-    uint32_t *aborted = (uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
-    dccl_cas0_u32(aborted, 1);
+  for (int i = 0; c && i < 2 * DCCL_DEV_CONN_SLOTS; i++) {
+    const dccl_dev_conn *l = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+    if (l) dccl_cas0_u32((uint32_t *)dccl_conn_word((char *const *)l->regions, l->desc.aborted), 1);
   }
   if (atomicCAS_system(&w->status->error, 0u, code) != 0u) return;
   w->status->peer = c ? c->peer : -1;
@@ -79,8 +79,7 @@ __device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_con
     if (cta->stop) return 0;
     const uint32_t *aborted = (const uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
     if (dccl_ld_acquire_u32(aborted)) {
-      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED);
-      w->status->peer = c->peer;
+      dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED); // and passes it on along this task's other links
       return 0;
     }
     if (*(volatile const uint32_t *)w->abort_flag) {
@@ -207,7 +206,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
 }
 
 // The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
-// lines 0-2). Then thread 0 checks the headers. Returns 0 to stop.
+// the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to stop.
 __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rmask, uint64_t bytes,
                               const dev_half &h) {
   const dccl_dev_task &t = cta->task;
