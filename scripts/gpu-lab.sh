@@ -9,9 +9,12 @@
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
-#   all:   the three, one after the other (the default; more than one device call's time)
+#   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
+#          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
+#          (NVD_* narrow it to fit a call)
+#   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
-# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|all|measure] [build dir=build-gpu]
+# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|nccl|all|measure] [build dir=build-gpu]
 set -uo pipefail
 part=${1:-all}
 [ $# -gt 0 ] && shift
@@ -30,7 +33,7 @@ start=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency; } > "$out/build.log" 2>&1; then
+         gather_perf scatter_perf dev_latency nccl_dropin; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
@@ -85,12 +88,18 @@ case $part in
   tests) tests ;;
   perf) bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1 ;;
   gloo) bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1 ;;
+  nccl)
+    bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1
+    if [ "$(nvidia-smi -L | grep -c '^GPU')" = 1 ]; then
+      NVD_RANKS_PER_GPU=2 bash perf/nccl_vs_dccl.sh "$build" "$out/nccl-2ranks" || status=1
+    fi
+    ;;
   all)
     tests
     bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1
     bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1
     ;;
-  *) echo "usage: gpu-lab.sh [tests|perf|gloo|all|measure] [build dir]"; exit 2 ;;
+  *) echo "usage: gpu-lab.sh [tests|perf|gloo|nccl|all|measure] [build dir]"; exit 2 ;;
 esac
 echo "gpu-lab: $part $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
 exit $status
