@@ -62,6 +62,12 @@ __device__ static inline void cta_send_wait(cta_fifo &c, dev_result *res) {
   __syncthreads();
 }
 
+// A slot's header as the host end writes it (dccl_conn_send_post: no call fingerprint, root -1).
+__device__ static inline struct dccl_slot_header conn_header(const cta_fifo &c, uint32_t bytes) {
+  struct dccl_slot_header h = {bytes, c.pos, CONN_KIND, 0, 0, 0, -1};
+  return h;
+}
+
 __device__ static inline void cta_send_bulk(cta_fifo &c, uint32_t bytes, dev_result *res) {
   cta_send_wait(c, res);
   char *slot = dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
@@ -73,7 +79,7 @@ __device__ static inline void cta_send_bulk(cta_fifo &c, uint32_t bytes, dev_res
     ((uint32_t *)p)[w] = conn_pattern(c.fifo, c.pos, w);
   __syncthreads();
   if (threadIdx.x == 0) {
-    struct dccl_slot_header h = {bytes, c.pos, CONN_KIND, 0};
+    struct dccl_slot_header h = conn_header(c, bytes);
     dccl_bulk_write_head(slot, c.pos, &h);
     dccl_st_release_u64(dccl_conn_word(c.l.regions, c.l.desc.tail), c.pos + 1);
   }
@@ -98,7 +104,7 @@ __device__ static inline void ll_line_words(const cta_fifo &c, const uint32_t *h
 __device__ static inline void cta_send_ll(cta_fifo &c, uint32_t bytes, dev_result *res) {
   cta_send_wait(c, res);
   uint64_t *units = (uint64_t *)dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
-  struct dccl_slot_header h = {bytes, c.pos, CONN_KIND, 0};
+  struct dccl_slot_header h = conn_header(c, bytes);
   uint32_t hw[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(c.pos), nlines = dccl_ll_units(bytes) / 2;
   dccl_ll_header_words(&h, hw);
   for (uint32_t line = threadIdx.x; line < nlines; line += blockDim.x) {
@@ -144,7 +150,7 @@ __device__ static inline void cta_recv_bulk(cta_fifo &c, uint32_t bytes, dev_res
 
 __device__ static inline void cta_recv_ll(cta_fifo &c, uint32_t bytes, dev_result *res) {
   const uint64_t *units = (const uint64_t *)dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
-  struct dccl_slot_header h = {bytes, c.pos, CONN_KIND, 0};
+  struct dccl_slot_header h = conn_header(c, bytes);
   uint32_t hw[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(c.pos), nlines = dccl_ll_units(bytes) / 2;
   dccl_ll_header_words(&h, hw);
   unsigned long long bad = 0;
