@@ -2,9 +2,11 @@
 # The GPU machine's script: builds DCCL with the CUDA toolkit and runs everything that needs a GPU, writing the
 # logs to $OUT (the device tool brings them back) or ./gpu-lab-out. Each part fits one device call (10 minutes);
 # the build is kept in the build folder, so a later part reuses it.
-#   tests: the shared device code, the host library beside a GPU, the connection FIFOs (kernel <-> host thread,
-#          kernel <-> kernel across processes under MPS), graphs, and every device collective with 1-4 ranks of one
-#          process and every algorithm, with ncclMemAlloc buffers, and under a small memory limit (about 5 min)
+#   tests: `ctest -L gpu`: the shared device code, the host library beside a GPU, the connection FIFOs (kernel <->
+#          host thread, kernel <-> kernel across processes under MPS), graphs, every device collective with 1-4 ranks
+#          of one process and every algorithm, ncclMemAlloc buffers, a small memory limit, 1 GiB all-reduces, two
+#          communicators at once, and ranks in processes of their own (mpirun and the TCP bootstrap, under MPS and
+#          a few cases without)
 #   perf:  the perf tools on device buffers under MPS (every tool checked at 2-3 ranks; all-reduce timed 8 B-1 GiB
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
@@ -23,6 +25,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 build=${1:-build-gpu}
 out=${OUT:-gpu-lab-out}
 mkdir -p "$out"
+OUT_ABS=$(cd "$out" && pwd)
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -2
@@ -32,6 +35,7 @@ cat "$out/machine.txt"
 start=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
+         gpu_concurrent coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
          gather_perf scatter_perf dev_latency nccl_dropin; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
@@ -41,47 +45,17 @@ fi
 echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
-run_test() { # name, then the command's words
-  local t=$1
-  shift
-  timeout 240 "$@" > "$out/$t.log" 2>&1
-  local rc=$?
-  tail -15 "$out/$t.log"
-  echo "gpu-lab: $t exit $rc"
-  [ "$rc" = 0 ] || status=1
-}
-
+# The GPU suite: every ctest case labelled gpu (tests/cuda/cuda_tests.cmake), one at a time. Its whole output goes
+# to ctest-gpu.log; the lines that carry a result or a figure are printed here.
 tests() {
-  for t in device_shared_test cuda_host_paths conn_host_test gpu_graphs; do run_test $t "$build/tests/$t"; done
-  # Kernels of two processes run at once only under MPS; a daemon of our own, with its own pipe directory.
-  local mps
-  mps=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-  if CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog "$mps" -d; then
-    CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run_test conn_ipc_test "$build/tests/conn_ipc_test"
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps "$mps"
-  else
-    echo "gpu-lab: cannot start MPS ($mps)"
-    status=1
-  fi
-  # Device-buffer collectives: ranks of one process on GPU 0, every algorithm; then ncclMemAlloc buffers, and a
-  # memory limit that lowers the channels.
-  local n algo log rc
-  for n in 1 2 3 4 4m 4l; do
-    for algo in "" ring tree oneshot; do
-      case $n in 1 | 4m | 4l) [ -n "$algo" ] && continue ;; esac
-      log="$out/gpu_colls.np$n${algo:+.$algo}.log"
-      case $n in
-        4m) DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" 4 memalloc > "$log" 2>&1 ;;
-        4l) DCCL_DEV_MEM_LIMIT=8388608 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=INIT timeout 300 "$build/tests/gpu_colls" 4 \
-              > "$log" 2>&1 ;;
-        *) DCCL_ALGO=$algo timeout 300 "$build/tests/gpu_colls" "$n" > "$log" 2>&1 ;;
-      esac
-      rc=$?
-      grep -E "^FAIL|device channels" "$log" | head -5
-      tail -1 "$log"
-      [ "$rc" = 0 ] || { status=1; echo "gpu-lab: gpu_colls $n ranks ${algo:-auto} exit $rc"; }
-    done
-  done
+  local rc
+  (cd "$build" && timeout 480 ctest -L gpu --timeout 300 --output-on-failure --output-log "$OUT_ABS/ctest-gpu.log" \
+    > "$OUT_ABS/ctest-gpu.out" 2>&1)
+  rc=$?
+  grep -E "Test +#|tests passed|tests failed" "$out/ctest-gpu.out" | sed 's/  */ /g' | tail -40
+  grep -E "^FAIL|per round trip|GB/s of payload|MiB per rank|: [0-9]+ passed, [0-9]+ failed|checked [0-9]+ cases|channels run on|device channels [0-9]+ ->" \
+    "$out/ctest-gpu.log" | sort | uniq -c | sort -rn | cut -c1-220 | head -60
+  [ "$rc" = 0 ] || { status=1; echo "gpu-lab: ctest -L gpu exit $rc"; }
 }
 
 case $part in

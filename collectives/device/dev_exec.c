@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "util/cuda_api.h"
 #include "util/error.h"
@@ -34,7 +35,12 @@ struct dccl_dev_comm {
   CUcontext ctx;
   int ranks_in_process; /* ranks of the communicator in this process: more than one may not share a stream */
   CUfunction kernels[NTYPES + 1]; /* one per element type, then the one for groups mixing types */
-  int max_ctas; /* CTAs one launch may use: the GPU's resident capacity shared by the ranks on it */
+  int ordinal;
+  int resident;  /* CTAs the GPU holds at once (of this kernel) */
+  int max_ctas;  /* channels a collective may plan: the resident CTAs over the communicator's ranks on the GPU */
+  int fixed_ctas; /* DCCL_MAX_CTAS, or 0: each launch takes its share of the GPU (collectives/device/cta_share.h) */
+  long share_joined;
+  int folded_logged;
   uint32_t *abort_word;            /* pinned, device-visible */
   uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
@@ -121,6 +127,12 @@ static ncclResult_t pinned(struct dccl_dev_comm *dev, void *p, size_t bytes) {
   return ncclSuccess;
 }
 
+/* The CTAs a launch of this communicator may use now: DCCL_MAX_CTAS, or its share of the GPU. */
+static int launch_share(const struct dccl_dev_comm *dev) {
+  int share = dev->fixed_ctas ? dev->fixed_ctas : dccl_cta_share(dev->ordinal, dev->resident);
+  return share < DCCL_DEV_MAX_CTAS ? share : DCCL_DEV_MAX_CTAS;
+}
+
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu) {
   DCCLCHECK(dccl_cuda_api_load());
   struct dccl_dev_comm *dev = calloc(1, sizeof(*dev));
@@ -128,22 +140,32 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   comm->dev = dev;
   dev->ctx = (CUcontext)cu_ctx;
   DCCLCHECK(enter(dev->ctx));
-  int resident = 0;
-  DCCLCHECK(load_kernels(ordinal, dev->kernels, &resident));
-  /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity (and communicators
-   * whose kernels run at once share it again: DCCL_MAX_CTAS). */
-  dev->max_ctas = resident / (ranks_on_gpu > 0 ? ranks_on_gpu : 1);
+  dev->ordinal = ordinal;
+  DCCLCHECK(load_kernels(ordinal, dev->kernels, &dev->resident));
+  /* No CTA may wait for one that cannot be resident: the ranks on this GPU share its capacity, and so do the
+   * communicators whose kernels may run at once, counted at each launch (cta_share.h). */
+  if (ranks_on_gpu < 1) ranks_on_gpu = 1;
+  dev->max_ctas = dev->resident / ranks_on_gpu;
   int64_t cap = dccl_param_int(DCCL_PARAM_MAX_CTAS);
-  if (cap > 0 && cap < dev->max_ctas) dev->max_ctas = (int)cap;
+  dev->fixed_ctas = cap > 0 ? (int)(cap < DCCL_DEV_MAX_CTAS ? cap : DCCL_DEV_MAX_CTAS) : 0;
+  if (dev->fixed_ctas && dev->fixed_ctas < dev->max_ctas) dev->max_ctas = dev->fixed_ctas;
   if (dev->max_ctas > DCCL_DEV_MAX_CTAS) dev->max_ctas = DCCL_DEV_MAX_CTAS;
   if (dev->max_ctas < 1)
     return dccl_error(ncclInvalidUsage, "device %d: %d ranks cannot share its %d resident CTAs", ordinal,
-                      ranks_on_gpu, resident);
-  for (int r = 0; r < comm->nranks; r++) dev->ranks_in_process += comm->peers[r].pid == comm->peers[comm->rank].pid;
+                      ranks_on_gpu, dev->resident);
+  int local_on_gpu = 0;
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++) {
+    int here = comm->peers[r].pid == me->pid && comm->peers[r].real_host_hash == me->real_host_hash;
+    dev->ranks_in_process += here;
+    local_on_gpu += here && !memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid));
+  }
+  dev->share_joined = dccl_cta_share_join(ordinal, ranks_on_gpu, local_on_gpu);
   /* Every rank must plan the same channels (they name links): creation takes the fewest any rank can run. */
   if (comm->dev_nchannels > dev->max_ctas) comm->dev_nchannels = dev->max_ctas;
-  DCCL_INFO(DCCL_INIT, "device %d: %d CTAs resident, %d ranks of the communicator on one GPU: a launch uses at most %d",
-            ordinal, resident, ranks_on_gpu, dev->max_ctas);
+  DCCL_INFO(DCCL_INIT, "device %d: %d CTAs resident, %d ranks of the communicator on one GPU: at most %d channels; "
+            "rank kernels that may run at once on the GPU: %.0f, a launch's share %d CTAs",
+            ordinal, dev->resident, ranks_on_gpu, dev->max_ctas, dccl_cta_share_load(ordinal), launch_share(dev));
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
@@ -189,6 +211,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   /* Kernels still queued read the work and the abort word: wait for them (an aborted one exits soon). */
   while (dccl_dev_comm_busy(comm)) sched_yield();
   (void)enter(dev->ctx);
+  dccl_cta_share_leave(dev->ordinal, dev->share_joined);
   while (dev->blocks) {
     struct work_block *b = dev->blocks;
     dev->blocks = b->next;
@@ -297,10 +320,13 @@ static int same_p2p_lane(const struct dccl_op *a, const struct dccl_op *b) {
          a->peer == b->peer;
 }
 
-/* Which CTA runs a task: channel c of the collectives is CTA c (they share links, so they run in issue order);
- * each point-to-point (peer, direction) gets a CTA of its own after them, so a send never waits behind a receive. */
+/* Which CTA runs a task: channel c of the collectives runs on CTA c % ncoll_ctas, in issue order (channel c's
+ * operations share links). Channels folded onto fewer CTAs than there are stay deadlock-free whatever another
+ * rank folds: every rank runs its tasks in one order, (operation, channel), so the first unfinished task anywhere
+ * waits only on its own channel's peers, which are at it or past it. Each point-to-point (peer, direction) gets a
+ * CTA of its own after them, so a send never waits behind a receive. */
 static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, int ncoll_ctas) {
-  if (!is_p2p(op)) return c;
+  if (!is_p2p(op)) return c % ncoll_ctas;
   int idx = ncoll_ctas;
   for (const struct dccl_op *o = list; o; o = o->next) {
     if (o->comm != op->comm || !o->on_device || !is_p2p(o)) continue;
@@ -328,15 +354,28 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
   DCCLCHECK(enter(dev->ctx));
   if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
-  int ntasks = 0, ncoll = 0, type = -1;
+  int ntasks = 0, ncoll = 0, nlanes = 0, type = -1;
   for (const struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished) continue;
     type = type == -1 || type == (int)op->type ? (int)op->type : NTYPES; /* NTYPES: a mix */
     for (int c = 0; c < op->nchannels; c++)
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
-    if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->nchannels > ncoll) ncoll = op->nchannels;
+    if (!is_p2p(op) && op->nchannels > ncoll) ncoll = op->nchannels;
+    if (is_p2p(op) && cta_of(list, op, 0, 1) == 1 + nlanes) nlanes++; /* the first op of a new lane */
   }
   if (ntasks == 0) return ncclSuccess;
+  int share = launch_share(dev);
+  if (nlanes + (ncoll > 0) > share)
+    return dccl_error(ncclInvalidUsage, "a group of device operations needs %d CTAs for its point-to-point peers%s; "
+                      "this launch may use %d (DCCL_MAX_CTAS, or fewer peers per group)", nlanes,
+                      ncoll ? " and one for its collectives" : "", share);
+  int fold = ncoll + nlanes > share ? share - nlanes : ncoll;
+  if (fold < ncoll && !dev->folded_logged) {
+    dev->folded_logged = 1;
+    DCCL_INFO(DCCL_COLL, "rank %d: %d channels run on %d CTAs: %.0f rank kernels may run at once on device %d, "
+              "sharing its %d resident CTAs", comm->rank, ncoll, fold, dccl_cta_share_load(dev->ordinal),
+              dev->ordinal, dev->resident);
+  }
   /* The legacy default stream orders every kernel of the process after the last: two ranks' kernels there would run
    * one after the other, the first waiting for the second forever. */
   if ((stream == NULL || stream == CU_STREAM_LEGACY) && dev->ranks_in_process > 1)
@@ -367,10 +406,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
-      int cta = cta_of(list, op, c, ncoll);
-      if (cta >= dev->max_ctas || cta >= DCCL_DEV_MAX_CTAS)
-        return dccl_error(ncclInvalidUsage, "a group of device operations needs more than %d CTAs (DCCL_DEV_NCHANNELS, "
-                                            "or fewer point-to-point peers per group)", dev->max_ctas);
+      int cta = cta_of(list, op, c, fold);
       w->cta_ntasks[cta]++;
       if (cta + 1 > nctas) nctas = cta + 1;
     }
@@ -385,7 +421,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
-      int cta = cta_of(list, op, c, ncoll);
+      int cta = cta_of(list, op, c, fold);
       fill_task(dev, comm, op, c, &tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
     }
   }

@@ -49,9 +49,9 @@
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
   X(DEV_NCHANNELS, INT, 64, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
-  X(MAX_CTAS, INT, 0, "The most CTAs one device launch may use; 0: the GPU's resident CTAs over the ranks of the " \
-                      "communicator sharing it (one communicator running at a time). With N communicators whose "   \
-                      "kernels run at once, set at most that over N.")                                              \
+  X(MAX_CTAS, INT, 0, "The CTAs each device launch uses; 0: the GPU's resident CTAs over the rank kernels that "   \
+                      "may run at once there (every rank on the GPU of every live communicator of the process, "    \
+                      "other processes assumed alike). Channels beyond it share CTAs.")                             \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
   X(DEV_MEM_LIMIT, INT, 67108864, "Bytes of GPU memory one rank's device links of one communicator may hold: the " \

@@ -1,5 +1,5 @@
-# CUDA tests. CI has the toolkit but no GPU: they are part of the build (so CI compiles them) but not ctest cases;
-# scripts/gpu-lab.sh runs them on the GPU machine (each exits 77 when no device is usable).
+# CUDA tests, label gpu. CI has the toolkit but no GPU: it compiles them, and each exits 77 there (ctest reports it
+# skipped, not passed); scripts/gpu-lab.sh runs `ctest -L gpu` on the GPU machine.
 if(DCCL_HAVE_CUDA_TOOLKIT)
   # reduce_math.h and schedule.h run in a kernel and on the host over the same vectors; results must match.
   add_executable(device_shared_test ${CMAKE_CURRENT_SOURCE_DIR}/cuda/device_shared_test.cu)
@@ -30,4 +30,53 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   # Graph capture and replay, the legacy-stream refusal, host operations after device ones.
   add_executable(gpu_graphs ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_graphs.c)
   target_link_libraries(gpu_graphs PRIVATE dccl CUDA::cudart)
+  # Communicators whose kernels run at once on one GPU (their launches share its resident CTAs).
+  add_executable(gpu_concurrent ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_concurrent.c)
+  target_link_libraries(gpu_concurrent PRIVATE dccl CUDA::cudart)
+
+  function(dccl_gpu_test name)
+    cmake_parse_arguments(T "" "TIMEOUT" "COMMAND;ENV" ${ARGN})
+    add_test(NAME gpu.${name} COMMAND ${T_COMMAND})
+    if(NOT T_TIMEOUT)
+      set(T_TIMEOUT 300)
+    endif()
+    set_tests_properties(gpu.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT}
+                         ENVIRONMENT "${T_ENV}")
+  endfunction()
+  dccl_gpu_test(device_shared COMMAND device_shared_test)
+  dccl_gpu_test(cuda_host_paths COMMAND cuda_host_paths)
+  dccl_gpu_test(conn_host COMMAND conn_host_test)
+  # Two processes' kernels run at once only under MPS: the wrapper runs a daemon of its own.
+  dccl_gpu_test(conn_ipc_mps COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda/with_mps.sh $<TARGET_FILE:conn_ipc_test>)
+  dccl_gpu_test(graphs COMMAND gpu_graphs)
+  dccl_gpu_test(colls_1rank COMMAND gpu_colls 1)
+  foreach(n 2 3 4)
+    dccl_gpu_test(colls_${n}ranks COMMAND gpu_colls ${n})
+    foreach(algo ring tree oneshot)
+      dccl_gpu_test(colls_${n}ranks_${algo} COMMAND gpu_colls ${n} ENV DCCL_ALGO=${algo})
+    endforeach()
+  endforeach()
+  dccl_gpu_test(colls_4ranks_memalloc COMMAND gpu_colls 4 memalloc)
+  # A small memory limit lowers the channels (the test checks every rank's usage against it).
+  dccl_gpu_test(colls_4ranks_memlimit COMMAND gpu_colls 4 ENV DCCL_DEV_MEM_LIMIT=8388608)
+  dccl_gpu_test(colls_2ranks_1gib COMMAND gpu_colls 2 big)
+  dccl_gpu_test(colls_4ranks_1gib COMMAND gpu_colls 4 big)
+  dccl_gpu_test(concurrent_4ranks_2comms COMMAND gpu_concurrent 4 2)
+
+  # Ranks in processes of their own (coll_suite --device: every collective, type and reduction at small sizes,
+  # checked as on the host), under MPS through mpirun and through the TCP bootstrap (--fork), and a few cases
+  # without MPS, where every hand-off between the processes waits for a time slice (correct, slow).
+  if(TARGET coll_suite)
+    set(mps ${CMAKE_CURRENT_SOURCE_DIR}/cuda/with_mps.sh)
+    set(suite $<TARGET_FILE:coll_suite> --device --quick --case-timeout 60)
+    if(MPI_C_FOUND)
+      set(mpirun ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
+      dccl_gpu_test(suite_mpirun_2ranks_mps COMMAND ${mps} ${mpirun} -np 2 ${suite} ENV DCCL_TIMEOUT=60)
+      dccl_gpu_test(suite_mpirun_4ranks_mps_tree COMMAND ${mps} ${mpirun} -np 4 ${suite} --algo tree
+                    --colls allreduce,broadcast,reduce ENV DCCL_TIMEOUT=60)
+    endif()
+    dccl_gpu_test(suite_fork_3ranks_mps COMMAND ${mps} ${suite} --fork 3 --timeout 270 ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
+                  --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
+  endif()
 endif()

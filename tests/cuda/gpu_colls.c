@@ -7,7 +7,8 @@
  * ncclCommGetAsyncError must report as ncclInvalidUsage naming both calls. Inputs
  * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
  * element by element.
- * Usage: gpu_colls [nranks=2]  (DCCL_ALGO picks ring, tree or oneshot)
+ * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
+ * Usage: gpu_colls [nranks=2] [memalloc|big]  (DCCL_ALGO picks ring, tree or oneshot)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -215,6 +216,32 @@ static void run_case(const struct tcase *c, size_t n, int inplace) {
   result(ok, "alltoall", c, n, 0);
 }
 
+/* An all-reduce of n elements per rank, out of place and in place, timed (the slowest rank's stream). */
+static void big_allreduce(const struct tcase *c, size_t n) {
+  for (int inplace = 0; inplace < 2; inplace++) {
+    fill_inputs(c, n);
+    cudaEvent_t t0, t1;
+    CUDA_OK(cudaEventCreate(&t0));
+    CUDA_OK(cudaEventCreate(&t1));
+    CUDA_OK(cudaEventRecord(t0, streams[0]));
+    ncclGroupStart();
+    for (int r = 0; r < nranks; r++)
+      ncclAllReduce(dsend[r], inplace ? dsend[r] : drecv[r], n, c->type, c->op, comms[r], streams[r]);
+    int ok = ncclGroupEnd() == ncclSuccess && sync_all();
+    CUDA_OK(cudaEventRecord(t1, streams[0]));
+    CUDA_OK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+    for (int r = 0; r < nranks && ok; r++)
+      ok = compare("allreduce", c, r, inplace ? dsend[r] : drecv[r], n, want_allreduce);
+    printf("%s: allreduce %s of %zu MiB per rank %s: %.1f ms (rank 0's stream, first call)\n", ok ? "PASS" : "FAIL",
+           c->name, n * esize(c->type) >> 20, inplace ? "in place" : "out of place", ms);
+    result(ok, "allreduce", c, n, inplace);
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+  }
+}
+
 /* Rank r premultiplies its input by scale(r, call): halves and quarters, exact in float32. */
 static double scale(int r, int call) { return (r + 1) * 0.5 / (call + 1); }
 static int premul_call;
@@ -305,6 +332,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
   int memalloc = argc > 2 && !strcmp(argv[2], "memalloc"); /* buffers from ncclMemAlloc instead of cudaMalloc */
+  int big = argc > 2 && !strcmp(argv[2], "big");
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -333,7 +361,7 @@ int main(int argc, char **argv) {
       n_failed++;
   }
   size_t max_n = 1048579;
-  cap_bytes = max_n * 4 + 64;
+  cap_bytes = big ? ((size_t)1 << 30) + 64 : max_n * 4 + 64;
   for (int r = 0; r < nranks; r++) {
     CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
     if (memalloc) {
@@ -352,12 +380,17 @@ int main(int argc, char **argv) {
                                 {ncclBfloat16, ncclSum, "bf16 sum"},
                                 {ncclFloat32, ncclAvg, "float32 avg"}};
   const size_t sizes[] = {0, 1, 7, 1000, 1048579};
-  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
-    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-      for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
-  premul_cases();
-  device_mismatch_case(128, 256);    /* LL slots */
-  device_mismatch_case(4096, 8192);  /* bulk one-shot */
+  if (big) {
+    for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
+      big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));
+  } else {
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+      for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+        for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
+    premul_cases();
+    device_mismatch_case(128, 256);    /* LL slots */
+    device_mismatch_case(4096, 8192);  /* bulk one-shot */
+  }
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
     if (memalloc) {
@@ -372,6 +405,7 @@ int main(int argc, char **argv) {
     cudaStreamDestroy(streams[r]);
   }
   printf("gpu_colls (%d ranks, DCCL_ALGO=%s%s): %d passed, %d failed\n", nranks,
-         getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "", memalloc ? ", ncclMemAlloc buffers" : "", n_passed, n_failed);
+         getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "", memalloc ? ", ncclMemAlloc buffers" : big ? ", 1 GiB" : "",
+         n_passed, n_failed);
   return n_failed ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 
 #include "dccl.h"
 #include "suite.h"
+#include "suite_device.h"
 #if defined(DCCL_TEST_HAVE_MPI)
 #include <mpi.h>
 #endif
@@ -29,8 +30,8 @@
 
 static void print_header(const struct suite_options *opt, const char *mode, int nranks, size_t ncases) {
   const char *transport = getenv("DCCL_TRANSPORT"), *hostid = getenv("DCCL_HOSTID");
-  printf("coll_suite: %d ranks (%s), algo %s, transport %s%s, %zu %s\n", nranks, mode,
-         opt->algo ? opt->algo : "default", transport && *transport ? transport : "default",
+  printf("coll_suite: %d ranks (%s), %s buffers, algo %s, transport %s%s, %zu %s\n", nranks, mode,
+         opt->device ? "GPU" : "host", opt->algo ? opt->algo : "default", transport && *transport ? transport : "default",
          hostid && *hostid ? " (DCCL_HOSTID set per rank)" : "", ncases, opt->selftest ? "selftest cases" : "cases");
   fflush(stdout);
 }
@@ -53,7 +54,7 @@ static size_t judge(const struct suite_options *opt, const struct suite_case *ca
 /* Runs this rank's part: create the communicator, run every case, destroy it. */
 static void run_rank(const struct suite_options *opt, ncclComm_t comm, int rank, int nranks,
                      const struct suite_case *cases, size_t ncases, struct suite_record *records) {
-  struct suite_rank me = {comm, rank, nranks, opt->verbose, opt->full_check};
+  struct suite_rank me = {comm, rank, nranks, opt->verbose, opt->full_check, opt->device};
   if (suite_run_cases(&me, cases, ncases, records) == 0) {
     suite_watchdog_enter("ncclCommDestroy");
     ncclResult_t rc = ncclCommDestroy(comm);
@@ -107,7 +108,7 @@ static int run_mpi(int *argc, char ***argv, const struct suite_options *opt) {
   suite_watchdog_start(rank, opt->case_timeout_s);
   suite_watchdog_enter("communicator creation");
   ncclComm_t comm = NULL;
-  ncclResult_t rc = comm_init_mpi(&comm, rank, nranks);
+  ncclResult_t rc = opt->device && suite_device_select(rank) ? ncclSystemError : comm_init_mpi(&comm, rank, nranks);
   suite_watchdog_idle();
   if (rc != ncclSuccess)
     fprintf(stderr, "rank %d: ERROR creating the communicator: %s: %s\n", rank, ncclGetErrorString(rc),
@@ -154,6 +155,7 @@ static int fork_child(const struct suite_options *opt, ncclUniqueId id, int rank
   suite_watchdog_start(rank, opt->case_timeout_s);
   suite_watchdog_enter("communicator creation");
   ncclComm_t comm = NULL;
+  if (opt->device && suite_device_select(rank)) return 3;
   ncclResult_t rc = ncclCommInitRank(&comm, nranks, id, rank);
   suite_watchdog_idle();
   if (rc != ncclSuccess) {

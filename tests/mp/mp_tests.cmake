@@ -8,8 +8,14 @@ include(${CMAKE_CURRENT_LIST_DIR}/../common/common.cmake)
 set(DCCL_MP_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_executable(coll_suite
   ${DCCL_MP_DIR}/coll_suite.c ${DCCL_MP_DIR}/suite_options.c ${DCCL_MP_DIR}/suite_cases.c
-  ${DCCL_MP_DIR}/suite_run.c ${DCCL_MP_DIR}/suite_report.c ${DCCL_MP_DIR}/suite_watchdog.c)
+  ${DCCL_MP_DIR}/suite_run.c ${DCCL_MP_DIR}/suite_report.c ${DCCL_MP_DIR}/suite_watchdog.c
+  ${DCCL_MP_DIR}/suite_device.c)
 target_link_libraries(coll_suite PRIVATE dccl dccl_testcommon Threads::Threads)
+if(DCCL_HAVE_CUDA_TOOLKIT)
+  find_package(CUDAToolkit REQUIRED)
+  target_link_libraries(coll_suite PRIVATE CUDA::cudart)
+  target_compile_definitions(coll_suite PRIVATE DCCL_TEST_HAVE_CUDART)
+endif()
 if(MPI_C_FOUND)
   target_link_libraries(coll_suite PRIVATE MPI::MPI_C)
   target_compile_definitions(coll_suite PRIVATE DCCL_TEST_HAVE_MPI)

@@ -61,6 +61,7 @@ struct suite_options {
   int list_only;
   int all_roots;  /* every root at every size (default: large sizes rotate through the roots) */
   int full_check; /* every rank checks its whole output by value (default: a 1/N share where outputs agree) */
+  int device;     /* buffers in GPU memory */
 };
 
 /* Parses argv; prints usage and returns -1 on a bad option. */
@@ -84,6 +85,7 @@ struct suite_rank {
   int rank, nranks;
   int verbose;
   int full_check;
+  int device; /* buffers in GPU memory (suite_device.h) */
 };
 
 /* Runs cases[0..n) in order and fills records[0..n). Returns 0, or -1 when a DCCL call failed: then the

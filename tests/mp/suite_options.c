@@ -30,6 +30,8 @@ static void usage(const char *prog) {
           "                        the rest)\n"
           "  --all-roots           every root at every size (default: above 65536 elements one root per case,\n"
           "                        rotating through 0, the middle rank and the last rank)\n"
+          "  --device              buffers in GPU memory (each rank on GPU rank %% GPUs): inputs copied in, outputs\n"
+          "                        copied out and checked as on the host\n"
           "  --list                print the cases and exit\n"
           "  --verbose\n",
           prog);
@@ -114,7 +116,7 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
     O_VERBOSE,
     O_HELP,
     O_FULL,
-    O_ALL_ROOTS
+    O_ALL_ROOTS, O_DEVICE
   };
   static const struct option longopts[] = {{"algo", required_argument, 0, O_ALGO},
                                            {"fork", required_argument, 0, O_FORK},
@@ -135,6 +137,7 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
                                            {"help", no_argument, 0, O_HELP},
                                            {"full-check", no_argument, 0, O_FULL},
                                            {"all-roots", no_argument, 0, O_ALL_ROOTS},
+                                           {"device", no_argument, 0, O_DEVICE},
                                            {0, 0, 0, 0}};
   memset(opt, 0, sizeof(*opt));
   opt->big = 1;
@@ -211,6 +214,9 @@ int suite_parse_options(int argc, char **argv, struct suite_options *opt) {
         break;
       case O_ALL_ROOTS:
         opt->all_roots = 1;
+        break;
+      case O_DEVICE:
+        opt->device = 1;
         break;
       default:
         usage(argv[0]);

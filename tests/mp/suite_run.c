@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "suite.h"
+#include "suite_device.h"
 #include "tc_buffer.h"
 
 #define SUITE_LINES_PER_CASE 3
@@ -142,6 +143,7 @@ static ncclRedOp_t builtin_op(enum tc_op op) {
 struct case_buffers {
   struct tc_buffer send, recv; /* in-place: only recv is used */
   int have_send;
+  unsigned char *dsend, *drecv; /* --device: their GPU mirrors, which the calls are given */
 };
 
 static int alloc_buffers(struct case_ctx *x, struct case_buffers *b, size_t send_elems, size_t recv_elems) {
@@ -163,6 +165,8 @@ static int alloc_buffers(struct case_ctx *x, struct case_buffers *b, size_t send
 }
 
 static void free_buffers(struct case_buffers *b) {
+  suite_device_free(b->dsend);
+  suite_device_free(b->drecv);
   if (b->have_send) tc_buffer_free(&b->send);
   tc_buffer_free(&b->recv);
 }
@@ -174,7 +178,8 @@ static int issue(struct case_ctx *x, struct case_buffers *b, ncclRedOp_t op) {
   const size_t es = x->ti->size, count = c->count;
   const ncclDataType_t t = c->type;
   const ncclComm_t comm = x->me->comm;
-  unsigned char *send = b->have_send ? b->send.data : b->recv.data, *recv = b->recv.data;
+  unsigned char *recv = x->me->device ? b->drecv : b->recv.data;
+  unsigned char *send = !b->have_send ? recv : x->me->device ? b->dsend : b->send.data;
   switch (c->coll) {
     case SUITE_ALLREDUCE:
       CALL(x, ncclAllReduce(send, recv, count, t, op, comm, NULL));
@@ -338,6 +343,11 @@ static int run_one(struct case_ctx *x, struct suite_record *rec) {
   }
   fill_inputs(x, &b);
   const uint64_t send_hash = b.have_send ? tc_hash(b.send.data, b.send.bytes) : 0;
+  if (x->me->device && ((b.have_send && !(b.dsend = suite_device_mirror(&b.send))) ||
+                        !(b.drecv = suite_device_mirror(&b.recv)))) {
+    free_buffers(&b);
+    return -1;
+  }
 
   ncclRedOp_t op = builtin_op(c->op);
   int created_op = 0;
@@ -358,6 +368,9 @@ static int run_one(struct case_ctx *x, struct suite_record *rec) {
     ncclResult_t drc = ncclRedOpDestroy(op, x->me->comm);
     if (rc == 0 && drc != ncclSuccess) rc = call_failed(x, "ncclRedOpDestroy", drc);
   }
+  if (rc == 0 && x->me->device &&
+      ((b.have_send && suite_device_copy_back(&b.send, b.dsend)) || suite_device_copy_back(&b.recv, b.drecv)))
+    rc = -1;
   if (rc) {
     free_buffers(&b);
     return rc;
