@@ -46,15 +46,16 @@ echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
 # The GPU suite: every ctest case labelled gpu (tests/cuda/cuda_tests.cmake), one at a time. Its whole output goes
-# to ctest-gpu.log; the lines that carry a result or a figure are printed here.
+# to ctest-gpu.log (verbose); the lines that carry a result or a figure are printed here.
 tests() {
   local rc
-  (cd "$build" && timeout 480 ctest -L gpu --timeout 300 --output-on-failure --output-log "$OUT_ABS/ctest-gpu.log" \
-    > "$OUT_ABS/ctest-gpu.out" 2>&1)
+  (cd "$build" && timeout 480 ctest -L gpu --timeout 300 -V > "$OUT_ABS/ctest-gpu.log" 2>&1)
   rc=$?
-  grep -E "Test +#|tests passed|tests failed" "$out/ctest-gpu.out" | sed 's/  */ /g' | tail -40
-  grep -E "^FAIL|per round trip|GB/s of payload|MiB per rank|: [0-9]+ passed, [0-9]+ failed|checked [0-9]+ cases|channels run on|device channels [0-9]+ ->" \
-    "$out/ctest-gpu.log" | sort | uniq -c | sort -rn | cut -c1-220 | head -60
+  grep -E "Test +#[0-9]+:.*(Passed|Failed|Skipped|Timeout|\*\*\*)|tests passed|tests failed" "$out/ctest-gpu.log" |
+    sed 's/  */ /g' | tail -40
+  sed -E 's/^[0-9]+: //' "$out/ctest-gpu.log" |
+    grep -E "^FAIL|per round trip|GB/s of payload|MiB per rank|[0-9]+ passed, [0-9]+ failed|^coll_suite:|channels run on" |
+    sort | uniq -c | sort -rn | cut -c1-220 | head -60
   [ "$rc" = 0 ] || { status=1; echo "gpu-lab: ctest -L gpu exit $rc"; }
 }
 

@@ -1,9 +1,11 @@
-/* Communicators whose kernels run at the same time on one GPU: NCOMMS communicators of nranks ranks each, all on
- * GPU 0 in this process, every (communicator, rank) on a stream of its own. Every round issues a large all-reduce on
- * each communicator (a group per communicator, none waiting for the others), then an all-gather, and only then
- * waits: the kernels of all of them are queued at once. A launch whose CTAs could not all be resident beside the
- * others' would leave some kernel spinning for a peer that never gets an SM; the test gives each round a deadline
- * and then aborts, so a deadlock is a failure, not a hang. Results are checked element by element (small integer
+/* Communicators whose kernels run at the same time on one GPU: ncomms communicators of nranks ranks each, all on
+ * GPU 0 in this process, every (communicator, rank) on a stream of its own. Every round issues a large all-reduce
+ * and an all-gather on every communicator, rank by rank and communicator by communicator (rank 0 of each, then
+ * rank 1 of each, ...: no group, since a device call only launches), and only then waits. The GPU takes kernels in
+ * about that order, so if each launch took the CTAs one communicator alone may use, the first kernels would fill
+ * the GPU with half of each communicator, each spinning for a peer that never gets an SM (DCCL_MAX_CTAS set to
+ * that share shows it). The test gives each round a deadline and then aborts, so a deadlock is a failure, not a
+ * hang. Results are checked element by element (small integer
  * inputs: every order of summation is exact). Then the same communicators one at a time, which must still work.
  * Usage: gpu_concurrent [nranks=4] [ncomms=2]
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
@@ -115,19 +117,21 @@ static int check_allgather(int k, int t) {
   return 1;
 }
 
-/* Issues communicator k's round t: an all-reduce, then an all-gather of the inputs' first part. */
-static int issue(int k) {
-  int ok = ncclGroupStart() == ncclSuccess;
+/* Issues a round on the communicators in `which` (a mask): an all-reduce, then an all-gather of the inputs' first
+ * part, rank by rank, each rank's calls on every communicator before the next rank's. */
+static int issue(unsigned which) {
+  int ok = 1;
   for (int r = 0; r < nranks; r++)
-    ok &= ncclAllReduce(dsend[k][r], drecv[k][r], COUNT, ncclFloat32, ncclSum, comms[k][r], streams[k][r]) ==
-          ncclSuccess;
-  ok &= ncclGroupEnd() == ncclSuccess;
-  ok &= ncclGroupStart() == ncclSuccess;
+    for (int k = 0; k < ncomms; k++)
+      if (which >> k & 1)
+        ok &= ncclAllReduce(dsend[k][r], drecv[k][r], COUNT, ncclFloat32, ncclSum, comms[k][r], streams[k][r]) ==
+              ncclSuccess;
   for (int r = 0; r < nranks; r++)
-    ok &= ncclAllGather(dsend[k][r], dgather[k][r], COUNT / (size_t)nranks, ncclFloat32, comms[k][r],
-                        streams[k][r]) == ncclSuccess;
-  ok &= ncclGroupEnd() == ncclSuccess;
-  if (!ok) printf("  communicator %d: %s\n", k, ncclGetLastError(NULL));
+    for (int k = 0; k < ncomms; k++)
+      if (which >> k & 1)
+        ok &= ncclAllGather(dsend[k][r], dgather[k][r], COUNT / (size_t)nranks, ncclFloat32, comms[k][r],
+                            streams[k][r]) == ncclSuccess;
+  if (!ok) printf("  %s\n", ncclGetLastError(NULL));
   return ok;
 }
 
@@ -161,8 +165,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < ROUNDS; t++) {
     for (int k = 0; k < ncomms; k++) fill(k, t);
     CUDA_OK(cudaDeviceSynchronize());
-    int ok = 1;
-    for (int k = 0; k < ncomms; k++) ok &= issue(k);
+    int ok = issue((1u << ncomms) - 1);
     ok = ok && wait_all((1u << ncomms) - 1, "at once", t);
     for (int k = 0; k < ncomms && ok; k++) ok = check_allreduce(k, t) && check_allgather(k, t);
     if (!ok || t == ROUNDS - 1) check(ok, "%d communicators of %d ranks at once on one GPU, every round", ncomms, nranks);
@@ -172,7 +175,7 @@ int main(int argc, char **argv) {
   int ok = 1;
   for (int k = 0; k < ncomms && ok; k++) {
     fill(k, ROUNDS);
-    ok = issue(k) && wait_all(1u << k, "one at a time", k) && check_allreduce(k, ROUNDS) && check_allgather(k, ROUNDS);
+    ok = issue(1u << k) && wait_all(1u << k, "one at a time", k) && check_allreduce(k, ROUNDS) && check_allgather(k, ROUNDS);
   }
   check(ok, "the %d communicators of %d ranks one at a time", ncomms, nranks);
   for (int k = 0; k < ncomms; k++)
