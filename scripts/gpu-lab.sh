@@ -35,7 +35,7 @@ cat "$out/machine.txt"
 start=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
-         gpu_concurrent coll_suite \
+         gpu_concurrent gpu_peer_death coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
          gather_perf scatter_perf dev_latency nccl_dropin; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
@@ -46,15 +46,16 @@ echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
 # The GPU suite: every ctest case labelled gpu (tests/cuda/cuda_tests.cmake), one at a time. Its whole output goes
-# to ctest-gpu.log (verbose); the lines that carry a result or a figure are printed here.
+# to ctest-gpu.log (verbose); the lines that carry a result or a figure are printed here. GPU_TESTS (a ctest -R
+# regular expression) runs some of them.
 tests() {
   local rc
-  (cd "$build" && timeout 480 ctest -L gpu --timeout 300 -V > "$OUT_ABS/ctest-gpu.log" 2>&1)
+  (cd "$build" && timeout 480 ctest -L gpu ${GPU_TESTS:+-R "$GPU_TESTS"} --timeout 300 -V > "$OUT_ABS/ctest-gpu.log" 2>&1)
   rc=$?
   grep -E "Test +#[0-9]+:.*(Passed|Failed|Skipped|Timeout|\*\*\*)|tests passed|tests failed" "$out/ctest-gpu.log" |
     sed 's/  */ /g' | tail -40
   sed -E 's/^[0-9]+: //' "$out/ctest-gpu.log" |
-    grep -E "^FAIL|per round trip|GB/s of payload|MiB per rank|[0-9]+ passed, [0-9]+ failed|^coll_suite:|channels run on" |
+    grep -E "^FAIL|per round trip|GB/s of payload|MiB per rank|[0-9]+ passed, [0-9]+ failed|^coll_suite:|channels run on|^rank [0-9]: the all-reduce ended" |
     sort | uniq -c | sort -rn | cut -c1-220 | head -60
   [ "$rc" = 0 ] || { status=1; echo "gpu-lab: ctest -L gpu exit $rc"; }
 }

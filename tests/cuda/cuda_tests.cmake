@@ -62,6 +62,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_2ranks_1gib COMMAND gpu_colls 2 big)
   dccl_gpu_test(colls_4ranks_1gib COMMAND gpu_colls 4 big)
   dccl_gpu_test(concurrent_4ranks_2comms COMMAND gpu_concurrent 4 2)
+  # A rank process killed while its peers' kernels wait for it (tests/cuda/gpu_peer_death.c).
+  add_executable(gpu_peer_death ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_peer_death.c)
+  target_link_libraries(gpu_peer_death PRIVATE dccl_fault_harness dccl CUDA::cudart)
 
   # Ranks in processes of their own (coll_suite --device: every collective, type and reduction at small sizes,
   # checked as on the host), under MPS through mpirun and through the TCP bootstrap (--fork), and a few cases
@@ -76,6 +79,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                     --colls allreduce,broadcast,reduce ENV DCCL_TIMEOUT=60)
     endif()
     dccl_gpu_test(suite_fork_3ranks_mps COMMAND ${mps} ${suite} --fork 3 --timeout 270 ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
+    dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle)
+    dccl_gpu_test(peer_death_idle_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> idle)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
   endif()
