@@ -8,7 +8,9 @@
 #define UNIT 1024
 static long load[MAX_DEVICES];
 
-static int valid(int ordinal) { return ordinal >= 0 && ordinal < MAX_DEVICES; }
+static int valid(int ordinal) {
+  return ordinal >= 0 && ordinal < MAX_DEVICES;
+}
 
 long dccl_cta_share_join(int ordinal, int ranks_on_gpu, int local) {
   if (!valid(ordinal)) return 0;

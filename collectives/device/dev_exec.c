@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
@@ -45,6 +46,7 @@ struct dccl_dev_comm {
   uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
   struct dccl_dev_status *status;  /* pinned, device-visible */
+  void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
@@ -169,6 +171,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
+  DCCLCHECK(pinned(dev, &dev->scratch, 64));
   size_t order_bytes = (size_t)DCCL_MAX_CHANNELS * comm->nranks * sizeof(int);
   int *orders = calloc(1, order_bytes);
   if (!orders) return dccl_error(ncclSystemError, "out of memory");
@@ -221,6 +224,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
   if (dev->done_ctas) dccl_cu.mem_free_host(dev->done_ctas);
   if (dev->status) dccl_cu.mem_free_host(dev->status);
+  if (dev->scratch) dccl_cu.mem_free_host(dev->scratch);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
   free(dev);
   comm->dev = NULL;
@@ -451,4 +455,30 @@ ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *s
 void dccl_dev_comm_wait(struct dccl_coll_comm *comm) {
   /* A kernel waiting for a peer that failed exits once the abort word is set; nothing here waits for a peer. */
   while (dccl_dev_comm_busy(comm)) sched_yield();
+}
+
+static double wall_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+ncclResult_t dccl_dev_time_rounds(struct dccl_coll_comm *comm, int n,
+                                  ncclResult_t (*issue)(void *arg, void *stream, void *scratch), void *arg, double *us) {
+  struct dccl_dev_comm *dev = comm->dev;
+  if (!dev) return dccl_error(ncclInvalidUsage, "rank %d has no GPU side", comm->rank);
+  DCCLCHECK(enter(dev->ctx));
+  CUstream stream;
+  DCCL_CUCHECK(dccl_cu.stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    double t0 = wall_us();
+    res = issue(arg, stream, dev->scratch);
+    CUresult r = res == ncclSuccess ? dccl_cu.stream_synchronize(stream) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+      res = dccl_error(ncclUnhandledCudaError, "cuStreamSynchronize: %s (%d)", dccl_cuda_error_text(r), (int)r);
+    us[i] = wall_us() - t0;
+  }
+  (void)dccl_cu.stream_destroy(stream); /* returns at once; the stream's work is done */
+  return res;
 }

@@ -32,6 +32,10 @@ void dccl_dev_comm_wait(struct dccl_coll_comm *comm);
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream);
 /* Copies device memory on `stream` (a send to oneself). */
 ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes, void *stream);
+/* Times `n` rounds of device work: each calls issue(arg, stream, scratch) on a stream of its own (scratch: 64
+ * device-visible bytes of pinned memory) and waits for the stream; us[i] gets round i's wall time. */
+ncclResult_t dccl_dev_time_rounds(struct dccl_coll_comm *comm, int n,
+                                  ncclResult_t (*issue)(void *arg, void *stream, void *scratch), void *arg, double *us);
 #else
 static inline ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks) {
   (void)comm, (void)cu_ctx, (void)ordinal, (void)ranks;
@@ -57,6 +61,12 @@ static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct d
 static inline ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes,
                                          void *stream) {
   (void)comm, (void)dst, (void)src, (void)bytes, (void)stream;
+  return ncclInvalidUsage;
+}
+static inline ncclResult_t dccl_dev_time_rounds(struct dccl_coll_comm *comm, int n,
+                                                ncclResult_t (*issue)(void *arg, void *stream, void *scratch),
+                                                void *arg, double *us) {
+  (void)comm, (void)n, (void)issue, (void)arg, (void)us;
   return ncclInvalidUsage;
 }
 #endif

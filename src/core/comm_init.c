@@ -13,6 +13,7 @@
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
+#include "core/gpu_sharing_probe.h"
 #include "core/group.h"
 #include "topo/cpu_topo.h"
 #include "topo/host_id.h"
@@ -220,9 +221,18 @@ static ncclResult_t measure_cost_model(struct dccl_comm *comm) {
 }
 
 /* Creation's phases and their times, logged at INFO: where creation's time goes. */
-enum { PHASE_BOOTSTRAP, PHASE_PEERS, PHASE_LINKS, PHASE_PROBE, PHASE_MONITOR, PHASE_BARRIER, NPHASES };
-static const char *const phase_names[NPHASES] = {"bootstrap", "peer info", "links", "cost probe", "monitor",
-                                                  "barrier"};
+enum {
+  PHASE_BOOTSTRAP,
+  PHASE_PEERS,
+  PHASE_LINKS,
+  PHASE_PROBE,
+  PHASE_MONITOR,
+  PHASE_GPU_PROBE,
+  PHASE_BARRIER,
+  NPHASES
+};
+static const char *const phase_names[NPHASES] = {"bootstrap", "peer info", "links",  "cost probe",
+                                                  "monitor",   "GPU probe", "barrier"};
 struct phase_clock {
   int64_t ns[NPHASES], last;
 };
@@ -287,6 +297,8 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   dccl_bootstrap_set_stall_hooks(comm->bootstrap, &hooks);
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   phase_done(&clock, PHASE_MONITOR);
+  DCCLCHECK(dccl_gpu_sharing_probe(comm)); /* after the monitor: a rank dying in it stops the others' kernels */
+  phase_done(&clock, PHASE_GPU_PROBE);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
   dccl_stall_created(comm);
   phase_done(&clock, PHASE_BARRIER);

@@ -238,6 +238,8 @@ static ncclResult_t run_ops(struct dccl_op *head) {
   return post_and_wait(head);
 }
 
+ncclResult_t dccl_group_run_now(struct dccl_op *head) { return run_ops(head); }
+
 ncclResult_t dccl_group_enqueue(struct dccl_op *op) {
   op->next = NULL;
   if (group_depth == 0) return run_ops(op);

@@ -82,6 +82,15 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
     dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle)
     dccl_gpu_test(peer_death_idle_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> idle)
+    # Creation measures whether the processes' kernels run at once (src/core/gpu_sharing_probe.c): a WARN with the
+    # figure without MPS, an INFO line with a small one under it.
+    set(one_case --colls allreduce --types float --sizes 1 --placement out)
+    dccl_gpu_test(sharing_probe_warns_no_mps COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
+                  "do not run their kernels at once: a 4-byte device all-reduce took [0-9]+ us"
+                  ${suite} --fork 2 ${one_case} ENV DCCL_DEBUG=WARN)
+    dccl_gpu_test(sharing_probe_quiet_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "rank 1: ranks of different processes share a GPU. a 4-byte device all-reduce took [0-9.]+ us \\(median of 4\\)$"
+                  ${suite} --fork 2 ${one_case} ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=INIT)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
   endif()

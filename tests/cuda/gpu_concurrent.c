@@ -43,12 +43,16 @@ static void check(int ok, const char *fmt, int a, int b) {
   printf("%s: ", ok ? "PASS" : "FAIL");
   printf(fmt, a, b);
   printf("\n");
-  if (ok) n_passed++;
-  else n_failed++;
+  if (ok)
+    n_passed++;
+  else
+    n_failed++;
 }
 
 /* Communicator k's rank r, element i, round t: small integers. */
-static float input(int k, int r, size_t i, int t) { return (float)((k * 5 + r * 3 + t + (int)(i % 13)) % 9); }
+static float input(int k, int r, size_t i, int t) {
+  return (float)((k * 5 + r * 3 + t + (int)(i % 13)) % 9);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -64,7 +68,8 @@ static int wait_all(unsigned which, const char *what, int round) {
     for (int k = 0; k < ncomms; k++)
       for (int r = 0; r < nranks && (which >> k & 1); r++) {
         cudaError_t e = cudaStreamQuery(streams[k][r]);
-        if (e == cudaErrorNotReady) busy = 1;
+        if (e == cudaErrorNotReady)
+          busy = 1;
         else if (e != cudaSuccess) {
           printf("FAIL: %s round %d: communicator %d rank %d's stream: %s\n", what, round, k, r, cudaGetErrorString(e));
           return 0;
@@ -168,14 +173,16 @@ int main(int argc, char **argv) {
     int ok = issue((1u << ncomms) - 1);
     ok = ok && wait_all((1u << ncomms) - 1, "at once", t);
     for (int k = 0; k < ncomms && ok; k++) ok = check_allreduce(k, t) && check_allgather(k, t);
-    if (!ok || t == ROUNDS - 1) check(ok, "%d communicators of %d ranks at once on one GPU, every round", ncomms, nranks);
+    if (!ok || t == ROUNDS - 1)
+      check(ok, "%d communicators of %d ranks at once on one GPU, every round", ncomms, nranks);
     if (!ok) break;
   }
   /* One at a time. */
   int ok = 1;
   for (int k = 0; k < ncomms && ok; k++) {
     fill(k, ROUNDS);
-    ok = issue(1u << k) && wait_all(1u << k, "one at a time", k) && check_allreduce(k, ROUNDS) && check_allgather(k, ROUNDS);
+    ok = issue(1u << k) && wait_all(1u << k, "one at a time", k) && check_allreduce(k, ROUNDS) &&
+         check_allgather(k, ROUNDS);
   }
   check(ok, "the %d communicators of %d ranks one at a time", ncomms, nranks);
   for (int k = 0; k < ncomms; k++)

@@ -24,7 +24,7 @@
 
 struct shared {
   ncclUniqueId id;
-  int mid; /* the victim launches before it is killed */
+  int mid;                       /* the victim launches before it is killed */
   volatile int ready[NRANKS];    /* 1: first all-reduce done and checked; -1: failed */
   volatile int launched[NRANKS]; /* the second all-reduce was called (the victim: or skipped, in idle mode) */
   volatile int late_go;          /* the parent lets rank 1 launch */
@@ -127,8 +127,7 @@ int main(int argc, char **argv) {
                 "rank %d: ncclCommGetAsyncError %d, \"%s\" does not name rank %d", r, sh->async_error[r], sh->text[r],
                 VICTIM);
       printf("rank %d: the all-reduce ended %.3f s after %s (stream: %s); async error %d: %s; abort took %.3f s\n", r,
-             took, r == 0 ? "the kill" : "its call", sh->cuda_text[r], sh->async_error[r], sh->text[r],
-             sh->abort_s[r]);
+             took, r == 0 ? "the kill" : "its call", sh->cuda_text[r], sh->async_error[r], sh->text[r], sh->abort_s[r]);
     }
   } else {
     int status[NRANKS];

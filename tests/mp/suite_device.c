@@ -60,5 +60,7 @@ int suite_device_copy_back(struct tc_buffer *b, const unsigned char *mirror) {
   (void)b, (void)mirror;
   return -1;
 }
-void suite_device_free(unsigned char *mirror) { (void)mirror; }
+void suite_device_free(unsigned char *mirror) {
+  (void)mirror;
+}
 #endif
