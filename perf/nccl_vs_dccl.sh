@@ -9,7 +9,7 @@
 # Usage: perf/nccl_vs_dccl.sh [DCCL_BUILD_DIR=build-gpu] [OUT_DIR=nccl-vs-dccl-out]
 # Environment: NVD_GPUS (GPU counts to run, default every one of 1 2 4 8 the machine has), NVD_COLLS (default
 # all_reduce broadcast all_gather reduce_scatter sendrecv), NVD_ROUNDS (2), NVD_ITERS (20), NVD_MAX (1G),
-# NVD_AR_MAX (8G), NVD_RANKS_PER_GPU (1; more runs DCCL alone on one GPU under MPS, since NVIDIA's NCCL refuses two
+# NVD_AR_MAX (8G), NVD_BUILD_ONLY (set: build nccl-tests into OUT_DIR/nccl-tests and stop), NVD_RANKS_PER_GPU (1; more runs DCCL alone on one GPU under MPS, since NVIDIA's NCCL refuses two
 # ranks on one GPU), NCCL_TESTS_SRC, NCCL_HOME (where NVIDIA's include/nccl.h is).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +38,7 @@ if ! make -C "$src/src" -j"$(nproc)" MPI=1 MPI_HOME="$mpi_home" NCCL_HOME="$nccl
   echo "nccl_vs_dccl: building nccl-tests failed"
   exit 1
 fi
+[ -n "${NVD_BUILD_ONLY:-}" ] && { echo "nccl_vs_dccl: nccl-tests built in $tests"; exit 0; }
 
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$ngpus" -gt 0 ] || { echo "nccl_vs_dccl: no GPU"; exit 2; }

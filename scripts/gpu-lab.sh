@@ -11,12 +11,14 @@
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
+#   dropin: unmodified NCCL programs on DCCL's libnccl.so.2: nccl-tests at 1 rank beside NVIDIA's NCCL and at 2 and 4
+#          ranks on the GPU under MPS, checked; PyTorch DDP through LD_PRELOAD (scripts/gpu-lab-dropin.sh)
 #   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
-# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|nccl|all|measure] [build dir=build-gpu]
+# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|dropin|nccl|all|measure] [build dir=build-gpu]
 set -uo pipefail
 part=${1:-all}
 [ $# -gt 0 ] && shift
@@ -70,12 +72,16 @@ case $part in
       NVD_RANKS_PER_GPU=2 bash perf/nccl_vs_dccl.sh "$build" "$out/nccl-2ranks" || status=1
     fi
     ;;
+  dropin)
+    NVD_BUILD_ONLY=1 bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" | tail -3 &&
+      bash "$here/gpu-lab-dropin.sh" "$build" "$out/nccl/nccl-tests" "$out/dropin" || status=1
+    ;;
   all)
     tests
     bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1
     bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1
     ;;
-  *) echo "usage: gpu-lab.sh [tests|perf|gloo|nccl|all|measure] [build dir]"; exit 2 ;;
+  *) echo "usage: gpu-lab.sh [tests|perf|gloo|dropin|nccl|all|measure] [build dir]"; exit 2 ;;
 esac
 echo "gpu-lab: $part $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
 exit $status

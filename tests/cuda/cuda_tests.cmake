@@ -91,6 +91,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(sharing_probe_quiet_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "rank 1: ranks of different processes share a GPU. a 4-byte device all-reduce took [0-9.]+ us \\(median of 4\\)$"
                   ${suite} --fork 2 ${one_case} ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=INIT)
+    # PyTorch DDP on the drop-in libnccl.so.2 (tests/dropin/torch_ddp.py), 2 and 4 ranks on the GPU under MPS.
+    foreach(n 2 4)
+      dccl_gpu_test(torch_ddp_${n}ranks_mps COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
+                    $<TARGET_FILE:nccl_dropin> ${n})
+    endforeach()
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
   endif()
