@@ -1,7 +1,8 @@
 """PyTorch's torch.distributed, backend "nccl", on DCCL's libnccl.so.2 (through LD_PRELOAD), every rank on GPU 0.
 
 Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 prints one line per check:
-- the libnccl.so.2 mapped into this process is DCCL's (DCCL_LIBNCCL), and PyTorch's bundled copy is not;
+- the NCCL functions this process resolves are DCCL's (DCCL_LIBNCCL): `import torch` maps PyTorch's bundled
+  libnccl.so.2 by path too, but LD_PRELOAD put DCCL's first in the global scope, where libtorch_cuda.so looks;
 - all_reduce (sum, max, avg), broadcast, all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single on
   CUDA tensors give the values computed here (small integers: exact);
 - DistributedDataParallel on a small MLP for 20 steps, every rank on its own data, ends with the parameters of a
@@ -9,6 +10,7 @@ Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 pr
   ranks' parameters are bitwise equal.
 Exits 0 when every check passed, 1 otherwise.
 """
+import ctypes
 import os
 import sys
 
@@ -16,9 +18,19 @@ import torch
 import torch.distributed as dist
 
 
-def mapped_libnccl():
-    with open("/proc/self/maps") as f:
-        return sorted({line.split()[-1] for line in f if "libnccl.so" in line})
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p)]
+
+
+def library_of(symbol):
+    """The file the process's global scope resolves `symbol` to (dlsym(RTLD_DEFAULT) + dladdr)."""
+    process = ctypes.CDLL(None)
+    addr = ctypes.cast(getattr(process, symbol), ctypes.c_void_p)
+    info = DlInfo()
+    if not process.dladdr(addr, ctypes.byref(info)):
+        return None
+    return os.path.realpath(info.dli_fname.decode())
 
 
 def main():
@@ -35,8 +47,9 @@ def main():
             print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
 
     want = os.path.realpath(os.environ["DCCL_LIBNCCL"])
-    libs = [os.path.realpath(p) for p in mapped_libnccl()]
-    check(libs == [want], f"the process maps DCCL's libnccl.so.2 and no other ({libs})")
+    for symbol in ("ncclCommInitRankConfig", "ncclAllReduce", "ncclCommSplit"):
+        got = library_of(symbol)
+        check(got == want, f"{symbol} resolves to DCCL's libnccl.so.2 ({got})")
 
     n = 1000003
     idx = torch.arange(n, device=dev)
