@@ -30,7 +30,8 @@ enum dccl_op_kind {
   DCCL_OP_SEND,
   DCCL_OP_RECV,
 };
-enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT };
+/* DCCL_ALGO_ORDERED: deterministic mode's reductions (collectives/plan.c, plan_ordered). */
+enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT, DCCL_ALGO_ORDERED };
 
 /* One ring channel: the rank order, and where this rank sits. */
 struct dccl_ring {
@@ -67,6 +68,7 @@ struct dccl_coll_comm {
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
+  int deterministic; /* DCCL_DETERMINISTIC: reductions in rank order, the same bits on every path */
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;
   struct dccl_op_pool *pool; /* free ops (collectives/op_pool.c) */

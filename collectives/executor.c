@@ -11,8 +11,9 @@
 #include "util/wait.h"
 
 /* Which of the channel's connections a step uses, as a bit mask over indices 0..DCCL_CONN_SLOTS-1. */
-static uint32_t step_mask(uint32_t flags, int is_send, int npeers) {
-  uint32_t m = 0;
+static uint32_t step_mask(const struct dccl_prim_step *st, int is_send, int npeers) {
+  uint32_t m = 0, flags = st->flags;
+  if (flags & (is_send ? DCCL_PRIM_SEND_PEER : DCCL_PRIM_RECV_PEER)) m |= 1u << st->peer;
   if (flags & (is_send ? DCCL_PRIM_SEND0 : DCCL_PRIM_RECV0)) m |= 1u << 0;
   if (flags & (is_send ? DCCL_PRIM_SEND1 : DCCL_PRIM_RECV1)) m |= 1u << 1;
   if (flags & (is_send ? DCCL_PRIM_SEND_PARENT : DCCL_PRIM_RECV_PARENT)) m |= 1u << DCCL_TREE_PARENT;
@@ -135,7 +136,7 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
   int nrecv = 0, nsend = 0;
   uint64_t bytes = st->nelem * op->esize;
   *ready = 0;
-  uint32_t rmask = step_mask(st->flags, 0, ch->sched.npeers), smask = step_mask(st->flags, 1, ch->sched.npeers);
+  uint32_t rmask = step_mask(st, 0, ch->sched.npeers), smask = step_mask(st, 1, ch->sched.npeers);
   for (uint32_t m = rmask; m; m &= m - 1) {
     struct dccl_conn *c = ch->recv[__builtin_ctz(m)];
     if (!c) continue;

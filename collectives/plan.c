@@ -22,7 +22,10 @@ const char *dccl_op_name(int kind) {
 }
 
 const char *dccl_algo_name(int algo) {
-  return algo == DCCL_ALGO_TREE ? "tree" : algo == DCCL_ALGO_ONESHOT ? "oneshot" : "ring";
+  return algo == DCCL_ALGO_TREE      ? "tree"
+         : algo == DCCL_ALGO_ONESHOT ? "oneshot"
+         : algo == DCCL_ALGO_ORDERED ? "ordered"
+                                     : "ring";
 }
 
 static void channel_clear(struct dccl_op_channel *ch, int lane) {
@@ -151,6 +154,42 @@ static void plan_ring(struct dccl_op *op, uint64_t range) {
 
 static ncclResult_t plan_lanes(struct dccl_op *op);
 
+/* Deterministic mode (DCCL_DETERMINISTIC=1): a reduction gathers every rank's value of an element at one rank,
+ * which reduces them in rank order with the one function every path shares (reduce_rank_order: narrow floats
+ * summed in float and rounded once), so the bits depend on neither the algorithm asked for, nor the channels, the
+ * chunk size, the transports or the ranks' placement. One-shot below DCCL_ORDERED_ONESHOT_BYTES, the ordered
+ * schedules above (pure/schedule.h); both need a link to every other rank. */
+#define DCCL_ORDERED_ONESHOT_BYTES 65536
+static ncclResult_t plan_ordered(struct dccl_op *op) {
+  struct dccl_coll_comm *comm = op->comm;
+  if (comm->nranks - 1 > DCCL_CONN_SLOTS)
+    return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 supports at most %d ranks; this communicator has %d",
+                      dccl_op_name(op->kind), DCCL_CONN_SLOTS + 1, comm->nranks);
+  if (op->on_device)
+    return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 is not supported with GPU buffers yet",
+                      dccl_op_name(op->kind));
+  plan_oneshot(op);
+  struct dccl_op_channel *ch = &op->ch[0];
+  ch->sched.rank = comm->rank;
+  ch->sched.root = op->root;
+  if (op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= DCCL_ORDERED_ONESHOT_BYTES) {
+    op->algo = DCCL_ALGO_ONESHOT;
+    ch->sched.algo = DCCL_SCHED_ONESHOT_ALLREDUCE;
+    return ncclSuccess;
+  }
+  op->algo = DCCL_ALGO_ORDERED;
+  ch->sched.algo = op->kind == DCCL_OP_ALLREDUCE ? DCCL_SCHED_ORDERED_ALLREDUCE
+                   : op->kind == DCCL_OP_REDUCE  ? DCCL_SCHED_ORDERED_REDUCE
+                                                 : DCCL_SCHED_ORDERED_REDUCESCATTER;
+  if (op->kind == DCCL_OP_REDUCE) /* the root only receives; the others only send, to the root */
+    for (int i = 0; i < DCCL_CONN_SLOTS; i++) {
+      if (comm->rank == op->root) ch->send_peer[i] = -1;
+      else if (ch->send_peer[i] != op->root) ch->send_peer[i] = -1;
+      if (comm->rank != op->root) ch->recv_peer[i] = -1;
+    }
+  return ncclSuccess;
+}
+
 /* Device buffers: one-shot for small all-reduces (one hand-off), rings otherwise; trees when DCCL_ALGO asks. The
  * host's cost model is measured on host copies and does not apply. */
 static int device_algo(const struct dccl_op *op) {
@@ -189,6 +228,9 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     ch->sched.algo = DCCL_SCHED_LOCAL_COPY;
     ch->sched.count = op->count;
     op->nchannels = 1;
+  } else if (comm->deterministic && op->algo == DCCL_ALGO_AUTO &&
+             (op->kind == DCCL_OP_ALLREDUCE || op->kind == DCCL_OP_REDUCE || op->kind == DCCL_OP_REDUCESCATTER)) {
+    DCCLCHECK(plan_ordered(op));
   } else {
     if (op->algo == DCCL_ALGO_AUTO)
       op->algo = op->on_device ? device_algo(op) : comm->pick_algo(comm, op->kind, op->count * op->esize);
@@ -318,7 +360,7 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device
   /* Device collectives run on trees only when DCCL_ALGO says so (device_algo): their FIFOs are GPU memory. */
   if (res == ncclSuccess && ((any && !on_device) || forced_algo == DCCL_ALGO_TREE))
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, -1, reqs, n, cap);
-  if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_ONESHOT))
+  if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_ONESHOT || comm->deterministic))
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_ONESHOT, -1, reqs, n, cap);
   /* Only a forced tree runs broadcast and reduce on trees, one rooted at each root. */
   for (int root = 0; root < comm->nranks && res == ncclSuccess && forced_algo == DCCL_ALGO_TREE; root++) {

@@ -39,11 +39,16 @@
 #define DCCL_PRIM_SEND_ALL (1u << 10)
 #define DCCL_PRIM_RECV_ALL (1u << 11)
 #define DCCL_PRIM_RANK_ORDER (1u << 12)
+/* Send to / receive from the one connection `peer` names (the ordered schedules, whose peers are every other
+ * rank in rank order, each getting other data). */
+#define DCCL_PRIM_SEND_PEER (1u << 13)
+#define DCCL_PRIM_RECV_PEER (1u << 14)
 
 struct dccl_prim_step {
   uint32_t flags;
   uint64_t in_off, out_off, nelem; /* elements */
   int64_t wait_up;                 /* stream 1 only: stream 0 must have completed more than this many steps */
+  int peer;                        /* DCCL_PRIM_SEND_PEER / RECV_PEER: the connection index */
 };
 
 enum dccl_sched_algo {
@@ -59,6 +64,10 @@ enum dccl_sched_algo {
   DCCL_SCHED_P2P_RECV,
   DCCL_SCHED_LOCAL_COPY, /* one rank: input -> output with pre/post */
   DCCL_SCHED_ONESHOT_ALLREDUCE,
+  /* Deterministic mode: every element reduced by one rank from every rank's value, in rank order. */
+  DCCL_SCHED_ORDERED_ALLREDUCE,     /* two-shot: slice r gathered and reduced at rank r, then sent to all */
+  DCCL_SCHED_ORDERED_REDUCE,        /* every input gathered and reduced at the root */
+  DCCL_SCHED_ORDERED_REDUCESCATTER, /* block r gathered and reduced at rank r */
 };
 
 /* Everything a schedule needs, for one rank on one channel. Ring schedules: connection 0 receives from the ring's
@@ -76,6 +85,7 @@ struct dccl_sched {
   uint64_t chunk;       /* elements per slot */
   int is_root, nchildren, has_parent; /* tree */
   int npeers;                         /* one-shot: connections to every other rank, in rank order */
+  int rank, root;                     /* ordered: this rank, and the reduce's root */
 };
 
 DCCL_SCHED_FN uint64_t dccl_div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -257,6 +267,74 @@ DCCL_SCHED_FN void dccl_oneshot_step(const struct dccl_sched *s, uint64_t idx, s
                                DCCL_PRIM_OUTPUT);
 }
 
+/* The ordered schedules. Connection k is the k-th other rank in rank order. */
+DCCL_SCHED_FN int dccl_ordered_conn(const struct dccl_sched *s, int rank) { return rank < s->rank ? rank : rank - 1; }
+DCCL_SCHED_FN int dccl_ordered_rank(const struct dccl_sched *s, int k) { return k < s->rank ? k : k + 1; }
+/* The gathering step: every rank's share (received, and the own input at its place) reduced in rank order. */
+#define DCCL_ORDERED_REDUCE_FLAGS (DCCL_PRIM_RECV_ALL | DCCL_PRIM_INPUT | DCCL_PRIM_RANK_ORDER | DCCL_PRIM_POST)
+
+/* Reduce: per chunk one step: the root gathers and reduces, every other rank sends its input to the root. */
+DCCL_SCHED_FN void dccl_ordered_reduce_step(const struct dccl_sched *s, uint64_t idx, struct dccl_prim_step *out) {
+  out->nelem = dccl_chunk_elems(s, idx);
+  out->in_off = out->out_off = s->begin + idx * s->chunk;
+  out->wait_up = -1;
+  out->peer = s->rank == s->root ? -1 : dccl_ordered_conn(s, s->root);
+  out->flags = s->rank == s->root ? (DCCL_ORDERED_REDUCE_FLAGS | DCCL_PRIM_OUTPUT)
+                                  : (DCCL_PRIM_INPUT | DCCL_PRIM_SEND_PEER);
+}
+
+/* Reduce-scatter: per chunk, nranks - 1 steps sending the chunk of each other rank's block to it, then one
+ * gathering its own block's chunk. */
+DCCL_SCHED_FN uint64_t dccl_ordered_reducescatter_nsteps(const struct dccl_sched *s) {
+  return dccl_div_up(s->count, s->chunk) * (uint64_t)s->nranks;
+}
+DCCL_SCHED_FN void dccl_ordered_reducescatter_step(const struct dccl_sched *s, uint64_t idx,
+                                                   struct dccl_prim_step *out) {
+  int n = s->nranks, k = (int)(idx % (uint64_t)n);
+  uint64_t c = idx / (uint64_t)n, off = s->begin + c * s->chunk;
+  out->nelem = dccl_chunk_elems(s, c);
+  out->out_off = off;
+  out->wait_up = -1;
+  if (k < n - 1) {
+    out->peer = k;
+    out->in_off = (uint64_t)dccl_ordered_rank(s, k) * s->block + off;
+    out->flags = DCCL_PRIM_INPUT | DCCL_PRIM_SEND_PEER;
+  } else {
+    out->peer = -1;
+    out->in_off = (uint64_t)s->rank * s->block + off;
+    out->flags = DCCL_ORDERED_REDUCE_FLAGS | DCCL_PRIM_OUTPUT;
+  }
+}
+
+/* All-reduce, two-shot: per loop of nranks * chunk elements cut in nranks slices (slice r is rank r's), 2 * nranks
+ * steps: send each other rank its slice (nranks - 1), gather and reduce the own slice into the output, send the
+ * result to every other rank, receive each other rank's result into the output (nranks - 1). */
+DCCL_SCHED_FN uint64_t dccl_ordered_allreduce_nsteps(const struct dccl_sched *s) {
+  return dccl_div_up(s->count, (uint64_t)s->nranks * s->chunk) * (uint64_t)(2 * s->nranks);
+}
+DCCL_SCHED_FN void dccl_ordered_allreduce_step(const struct dccl_sched *s, uint64_t idx, struct dccl_prim_step *out) {
+  int n = s->nranks, k = (int)(idx % (uint64_t)(2 * n));
+  uint64_t loop = (uint64_t)n * s->chunk, base = idx / (uint64_t)(2 * n) * loop;
+  uint64_t size = s->count - base < loop ? s->count - base : loop, seg = dccl_div_up(size, (uint64_t)n);
+  int slice = k < n - 1 ? dccl_ordered_rank(s, k) : k < n + 1 ? s->rank : dccl_ordered_rank(s, k - n - 1);
+  uint64_t seg_off = (uint64_t)slice * seg;
+  out->nelem = seg_off >= size ? 0 : (size - seg_off < seg ? size - seg_off : seg);
+  out->in_off = out->out_off = s->begin + base + seg_off;
+  out->wait_up = -1;
+  out->peer = -1;
+  if (k < n - 1) {
+    out->peer = k;
+    out->flags = DCCL_PRIM_INPUT | DCCL_PRIM_SEND_PEER;
+  } else if (k == n - 1) {
+    out->flags = DCCL_ORDERED_REDUCE_FLAGS | DCCL_PRIM_OUTPUT;
+  } else if (k == n) {
+    out->flags = DCCL_PRIM_INPUT | DCCL_PRIM_INPUT_FROM_OUTPUT | DCCL_PRIM_SEND_ALL;
+  } else {
+    out->peer = k - n - 1;
+    out->flags = DCCL_PRIM_RECV_PEER | DCCL_PRIM_OUTPUT;
+  }
+}
+
 /* Point to point: one step per chunk. */
 DCCL_SCHED_FN void dccl_p2p_step(const struct dccl_sched *s, uint64_t idx, struct dccl_prim_step *out) {
   out->nelem = dccl_chunk_elems(s, idx);
@@ -275,6 +353,8 @@ DCCL_SCHED_FN uint64_t dccl_sched_nsteps(const struct dccl_sched *s, int stream)
     case DCCL_SCHED_TREE_ALLREDUCE: return dccl_chain_nsteps(s);
     case DCCL_SCHED_LOCAL_COPY: return stream == 0 ? dccl_chain_nsteps(s) : 0;
     case DCCL_SCHED_ONESHOT_ALLREDUCE: return stream == 0 ? 2 * dccl_chain_nsteps(s) : 0;
+    case DCCL_SCHED_ORDERED_ALLREDUCE: return stream == 0 ? dccl_ordered_allreduce_nsteps(s) : 0;
+    case DCCL_SCHED_ORDERED_REDUCESCATTER: return stream == 0 ? dccl_ordered_reducescatter_nsteps(s) : 0;
     default: return stream == 0 ? dccl_chain_nsteps(s) : 0;
   }
 }
@@ -296,6 +376,9 @@ DCCL_SCHED_FN void dccl_sched_step(const struct dccl_sched *s, int stream, uint6
     case DCCL_SCHED_P2P_SEND:
     case DCCL_SCHED_P2P_RECV: dccl_p2p_step(s, idx, out); break;
     case DCCL_SCHED_ONESHOT_ALLREDUCE: dccl_oneshot_step(s, idx, out); break;
+    case DCCL_SCHED_ORDERED_ALLREDUCE: dccl_ordered_allreduce_step(s, idx, out); break;
+    case DCCL_SCHED_ORDERED_REDUCE: dccl_ordered_reduce_step(s, idx, out); break;
+    case DCCL_SCHED_ORDERED_REDUCESCATTER: dccl_ordered_reducescatter_step(s, idx, out); break;
     default: /* local copy */
       out->nelem = dccl_chunk_elems(s, idx);
       out->in_off = out->out_off = s->begin + idx * s->chunk;

@@ -27,6 +27,7 @@ struct dccl_peer_info {
   int32_t cuda_device;     /* the ordinal in this process */
   uint8_t device_uuid[16]; /* the same GPU in every process */
   char pci_bus_id[16];     /* "0000:19:00.0" */
+  uint8_t deterministic; /* DCCL_DETERMINISTIC as this rank read it: every rank must agree */
   /* Each transport's own part, written by its describe_self and read by its can_connect: opaque to core. */
   uint8_t transport_info[DCCL_MAX_TRANSPORTS][DCCL_TRANSPORT_PEER_BYTES];
 };

@@ -47,6 +47,7 @@ static void on_peer_death(void *arg, int dead_rank) {
 /* What other ranks need to choose a transport to this one: its address, its GPU, and each transport's own part. */
 static void describe_self(const struct dccl_comm *comm, struct dccl_peer_info *me) {
   for (int i = 0; i < dccl_transport_count(); i++) dccl_transport_at(i)->describe_self(me->transport_info[i]);
+  me->deterministic = dccl_param_int(DCCL_PARAM_DETERMINISTIC) != 0;
   me->cuda_device = comm->cuda_device;
   me->has_device = comm->cuda_device >= 0 && dccl_cuda_device_identity(comm->cuda_device, me->device_uuid,
                                                                        me->pci_bus_id, sizeof(me->pci_bus_id));
@@ -276,6 +277,11 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
     if (comm->peers[r].rank != r)
       return dccl_error(ncclInternalError, "bootstrap: slot %d holds rank %d", r, comm->peers[r].rank);
   }
+  for (int r = 1; r < n; r++)
+    if (comm->peers[r].deterministic != comm->peers[0].deterministic)
+      return dccl_error(ncclInvalidUsage, "DCCL_DETERMINISTIC differs between ranks: rank 0 has %d, rank %d has %d",
+                        comm->peers[0].deterministic, r, comm->peers[r].deterministic);
+  comm->coll.deterministic = me->deterministic;
   DCCLCHECK(build_rings(comm));
   struct dccl_cpu_topo cpus;
   dccl_cpu_topo_read(&cpus);

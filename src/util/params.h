@@ -49,6 +49,9 @@
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
   X(DEV_NCHANNELS, INT, 64, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
+  X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
+    "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
+    "transports or placement (at most 9 ranks; host buffers for now). Every rank must set the same.")               \
   X(MAX_CTAS, INT, 0, "The CTAs each device launch uses; 0: the GPU's resident CTAs over the rank kernels that "   \
                       "may run at once there (every rank on the GPU of every live communicator of the process, "    \
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \

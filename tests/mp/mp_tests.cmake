@@ -117,3 +117,12 @@ dccl_mp_test(mp.suite.hostid.np4.ring.large 4 TIMEOUT 600 WRAPPER sh ${DCCL_MP_D
 # 64 MiB from every rank to every rank, all sends posted before any receive, in one group.
 dccl_mp_test(mp.alltoall64m.shm.np4 4 TIMEOUT 300 ARGS --alltoall-64m)
 dccl_mp_test(mp.alltoall64m.socket.np4 4 TIMEOUT 300 ENV DCCL_TRANSPORT=socket ARGS --alltoall-64m)
+
+# Deterministic mode: the same bits from every algorithm, channel count, chunk size, transport and placement
+# (tests/mp/deterministic.c; forks its ranks, one set per configuration).
+add_executable(test_deterministic ${DCCL_MP_DIR}/deterministic.c)
+target_link_libraries(test_deterministic PRIVATE dccl dccl_testcommon dccl_fault_harness)
+foreach(np 3 4)
+  add_test(NAME mp.deterministic.np${np} COMMAND test_deterministic ${np})
+  set_tests_properties(mp.deterministic.np${np} PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE PROCESSORS 2 LABELS "mp")
+endforeach()

@@ -146,6 +146,7 @@ static void free_comms(struct dccl_comm *comms, int n) {
 /* Inputs are small integers stored as int32, so every reduction order gives the same exact answer. */
 static int32_t input_value(int rank, uint64_t i) { return (int32_t)((rank * 7 + (int)(i % 13)) % 11) - 5; }
 
+/* algo DCCL_ALGO_ORDERED: deterministic mode's plan (the communicators say deterministic, the op asks for none). */
 static void run_case(int kind, int algo, int n, uint64_t count, int root, const uint64_t *hosts) {
   struct dccl_comm *comms = calloc((size_t)n, sizeof(*comms));
   struct dccl_op **ops = calloc((size_t)n, sizeof(*ops));
@@ -153,6 +154,7 @@ static void run_case(int kind, int algo, int n, uint64_t count, int root, const 
   uint64_t in_count = kind == DCCL_OP_REDUCESCATTER ? count * (uint64_t)n : count;
   uint64_t out_count = kind == DCCL_OP_ALLGATHER ? count * (uint64_t)n : count;
   make_comms(comms, n, hosts);
+  for (int r = 0; r < n; r++) comms[r].coll.deterministic = algo == DCCL_ALGO_ORDERED;
   for (int r = 0; r < n; r++) {
     in[r] = malloc((in_count + 1) * sizeof(int32_t));
     out[r] = malloc((out_count + 1) * sizeof(int32_t));
@@ -167,7 +169,7 @@ static void run_case(int kind, int algo, int n, uint64_t count, int root, const 
     op->type = ncclInt32;
     op->esize = 4;
     op->root = root;
-    op->algo = algo;
+    op->algo = algo == DCCL_ALGO_ORDERED ? DCCL_ALGO_AUTO : algo;
     dccl_redop_builtin(&op->redop, ncclSum, ncclInt32, n);
     dccl_op_plan(op);
     ops[r] = op;
@@ -272,6 +274,14 @@ int main(void) {
             run_case(kinds[k], algo, n, counts[c], root, hosts);
           }
         }
+  /* Deterministic mode's ordered schedules, over and under the one-shot's 64 KiB, with 2-slot FIFOs. */
+  uint64_t ordered_counts[] = {0, 1, 7, 1000, 12345, 40000};
+  int reductions[] = {DCCL_OP_ALLREDUCE, DCCL_OP_REDUCE, DCCL_OP_REDUCESCATTER};
+  for (int n = 2; n <= 9; n++)
+    for (unsigned k = 0; k < 3; k++)
+      for (unsigned c = 0; c < sizeof(ordered_counts) / sizeof(ordered_counts[0]); c++)
+        for (int root = 0; root < (reductions[k] == DCCL_OP_REDUCE ? n : 1); root++)
+          run_case(reductions[k], DCCL_ALGO_ORDERED, n, ordered_counts[c], root, hosts);
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }
