@@ -16,19 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_ok.h"
 #include "dccl.h"
 
 #define MAX_RANKS 8
 static int nranks = 2, n_failed, n_passed;
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    if (err_ != cudaSuccess) {                                                               \
-      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static ncclComm_t comms[MAX_RANKS];
 static cudaStream_t streams[MAX_RANKS];

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_ok.h"
 #include "dccl.h"
 
 #define MAX_RANKS 8
@@ -29,15 +30,6 @@ static ncclComm_t comms[MAX_COMMS][MAX_RANKS];
 static cudaStream_t streams[MAX_COMMS][MAX_RANKS];
 static float *dsend[MAX_COMMS][MAX_RANKS], *drecv[MAX_COMMS][MAX_RANKS], *dgather[MAX_COMMS][MAX_RANKS];
 static float *host;
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    if (err_ != cudaSuccess) {                                                               \
-      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static void check(int ok, const char *fmt, int a, int b) {
   printf("%s: ", ok ? "PASS" : "FAIL");

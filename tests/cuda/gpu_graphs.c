@@ -12,21 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_ok.h"
 #include "dccl.h"
 
 #define NRANKS 2
 static int n_failed, n_passed;
 static ncclComm_t comms[NRANKS];
 static cudaStream_t streams[NRANKS];
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    if (err_ != cudaSuccess) {                                                               \
-      printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 static void check(int ok, const char *what) {
   printf("%s: %s%s%s\n", ok ? "ok" : "FAIL", what, ok ? "" : ": ", ok ? "" : ncclGetLastError(NULL));
