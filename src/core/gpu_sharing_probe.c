@@ -45,6 +45,8 @@ static ncclResult_t issue_allreduce(void *arg, void *stream, void *scratch) {
   op->esize = 4;
   dccl_redop_builtin(&op->redop, ncclSum, ncclFloat32, 1);
   op->root = op->peer = -1;
+  /* Deterministic mode refuses GPU buffers in its own plans; the probe's result does not matter: the ring. */
+  if (comm->coll.deterministic) op->algo = DCCL_ALGO_RING;
   op->seq = comm->coll_seq++;
   ncclResult_t res = dccl_op_plan(op);
   if (res != ncclSuccess) {
