@@ -11,8 +11,10 @@
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
-#   dropin: unmodified NCCL programs on DCCL's libnccl.so.2: nccl-tests at 1 rank beside NVIDIA's NCCL and at 2 and 4
-#          ranks on the GPU under MPS, checked; PyTorch DDP through LD_PRELOAD (scripts/gpu-lab-dropin.sh)
+#   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
+#          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under
+#          MPS, checked, each rank's /proc/PID/maps recorded; DCCL's perf tools beside them; PyTorch collectives,
+#          DDP against gloo, nonblocking, subgroups. More than one device call: DROPIN_* narrow it
 #   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)

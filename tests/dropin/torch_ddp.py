@@ -1,18 +1,27 @@
-"""PyTorch's torch.distributed, backend "nccl", on DCCL's libnccl.so.2 (through LD_PRELOAD), every rank on GPU 0.
+"""PyTorch's torch.distributed on DCCL's libnccl.so.2 (through LD_PRELOAD), every rank on GPU 0.
 
 Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 prints one line per check:
-- the NCCL functions this process resolves are DCCL's (DCCL_LIBNCCL): `import torch` maps PyTorch's bundled
-  libnccl.so.2 by path too, but LD_PRELOAD put DCCL's first in the global scope, where libtorch_cuda.so looks;
-- all_reduce (sum, max, avg), broadcast, all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single on
-  CUDA tensors give the values computed here (small integers: exact);
+- backend "nccl": the NCCL functions this process resolves are DCCL's (DCCL_LIBNCCL): `import torch` maps
+  PyTorch's bundled libnccl.so.2 by path too, but LD_PRELOAD put DCCL's first in the global scope, where
+  libtorch_cuda.so looks;
+- all_reduce (sum, max, avg), broadcast, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, barrier
+  and a ring of send/recv on CUDA tensors give the values computed here (small integers: exact);
 - DistributedDataParallel on a small MLP for 20 steps, every rank on its own data, ends with the parameters of a
-  model trained in this process on every rank's data (the gradients averaged by hand), within 1e-5, and the
-  ranks' parameters are bitwise equal.
+  model trained in this process on every rank's data (the gradients averaged by hand), within 1e-5;
+- --losses FILE: DDP trains the MLP for --steps steps (fp32, fixed seeds) and rank 0 writes every step's loss and
+  the median step time to FILE (tests/dropin/compare_losses.py compares a gloo run with an nccl one); the ranks'
+  parameters must end bitwise equal;
+- --subgroup (3 ranks): a new_group over ranks 0 and 2 runs all_reduce and broadcast among them (with
+  --device-id, init_process_group gets the device and PyTorch makes the subgroup with ncclCommSplit).
+--backend gloo runs only the training of --losses (the reference for the nccl run's).
 Exits 0 when every check passed, 1 otherwise.
 """
+import argparse
 import ctypes
+import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -33,24 +42,17 @@ def library_of(symbol):
     return os.path.realpath(info.dli_fname.decode())
 
 
-def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(0)
-    dev = torch.device("cuda", 0)
-    dist.init_process_group("nccl", device_id=dev)
-    failures = []
+def model(dev):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8)).to(dev)
 
-    def check(ok, what):
-        if not ok:
-            failures.append(what)
-        if rank == 0:
-            print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
 
-    want = os.path.realpath(os.environ["DCCL_LIBNCCL"])
-    for symbol in ("ncclCommInitRankConfig", "ncclAllReduce", "ncclCommSplit"):
-        got = library_of(symbol)
-        check(got == want, f"{symbol} resolves to DCCL's libnccl.so.2 ({got})")
+def batch(dev, r, step):
+    g = torch.Generator(device="cpu").manual_seed(1000 * step + r)
+    return torch.randn(32, 64, generator=g).to(dev), torch.randn(32, 8, generator=g).to(dev)
 
+
+def collectives(dev, rank, world, check):
     n = 1000003
     idx = torch.arange(n, device=dev)
     mine = ((idx * 7 + rank * 3) % 11).float()
@@ -70,50 +72,124 @@ def main():
     out = torch.empty(world * n, device=dev)
     dist.all_gather_into_tensor(out, mine)
     check(torch.equal(out, torch.cat(every)), "all_gather_into_tensor")
-    big = torch.cat([mine + k for k in range(world)])
     part = torch.empty(n, device=dev)
-    dist.reduce_scatter_tensor(part, big)
+    dist.reduce_scatter_tensor(part, torch.cat([mine + k for k in range(world)]))
     check(torch.equal(part, sum(every) + world * rank), "reduce_scatter_tensor")
     a2a = torch.empty(world * n, device=dev)
     dist.all_to_all_single(a2a, torch.cat([mine + 100 * k for k in range(world)]))
     check(torch.equal(a2a, torch.cat([every[r] + 100 * rank for r in range(world)])), "all_to_all_single")
+    dist.barrier()
+    check(True, "barrier")
+    got = torch.empty(n, device=dev)
+    ops = [dist.P2POp(dist.isend, mine, (rank + 1) % world), dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    check(torch.equal(got, every[(rank - 1) % world]), "send/recv around the ring (batch_isend_irecv)")
 
-    # DDP against the same training done by hand in this process.
-    def model():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8)).to(dev)
 
-    def batch(r, step):
-        g = torch.Generator(device="cpu").manual_seed(1000 * step + r)
-        return torch.randn(32, 64, generator=g).to(dev), torch.randn(32, 8, generator=g).to(dev)
-
-    ddp = torch.nn.parallel.DistributedDataParallel(model(), device_ids=[0])
-    ref = model()
+def ddp_against_reference(dev, rank, world, check):
+    ddp = torch.nn.parallel.DistributedDataParallel(model(dev), device_ids=[0])
+    ref = model(dev)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     for step in range(20):
-        x, y = batch(rank, step)
+        x, y = batch(dev, rank, step)
         opt.zero_grad()
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
         ref_opt.zero_grad()
         for r in range(world):  # DDP averages the ranks' gradients: the sum of each loss over world
-            xr, yr = batch(r, step)
+            xr, yr = batch(dev, r, step)
             (torch.nn.functional.mse_loss(ref(xr), yr) / world).backward()
         ref_opt.step()
     diff = max((p - q).abs().max().item() for p, q in zip(ddp.module.parameters(), ref.parameters()))
     check(diff < 1e-5, f"DDP, 20 steps of a 64-256-8 MLP: parameters within {diff:.2e} of the reference")
-    flat = torch.cat([p.detach().flatten() for p in ddp.module.parameters()])
-    every_flat = torch.empty(world * flat.numel(), device=dev)
-    dist.all_gather_into_tensor(every_flat, flat)
-    same = all(torch.equal(every_flat[r * flat.numel():(r + 1) * flat.numel()], flat) for r in range(world))
-    check(same, "the ranks' DDP parameters are bitwise equal")
 
+
+def train(dev, rank, world, steps, check, backend):
+    ddp = torch.nn.parallel.DistributedDataParallel(model(dev), device_ids=[0])
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    losses, times = [], []
+    for step in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        x, y = batch(dev, rank, step)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    if backend == "nccl":
+        flat = torch.cat([p.detach().flatten() for p in ddp.module.parameters()])
+        every = torch.empty(world * flat.numel(), device=dev)
+        dist.all_gather_into_tensor(every, flat)
+        same = all(torch.equal(every[r * flat.numel():(r + 1) * flat.numel()], flat) for r in range(world))
+        check(same, f"after {steps} DDP steps the ranks' parameters are bitwise equal")
+    times.sort()
+    return losses, 1000 * times[len(times) // 2]
+
+
+def subgroup(dev, rank, check):
+    g = dist.new_group([0, 2])
+    if rank in (0, 2):
+        t = torch.full((4097,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=g)
+        check(torch.equal(t, torch.full_like(t, 4.0)), "all_reduce in new_group([0, 2])")
+        t = torch.full((4097,), float(rank), device=dev)
+        dist.broadcast(t, src=2, group=g)
+        check(torch.equal(t, torch.full_like(t, 2.0)), "broadcast from rank 2 in new_group([0, 2])")
+    dist.barrier()
+    t = torch.ones(5, device=dev)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full_like(t, 3.0)), "all_reduce over the world after the subgroup's calls")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
+    p.add_argument("--losses", help="train and write the losses here (rank 0)")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--subgroup", action="store_true")
+    p.add_argument("--device-id", action="store_true", help="pass device_id to init_process_group")
+    args = p.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(0)
+    dev = torch.device("cuda", 0)
+    if args.device_id:
+        dist.init_process_group(args.backend, device_id=dev)
+    else:
+        dist.init_process_group(args.backend)
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+        if rank == 0:
+            print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
+
+    if args.backend == "nccl":
+        want = os.path.realpath(os.environ["DCCL_LIBNCCL"])
+        for symbol in ("ncclCommInitRankConfig", "ncclAllReduce", "ncclCommSplit"):
+            got = library_of(symbol)
+            check(got == want, f"{symbol} resolves to DCCL's libnccl.so.2 ({got})")
+    if args.subgroup:
+        subgroup(dev, rank, check)
+    elif args.backend == "nccl":
+        collectives(dev, rank, world, check)
+        ddp_against_reference(dev, rank, world, check)
+    if args.losses and not args.subgroup:
+        losses, step_ms = train(dev, rank, world, args.steps, check, args.backend)
+        if rank == 0:
+            with open(args.losses, "w") as f:
+                json.dump({"backend": args.backend, "ranks": world, "losses": losses, "step_ms": step_ms}, f)
+            print(f"{args.backend}: {args.steps} DDP steps, median step time {step_ms:.3f} ms", flush=True)
     dist.destroy_process_group()
     if failures:
         print(f"rank {rank}: FAILED: {failures}", flush=True)
     elif rank == 0:
-        print(f"torch_ddp: {world} ranks, all checks passed", flush=True)
+        print(f"torch_ddp: {world} ranks, {args.backend}, all checks passed", flush=True)
     return 1 if failures else 0
 
 
