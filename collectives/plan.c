@@ -48,26 +48,64 @@ static int ring_pos_of(const struct dccl_ring *ring, int nranks, int rank) {
   return -1;
 }
 
-/* A binary heap over positions; `rank_at(i)` = order[(start + dir * i) mod n]. Fills this rank's tree links. */
+/* A tree over the ring read from position `start` in direction `dir` (so the root, at `start`, is first), in two
+ * levels: the ranks of each host form a binary heap (the host's first rank its head, the last one in heap order, a
+ * leaf, its tail), and the hosts form a binary heap in which a host's head hangs under its parent host's tail. Every
+ * rank has at most two children, and each tree edge between hosts is crossed once: H - 1 of them for H hosts (a
+ * heap over all ranks crosses hosts at most of its edges). One host: the plain heap over its ranks. Fills this
+ * rank's tree links. */
 static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, struct dccl_op_channel *ch) {
   const int *order = comm->rings[0].order;
-  int n = comm->nranks, me = -1;
-  for (int i = 0; i < n; i++)
-    if (order[dccl_mod((int64_t)start + (int64_t)dir * i, n)] == comm->rank) me = i;
-  int parent = dccl_tree_parent_pos(me);
-  ch->sched.has_parent = parent >= 0;
-  ch->sched.is_root = parent < 0;
-  ch->sched.nchildren = 0;
-  int up[DCCL_CONN_SLOTS];
-  for (int i = 0; i < DCCL_CONN_SLOTS; i++) up[i] = -1;
-  for (int c = 0; c < 2; c++) {
-    int cp = dccl_tree_child_pos(me, c, n);
-    if (cp >= 0) {
-      up[c] = order[dccl_mod((int64_t)start + (int64_t)dir * cp, n)];
-      ch->sched.nchildren++;
+  int n = comm->nranks;
+  /* seq and block_of hold n entries, first n + 1 */
+  int *seq = malloc(((size_t)n * 3 + 1) * sizeof(int)), *block_of = seq + n, *first = seq + 2 * n;
+  if (!seq) return; /* out of memory: no links; the op fails binding */
+  for (int i = 0; i < n; i++) seq[i] = order[dccl_mod((int64_t)start + (int64_t)dir * i, n)];
+  /* Blocks: runs of one host along seq (the ring keeps hosts together; the root's host may wrap around the end, and
+   * its tail run joins its first block). seq is reordered so every block is contiguous; first[b] is block b's start. */
+#define HOST_OF(r) (comm->peers ? comm->peers[r].host_hash : 0)
+  int tail_run = n; /* seq[tail_run..n) is the root's host again, wrapped around */
+  while (tail_run > 1 && HOST_OF(seq[tail_run - 1]) == HOST_OF(seq[0])) tail_run--;
+  if (tail_run > 1 && tail_run < n) { /* move the wrapped run to just after the root's run */
+    int head_run = 1;
+    while (head_run < tail_run && HOST_OF(seq[head_run]) == HOST_OF(seq[0])) head_run++;
+    int *tmp = malloc((size_t)n * sizeof(int));
+    if (tmp) {
+      int k = 0;
+      for (int i = 0; i < head_run; i++) tmp[k++] = seq[i];
+      for (int i = tail_run; i < n; i++) tmp[k++] = seq[i];
+      for (int i = head_run; i < tail_run; i++) tmp[k++] = seq[i];
+      memcpy(seq, tmp, (size_t)n * sizeof(int));
+      free(tmp);
     }
   }
-  if (parent >= 0) up[DCCL_TREE_PARENT] = order[dccl_mod((int64_t)start + (int64_t)dir * parent, n)];
+  int nblocks = 0;
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || HOST_OF(seq[i]) != HOST_OF(seq[i - 1])) first[nblocks++] = i;
+    block_of[i] = nblocks - 1;
+  }
+#undef HOST_OF
+  first[nblocks] = n;
+  int me = 0;
+  for (int i = 0; i < n; i++)
+    if (seq[i] == comm->rank) me = i;
+  int b = block_of[me], j = me - first[b], size = first[b + 1] - first[b];
+  int parent = -1, kids[2] = {-1, -1}, nkids = 0;
+  if (j > 0) parent = seq[first[b] + (j - 1) / 2];
+  else if (b > 0) parent = seq[first[(b - 1) / 2 + 1] - 1]; /* the parent host's tail */
+  for (int c = 0; c < 2; c++)
+    if (2 * j + 1 + c < size) kids[nkids++] = seq[first[b] + 2 * j + 1 + c];
+  if (j == size - 1) /* the tail: the child hosts' heads */
+    for (int c = 0; c < 2; c++)
+      if (2 * b + 1 + c < nblocks) kids[nkids++] = seq[first[2 * b + 1 + c]];
+  free(seq);
+  ch->sched.has_parent = parent >= 0;
+  ch->sched.is_root = parent < 0;
+  ch->sched.nchildren = nkids;
+  int up[DCCL_CONN_SLOTS];
+  for (int i = 0; i < DCCL_CONN_SLOTS; i++) up[i] = -1;
+  for (int c = 0; c < nkids; c++) up[c] = kids[c];
+  if (parent >= 0) up[DCCL_TREE_PARENT] = parent;
   /* Children are links in both directions (up: recv from them; down: send to them); so is the parent. */
   for (int i = 0; i < DCCL_CONN_SLOTS; i++) ch->recv_peer[i] = ch->send_peer[i] = up[i];
 }

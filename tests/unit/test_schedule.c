@@ -111,6 +111,8 @@ static void make_comms(struct dccl_comm *comms, int n, const uint64_t *hosts) {
     memset(c, 0, sizeof(*c));
     c->rank = r;
     c->nranks = n;
+    c->peers = calloc((size_t)n, sizeof(*c->peers)); /* the hosts, for the two-level trees */
+    for (int q = 0; q < n; q++) c->peers[q].host_hash = hosts[q];
     dccl_comm_fill_views(c);
     c->coll.nchannels = 2;
     c->coll.alpha_ns = 1000;
@@ -138,6 +140,7 @@ static void free_comms(struct dccl_comm *comms, int n) {
       free(e);
     }
     for (int ch = 0; ch < comms[r].coll.nchannels; ch++) free(comms[r].coll.rings[ch].order);
+    free(comms[r].peers);
   }
   for (int i = 0; i < nlinks; i++) free(links[i].fifo);
   nlinks = 0;
@@ -250,6 +253,55 @@ static void test_device_ring_channels(void) {
   free_comms(&comm, 1);
 }
 
+/* The trees' shape across hosts: for each tree of an all-reduce and each rooted tree, every rank but the root has a
+ * parent that lists it as a child, at most two children each, every rank reaches the root, and exactly H - 1 edges
+ * join ranks of different hosts (H hosts; the ring keeps each host's ranks together). */
+static void test_tree_shape(int n, const uint64_t *hosts, int nhosts) {
+  struct dccl_comm *comms = calloc((size_t)n, sizeof(*comms));
+  make_comms(comms, n, hosts);
+  for (int root = -1; root < n; root++) {
+    int ntrees = root < 0 ? 2 : 1;
+    for (int t = 0; t < ntrees; t++) {
+      int parent[16], crossing = 0, bad = 0;
+      for (int r = 0; r < n; r++) {
+        struct dccl_op op = {.comm = &comms[r].coll, .kind = root < 0 ? DCCL_OP_ALLREDUCE : DCCL_OP_BROADCAST,
+                             .count = 1 << 20, .type = ncclFloat32, .esize = 4, .algo = DCCL_ALGO_TREE,
+                             .root = root < 0 ? -1 : root, .peer = -1};
+        dccl_op_plan(&op);
+        const struct dccl_op_channel *ch = &op.ch[t];
+        int p = ch->recv_peer[DCCL_TREE_PARENT]; /* both kinds receive from the parent */
+        parent[r] = p;
+        crossing += p >= 0 && hosts[p] != hosts[r];
+        bad += ch->sched.nchildren > 2 || (p < 0) != ch->sched.is_root;
+      }
+      int roots = 0, unreachable = 0;
+      for (int r = 0; r < n; r++) {
+        roots += parent[r] < 0;
+        int x = r, hops = 0;
+        while (x >= 0 && parent[x] >= 0 && hops++ < n) x = parent[x];
+        unreachable += hops >= n;
+      }
+      CHECK(roots == 1 && unreachable == 0 && crossing == nhosts - 1 && bad == 0 &&
+                (root < 0 || parent[root] < 0),
+            "tree %d (root %d) over %d ranks on %d hosts: %d roots, %d ranks without a way up, %d edges between "
+            "hosts (want %d), %d bad nodes", t, root, n, nhosts, roots, unreachable, crossing, nhosts - 1, bad);
+    }
+  }
+  free_comms(comms, n);
+  free(comms);
+}
+
+static void test_tree_shapes(void) {
+  uint64_t hosts[16];
+  for (int n = 2; n <= 16; n++)
+    for (int per = 1; per <= n; per++) { /* hosts of `per` ranks (the last may hold fewer) */
+      for (int r = 0; r < n; r++) hosts[r] = (uint64_t)(r / per);
+      test_tree_shape(n, hosts, (n + per - 1) / per);
+    }
+  uint64_t uneven[9] = {7, 7, 7, 3, 3, 9, 9, 9, 9}; /* hosts of 3, 2 and 4 ranks */
+  test_tree_shape(9, uneven, 3);
+}
+
 int main(void) {
   char why[128];
   if (dccl_transport_complete(&mem_transport, &mem_provider, 0, why, sizeof why) != 0) {
@@ -264,6 +316,7 @@ int main(void) {
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
   test_ring_order();
   test_device_ring_channels();
+  test_tree_shapes();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
       for (int algo = DCCL_ALGO_RING; algo <= DCCL_ALGO_ONESHOT; algo++)
