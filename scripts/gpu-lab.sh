@@ -14,7 +14,9 @@
 #   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
 #          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under
 #          MPS, checked, each rank's /proc/PID/maps recorded; DCCL's perf tools beside them; PyTorch collectives,
-#          DDP against gloo, nonblocking, subgroups. More than one device call: DROPIN_* narrow it
+#          DDP against gloo, nonblocking, subgroups. More than one device call: DROPIN_* narrow it. The nccl-tests
+#          sources (../shared) do not travel to the device: build and pack them here with scripts/gpu-carry.sh and
+#          run gpu-lab-dropin.sh on the device directly (its header has the command)
 #   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)
