@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "transports/net_ib/ib_private.h"
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/params.h"
 
 enum { KIND_SEND = 0, KIND_RECV = 1 };
 #define WR_ID(q_index, kind) (((uint64_t)(q_index) << 1) | (uint64_t)(kind))
@@ -129,6 +131,7 @@ static int poll_cq(struct dccl_ib_link *l) {
       struct dccl_ib_mark m = q->marks[q->marks_head++ % q->max_send_wr];
       q->wr_done = m.wr;
       q->data_done = m.data;
+      l->completion_due_ns = 0; /* the device answers: the clock restarts */
     }
   }
   return n;
@@ -224,9 +227,40 @@ static void send_abort(struct dccl_ib_link *l) {
   (void)post_write(l, q, &sge, 1, raddr, l->remote.fifo_rkey, NULL, 0, 1);
 }
 
+/* A device must report every signalled write within its retries: ack timeout (4.096 us x 2^DCCL_IB_TIMEOUT) x
+ * (DCCL_IB_RETRY_CNT + 1). Soft-RoCE under emulation was seen to report nothing for writes to a QP nobody owns,
+ * leaving both ends waiting forever; a write still unanswered long after that bound (8 times it, at least 30 s)
+ * fails the link instead. */
+static void check_completions_due(struct dccl_ib_link *l) {
+  const struct dccl_ib_qp *late = NULL;
+  for (int i = 0; i < l->nqps && !late; i++)
+    if (l->qps[i].marks_tail != l->qps[i].marks_head) late = &l->qps[i];
+  if (!late) {
+    l->completion_due_ns = 0;
+    return;
+  }
+  int64_t now = dccl_now_ns();
+  if (!l->completion_due_ns) {
+    l->completion_due_ns = now;
+    return;
+  }
+  double waited_s = (double)(now - l->completion_due_ns) / 1e9;
+  if (waited_s <= 30) return; /* the floor: no need to work out the bound before */
+  int64_t exp = dccl_param_int(DCCL_PARAM_IB_TIMEOUT), retries = dccl_param_int(DCCL_PARAM_IB_RETRY_CNT);
+  double bound_s = 4.096e-6 * (double)(1ull << (exp < 0 ? 0 : exp > 31 ? 31 : exp)) * (double)(retries + 1);
+  if (waited_s > (8 * bound_s > 30 ? 8 * bound_s : 30))
+    link_fail(l, ncclRemoteError,
+              "net_ib link %s rank %d (host %s): an RDMA write on %s QP %u has had no completion for %.0f s, where "
+              "the device must report one within %.3f s (ack timeout x retries): neither rank %d nor the device "
+              "answers",
+              l->conn->is_send ? "to" : "from", l->conn->peer, peer_host(l), l->ic->device, late->qp->qp_num,
+              waited_s, bound_s, l->conn->peer);
+}
+
 int dccl_ib_link_progress(struct dccl_ib_link *l) {
   if (!atomic_load_explicit(&l->connected, memory_order_acquire)) return 0;
   int moved = poll_cq(l);
+  check_completions_due(l);
   if (atomic_load_explicit(&l->error, memory_order_relaxed)) return moved;
   if (atomic_load_explicit(&l->abort_requested, memory_order_relaxed)) {
     if (!l->abort_sent) send_abort(l);

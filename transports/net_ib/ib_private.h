@@ -102,6 +102,7 @@ struct dccl_ib_link {
   uint64_t credited; /* receive side: the head last written to the sender */
   _Atomic int abort_requested;
   int abort_sent;
+  int64_t completion_due_ns; /* when a signalled write was first seen awaiting its completion (0: none awaited) */
   _Atomic int error; /* an ncclResult_t, set once by the proxy; error_text says what */
   char error_text[400];
 };
