@@ -153,9 +153,11 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!asyncError) return dccl_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   DCCLCHECK(dccl_comm_check(comm, "ncclCommGetAsyncError"));
-  /* A kernel's failure becomes the communicator's (the first failure wins). */
+  /* A kernel's failure becomes the communicator's (the first failure wins). The device side is read only once
+   * creation has published it: a nonblocking creation is still building it on its own thread. */
   char text[512];
-  ncclResult_t dev_err = atomic_load(&comm->async_error) == ncclSuccess
+  int ready = atomic_load(&comm->init_state) == DCCL_INIT_READY;
+  ncclResult_t dev_err = ready && atomic_load(&comm->async_error) == ncclSuccess
                              ? dccl_dev_comm_error(&comm->coll, text, sizeof(text))
                              : ncclSuccess;
   if (dev_err != ncclSuccess) dccl_comm_set_failed(comm, dev_err, text);

@@ -66,6 +66,13 @@ static ncclResult_t check_buffer(struct call *c, const char *which, const void *
   return ncclSuccess;
 }
 
+/* A call of zero elements names no buffer, so it would run as a host operation, which a captured stream refuses.
+ * It reads and writes nothing: under capture every rank (all pass zero) records nothing, as NCCL does, and its
+ * link need not exist (nccl-tests -G captures its zero-byte sizes). */
+static int empty_and_captured(const struct call *c) {
+  return !c->known && dccl_cuda_stream_capturing(c->stream);
+}
+
 /* Host buffers wait for the stream's work (which may produce the input); device buffers are ordered on it. */
 static ncclResult_t check_stream(struct dccl_comm *comm, struct call *c) {
   if (!c->on_device) {
@@ -92,6 +99,7 @@ static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
 static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kind, const void *sendbuff, void *recvbuff,
                            size_t count, ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root,
                            int peer) {
+  if (empty_and_captured(c)) return ncclSuccess;
   DCCLCHECK(check_stream(comm, (struct call *)c));
   if (redop && redop->pre_dev && c->known && !c->on_device)
     return dccl_error(ncclInvalidUsage,
@@ -197,6 +205,7 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
     return dccl_error(ncclInvalidArgument, "%s: peer %d is outside 0..%d", c.name, peer, comm->nranks - 1);
   DCCLCHECK(check_buffer(&c, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff", kind == DCCL_OP_SEND ? sendbuff : recvbuff,
                          count));
+  if (empty_and_captured(&c)) return ncclSuccess;
   DCCLCHECK(dccl_p2p_check_first_use(comm, kind, peer, c.on_device, stream, dccl_cuda_stream_capturing));
   return submit(comm, &c, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
 }

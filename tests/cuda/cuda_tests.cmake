@@ -96,6 +96,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
       dccl_gpu_test(torch_ddp_${n}ranks_mps COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                     $<TARGET_FILE:nccl_dropin> ${n})
     endforeach()
+    # PyTorch's nonblocking mode polls ncclCommGetAsyncError while the creation builds the device side.
+    dccl_gpu_test(torch_ddp_2ranks_mps_nonblocking COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
+                  $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_COMM_NONBLOCKING=1)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
   endif()

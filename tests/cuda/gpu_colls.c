@@ -349,6 +349,46 @@ static void device_mismatch_case(size_t n0, size_t n1) {
   for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
 }
 
+/* Waits, polling as fast as PyTorch's nonblocking mode may, until comm is no longer in progress. */
+static ncclResult_t settle(ncclComm_t comm, long *polls) {
+  ncclResult_t state = ncclInProgress;
+  for (long i = 0; i < 200000000L && state == ncclInProgress; i++, (*polls)++)
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+  return state;
+}
+
+/* Nonblocking communicators with a GPU (what TORCH_NCCL_USE_COMM_NONBLOCKING=1 makes): the creation's state is
+ * polled without pause while its thread builds the device side, then a device all-reduce runs on them. */
+static void nonblocking_case(void) {
+  ncclUniqueId id;
+  ncclComm_t c[MAX_RANKS] = {0};
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  const struct tcase sum = {ncclFloat32, ncclSum, "float32 sum"};
+  size_t n = 1000;
+  long polls = 0;
+  int ok = ncclGetUniqueId(&id) == ncclSuccess;
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) ok &= ncclCommInitRankConfig(&c[r], nranks, id, r, &cfg) != ncclInternalError;
+  ncclResult_t g = ncclGroupEnd();
+  ok &= g == ncclSuccess || g == ncclInProgress;
+  for (int r = 0; ok && r < nranks; r++) ok &= settle(c[r], &polls) == ncclSuccess;
+  if (ok) {
+    fill_inputs(&sum, n);
+    ncclGroupStart();
+    for (int r = 0; r < nranks; r++) ncclAllReduce(dsend[r], drecv[r], n, ncclFloat32, ncclSum, c[r], streams[r]);
+    g = ncclGroupEnd();
+    ok &= g == ncclSuccess || g == ncclInProgress;
+    for (int r = 0; ok && r < nranks; r++) ok &= settle(c[r], &polls) == ncclSuccess;
+    for (int r = 0; ok && r < nranks; r++) ok &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
+    for (int r = 0; ok && r < nranks; r++) ok &= compare("nonblocking allreduce", &sum, r, drecv[r], n, want_allreduce);
+  }
+  printf("%s: nonblocking communicators: creation polled %ld times, then a device all-reduce (%s)\n",
+         ok ? "PASS" : "FAIL", polls, ok ? "ok" : ncclGetLastError(NULL));
+  if (ok) n_passed++; else n_failed++;
+  for (int r = 0; r < nranks; r++) ncclCommDestroy(c[r]);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
@@ -411,6 +451,7 @@ int main(int argc, char **argv) {
     premul_cases();
     device_mismatch_case(128, 256);    /* LL slots */
     device_mismatch_case(4096, 8192);  /* bulk one-shot */
+    nonblocking_case();
   }
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);

@@ -3,6 +3,7 @@
  *   serialise and wait for each other forever);
  * - all-reduces captured into CUDA graphs (global capture mode) replay correctly: inputs change before every
  *   replay, eager all-reduces run between replays, two graphs (different sizes and ops) alternate;
+ * - zero-element calls are captured (nothing recorded), even a send/recv whose link was never made;
  * - a host-buffer collective on a communicator follows its device work: when it returns, the device all-reduce
  *   queued before it has finished.
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
@@ -114,6 +115,34 @@ static void graphs_replay(float **in, float **out, float **in2, float **out2) {
   }
 }
 
+/* Zero-element calls captured (nccl-tests -G starts at 0 bytes): an all-reduce, an all-gather and a send/recv pair
+ * whose link was never made are accepted, and the graphs replay. */
+static void empty_calls_captured(float **in, float **out) {
+  cudaGraph_t graphs[NRANKS];
+  cudaGraphExec_t exec[NRANKS];
+  for (int r = 0; r < NRANKS; r++) CUDA_OK(cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeGlobal));
+  ncclGroupStart();
+  for (int r = 0; r < NRANKS; r++) {
+    ncclAllReduce(in[r], out[r], 0, ncclFloat32, ncclSum, comms[r], streams[r]);
+    ncclAllGather(in[r], out[r], 0, ncclFloat32, comms[r], streams[r]);
+    ncclSend(in[r], 0, ncclFloat32, 1 - r, comms[r], streams[r]);
+    ncclRecv(out[r], 0, ncclFloat32, 1 - r, comms[r], streams[r]);
+  }
+  ncclResult_t res = ncclGroupEnd();
+  const char *why = res == ncclSuccess ? "" : ncclGetLastError(NULL);
+  for (int r = 0; r < NRANKS; r++) CUDA_OK(cudaStreamEndCapture(streams[r], &graphs[r]));
+  int ok = res == ncclSuccess;
+  for (int r = 0; r < NRANKS; r++) {
+    CUDA_OK(cudaGraphInstantiate(&exec[r], graphs[r], 0));
+    CUDA_OK(cudaGraphDestroy(graphs[r]));
+    CUDA_OK(cudaGraphLaunch(exec[r], streams[r]));
+  }
+  ok = ok && sync_ok();
+  for (int r = 0; r < NRANKS; r++) cudaGraphExecDestroy(exec[r]);
+  if (!ok) printf("  %s\n", why);
+  check(ok, "zero-element all-reduce, all-gather and send/recv (no link made yet) are captured and replay");
+}
+
 static void host_op_follows_device_work(float **in, float **out) {
   const size_t n = (size_t)64 << 20; /* 256 MiB: the kernels run for milliseconds */
   ncclGroupStart();
@@ -153,6 +182,7 @@ int main(void) {
     CUDA_OK(cudaMalloc((void **)&out2[r], 4096 * sizeof(float)));
   }
   legacy_stream_refused(in);
+  empty_calls_captured(in, out);
   graphs_replay(in, out, in2, out2);
   host_op_follows_device_work(in, out);
   for (int r = 0; r < NRANKS; r++) {
