@@ -117,8 +117,8 @@ selfperf() {
       awk -v t="$t" -v n="$np" -v a="$theirs" -v b="$ours" 'BEGIN {
         r = b > 0 ? a / b : 0
         printf "  %s, %d ranks, 128 MiB busbw: nccl-tests %s GB/s, DCCL perf tools %s GB/s, ratio %.3f%s\n", t, n, a,
-               b, r, r >= 0.9 ? "" : "  FAIL (< 0.9)"
-        exit r >= 0.9 ? 0 : 1 }' || status=1
+               b, r, (r >= 0.9 ? "" : "  FAIL (< 0.9)")
+        exit (r >= 0.9 ? 0 : 1) }' || status=1
     done
   done
 }
