@@ -9,10 +9,11 @@
 #include "util/log.h"
 
 /* Priority order: shared memory inside a host, then RDMA, then TCP, which reaches every peer. A link takes only
- * transports that carry its buffers (p2p: device buffers; the others: host buffers). */
+ * transports that carry its buffers (p2p, then staged: device buffers; the others: host buffers). */
 static const struct dccl_transport *const providers[] = {
 #ifdef DCCL_HAVE_DEVICE_CODE
-    &dccl_transport_p2p, /* device links only */
+    &dccl_transport_p2p,    /* device links only */
+    &dccl_transport_staged, /* device links only: through pinned shared host memory */
 #endif
     &dccl_transport_shm,
 #ifdef DCCL_HAVE_IBVERBS

@@ -47,6 +47,7 @@ struct dccl_transport_ctx {
   int (*is_registered)(const struct dccl_transport_ctx *ctx, const void *ptr, uint64_t bytes);
   void *cu_ctx; /* the primary context of the rank's GPU (CUcontext), NULL without one: device transports use it */
   uint64_t dev_bytes; /* GPU memory the device transports hold for this communicator (__atomic updates) */
+  uint64_t pinned_bytes; /* pinned host memory they hold (the staged transport's FIFOs; __atomic updates) */
 };
 
 struct dccl_conn {
@@ -152,6 +153,7 @@ extern const struct dccl_transport dccl_transport_ib;
 #endif
 #ifdef DCCL_HAVE_DEVICE_CODE
 extern const struct dccl_transport dccl_transport_p2p;
+extern const struct dccl_transport dccl_transport_staged;
 #endif
 
 /* --- the executor's view of a connection; non-blocking, each returns at once --- */

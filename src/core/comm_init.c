@@ -152,7 +152,7 @@ void dccl_comm_memory(const struct dccl_comm *comm, size_t *device_bytes, size_t
   uint64_t dev = 0, pinned = 0;
   dccl_dev_comm_memory(&comm->coll, &dev, &pinned);
   *device_bytes = (size_t)(dev + __atomic_load_n(&comm->tctx.dev_bytes, __ATOMIC_RELAXED));
-  *pinned_host_bytes = (size_t)pinned;
+  *pinned_host_bytes = (size_t)(pinned + __atomic_load_n(&comm->tctx.pinned_bytes, __ATOMIC_RELAXED));
 }
 
 /* Device FIFOs are GPU memory the user's tensors need too: the channels of device collectives are lowered until

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
@@ -52,14 +53,24 @@ int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
   return 0;
 }
 
+/* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order:
+ * host links take the named transport; device links take it when it carries device buffers, and "shm" stages them
+ * through shared host memory (the staged transport), so one setting moves both kinds of buffer through host
+ * memory. Any other name (socket, ib) leaves device links alone. */
+static const char *forced_for(const char *forced, int buffers) {
+  if (!forced[0] || buffers == DCCL_BUFFERS_HOST) return forced[0] ? forced : NULL;
+  if (!strcasecmp(forced, "shm")) return "staged";
+  const struct dccl_transport *t = dccl_transport_find(forced);
+  return t && (t->buffers & DCCL_BUFFERS_DEVICE) ? forced : NULL;
+}
+
 /* The same answer on both ends: it depends only on the two peer infos, the lane and the (uniform) environment.
- * Device links (lanes from DCCL_LANE_DEVICE) take only transports that carry device buffers; DCCL_TRANSPORT forces
- * host links. */
+ * Device links (lanes from DCCL_LANE_DEVICE) take only transports that carry device buffers. */
 static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane, const struct dccl_transport **out) {
-  const char *forced = dccl_param_str(DCCL_PARAM_TRANSPORT);
   const struct dccl_peer_info *me = &comm->peers[comm->rank], *them = &comm->peers[peer];
   int buffers = lane >= DCCL_LANE_DEVICE ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST;
-  if (forced[0] && buffers == DCCL_BUFFERS_HOST) {
+  const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), buffers);
+  if (forced) {
     *out = dccl_transport_find(forced);
     if (!*out)
       return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
@@ -78,7 +89,7 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
   if (buffers == DCCL_BUFFERS_DEVICE)
     return dccl_error(ncclInvalidUsage,
                       "device buffers between rank %d and rank %d (host %s): no device transport links them (this "
-                      "build moves device buffers only between ranks on one GPU)",
+                      "build moves device buffers only between ranks of one host)",
                       comm->rank, peer, them->hostname);
   return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
                     dccl_transport_names(), peer, them->hostname, comm->rank);

@@ -30,6 +30,8 @@ static const struct {
     {"cuMemHostAlloc", (void **)&dccl_cu.mem_host_alloc},
     {"cuMemFreeHost", (void **)&dccl_cu.mem_free_host},
     {"cuMemHostGetDevicePointer", (void **)&dccl_cu.mem_host_get_device_pointer},
+    {"cuMemHostRegister", (void **)&dccl_cu.mem_host_register},
+    {"cuMemHostUnregister", (void **)&dccl_cu.mem_host_unregister},
     {"cuMemcpyHtoD", (void **)&dccl_cu.memcpy_htod},
     {"cuMemcpyDtoH", (void **)&dccl_cu.memcpy_dtoh},
     {"cuMemcpyAsync", (void **)&dccl_cu.memcpy_async},

@@ -26,6 +26,8 @@ struct dccl_cuda_api {
   __typeof__(cuMemHostAlloc) *mem_host_alloc;
   __typeof__(cuMemFreeHost) *mem_free_host;
   __typeof__(cuMemHostGetDevicePointer) *mem_host_get_device_pointer;
+  __typeof__(cuMemHostRegister) *mem_host_register;
+  __typeof__(cuMemHostUnregister) *mem_host_unregister;
   __typeof__(cuMemcpyHtoD) *memcpy_htod;
   __typeof__(cuMemcpyDtoH) *memcpy_dtoh;
   __typeof__(cuMemcpyAsync) *memcpy_async;

@@ -19,7 +19,9 @@
   X(HOSTID, STR, "", "Overrides this process's host identity (default: hostname + boot id). Ranks with different " \
                      "ids are treated as different hosts.")                                                        \
   X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm`, `ib` or `socket`. Empty: shm "     \
-                        "within a host; between hosts net_ib where both have an active RDMA port, else sockets.")  \
+                        "within a host; between hosts net_ib where both have an active RDMA port, else sockets. "  \
+                        "Device buffers: `shm` (or `staged`) stages them through pinned shared host memory, "     \
+                        "`p2p` maps GPU memory; empty: p2p between ranks on one GPU, else staged.")               \
   X(IB_HCA, STR, "", "RDMA devices net_ib may use: comma-separated names with optional `:port`, matched as "      \
                      "prefixes (`=mlx5_0` exact, a leading `^` excludes). Empty: the first active port.")        \
   X(IB_GID_INDEX, INT, -1, "RoCE GID index to use (-1: the RoCEv2 GID of the address that routes to the peer).")  \

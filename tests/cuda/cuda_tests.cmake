@@ -56,6 +56,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
       dccl_gpu_test(colls_${n}ranks_${algo} COMMAND gpu_colls ${n} ENV DCCL_ALGO=${algo})
     endforeach()
   endforeach()
+  # The staged path (transports/shm/shm_staged.c): device links through pinned shared host memory.
+  foreach(n 2 4)
+    dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
+  endforeach()
   dccl_gpu_test(colls_4ranks_memalloc COMMAND gpu_colls 4 memalloc)
   # A small memory limit lowers the channels (the test checks every rank's usage against it).
   dccl_gpu_test(colls_4ranks_memlimit COMMAND gpu_colls 4 ENV DCCL_DEV_MEM_LIMIT=8388608)
@@ -75,6 +79,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     if(MPI_C_FOUND)
       set(mpirun ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
       dccl_gpu_test(suite_mpirun_2ranks_mps COMMAND ${mps} ${mpirun} -np 2 ${suite} ENV DCCL_TIMEOUT=60)
+      dccl_gpu_test(suite_mpirun_2ranks_mps_staged COMMAND ${mps} ${mpirun} -np 2 ${suite}
+                    ENV DCCL_TIMEOUT=60 DCCL_TRANSPORT=shm)
       dccl_gpu_test(suite_mpirun_4ranks_mps_tree COMMAND ${mps} ${mpirun} -np 4 ${suite} --algo tree
                     --colls allreduce,broadcast,reduce ENV DCCL_TIMEOUT=60)
     endif()

@@ -17,6 +17,7 @@ static void test_registered(void) {
   const char *want[] = {
 #ifdef DCCL_HAVE_DEVICE_CODE
       "p2p",
+      "staged",
 #endif
       "shm",
 #ifdef DCCL_HAVE_IBVERBS
@@ -33,7 +34,7 @@ static void test_registered(void) {
     check(t->size == sizeof(struct dccl_transport), "%s: registered size %zu", t->name, t->size);
     check(all_ops_set(t), "%s has an op left NULL", t->name);
     check(dccl_transport_find(t->name) == t, "%s not found by its name", t->name);
-    int device_only = !strcmp(t->name, "p2p");
+    int device_only = !strcmp(t->name, "p2p") || !strcmp(t->name, "staged");
     check(t->buffers == (device_only ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST), "%s carries buffers %d", t->name,
           t->buffers);
     snprintf(want_names + strlen(want_names), sizeof(want_names) - strlen(want_names), "%s%s", i ? ", " : "",
