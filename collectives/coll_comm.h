@@ -31,7 +31,15 @@ enum dccl_op_kind {
   DCCL_OP_RECV,
 };
 /* DCCL_ALGO_ORDERED: deterministic mode's reductions (collectives/plan.c, plan_ordered). */
-enum dccl_algo { DCCL_ALGO_AUTO = 0, DCCL_ALGO_RING, DCCL_ALGO_TREE, DCCL_ALGO_ONESHOT, DCCL_ALGO_ORDERED };
+/* DCCL_ALGO_DIRECT: device all-reduce reading every rank's buffers in place (plan.c, plan_direct). */
+enum dccl_algo {
+  DCCL_ALGO_AUTO = 0,
+  DCCL_ALGO_RING,
+  DCCL_ALGO_TREE,
+  DCCL_ALGO_ONESHOT,
+  DCCL_ALGO_ORDERED,
+  DCCL_ALGO_DIRECT
+};
 
 /* One ring channel: the rank order, and where this rank sits. */
 struct dccl_ring {
@@ -68,6 +76,7 @@ struct dccl_coll_comm {
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
+  int direct_ok;     /* every rank in this process on this GPU, with its direct board: the direct all-reduce runs */
   int deterministic; /* DCCL_DETERMINISTIC: reductions in rank order, the same bits on every path */
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;

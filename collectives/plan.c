@@ -25,6 +25,7 @@ const char *dccl_algo_name(int algo) {
   return algo == DCCL_ALGO_TREE      ? "tree"
          : algo == DCCL_ALGO_ONESHOT ? "oneshot"
          : algo == DCCL_ALGO_ORDERED ? "ordered"
+         : algo == DCCL_ALGO_DIRECT  ? "direct"
                                      : "ring";
 }
 
@@ -230,12 +231,38 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
 
 /* Device buffers: one-shot for small all-reduces (one hand-off), rings otherwise; trees when DCCL_ALGO asks. The
  * host's cost model is measured on host copies and does not apply. */
+/* The direct all-reduce needs every rank's buffers in this address space (comm->direct_ok) and a premultiply that
+ * is the same on every rank (an average), since each rank applies it to every rank's input. Every rank answers
+ * alike: these depend on the call and the communicator only. */
+static int direct_possible(const struct dccl_op *op) {
+  return op->kind == DCCL_OP_ALLREDUCE && op->comm->direct_ok && op->comm->nranks <= DCCL_CONN_SLOTS &&
+         (!op->redop.has_pre || op->redop.called == ncclAvg);
+}
+
 static int device_algo(const struct dccl_op *op) {
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE; /* as the host's choice (tune.c): NCCL_ALGO=Tree too */
   if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
+  int64_t direct_min = dccl_param_int(DCCL_PARAM_DIRECT_MIN_BYTES);
+  if (direct_possible(op) && (!strcasecmp(forced, "direct") ||
+                              (direct_min >= 0 && op->count * op->esize >= (uint64_t)direct_min)))
+    return DCCL_ALGO_DIRECT;
   return op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= 65536 ? DCCL_ALGO_ONESHOT : DCCL_ALGO_RING;
+}
+
+/* Direct: channel c covers a range of the elements (as the rings split them); the kernel splits it among the
+ * ranks. No links: the ranks meet on their boards. */
+static void plan_direct(struct dccl_op *op) {
+  int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
+  if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
+  for (int c = 0; c < nch; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    channel_clear(ch, c);
+    channel_range(op->count, nch, c, &ch->sched.begin, &ch->sched.count);
+    ch->sched.rank = op->comm->rank;
+  }
+  op->nchannels = nch;
 }
 
 ncclResult_t dccl_op_plan(struct dccl_op *op) {
@@ -272,13 +299,15 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
   } else {
     if (op->algo == DCCL_ALGO_AUTO)
       op->algo = op->on_device ? device_algo(op) : comm->pick_algo(comm, op->kind, op->count * op->esize);
-    /* One-shot exists for all-reduce only, and needs a connection slot per peer. */
+    /* One-shot exists for all-reduce only, and needs a connection slot per peer; direct, where ranks share memory. */
     if (op->algo == DCCL_ALGO_ONESHOT && (op->kind != DCCL_OP_ALLREDUCE || n - 1 > DCCL_CONN_SLOTS))
       op->algo = DCCL_ALGO_RING;
+    if (op->algo == DCCL_ALGO_DIRECT && !(op->on_device && direct_possible(op))) op->algo = DCCL_ALGO_RING;
     int tree = op->algo == DCCL_ALGO_TREE;
     switch (op->kind) {
       case DCCL_OP_ALLREDUCE:
-        if (op->algo == DCCL_ALGO_ONESHOT) plan_oneshot(op);
+        if (op->algo == DCCL_ALGO_DIRECT) plan_direct(op);
+        else if (op->algo == DCCL_ALGO_ONESHOT) plan_oneshot(op);
         else if (tree) plan_tree(op, DCCL_DOUBLE_TREE, 0);
         else plan_ring(op, op->count);
         break;
@@ -306,8 +335,9 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     }
     for (int c = 0; c < op->nchannels; c++)
       op->ch[c].sched.algo = op->algo == DCCL_ALGO_ONESHOT ? DCCL_SCHED_ONESHOT_ALLREDUCE
-                             : op->algo == DCCL_ALGO_TREE  ? tree_algo[op->kind]
-                                                           : ring_algo[op->kind];
+                             : op->algo == DCCL_ALGO_DIRECT ? DCCL_SCHED_DIRECT_ALLREDUCE
+                             : op->algo == DCCL_ALGO_TREE   ? tree_algo[op->kind]
+                                                            : ring_algo[op->kind];
   }
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];

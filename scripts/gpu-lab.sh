@@ -10,6 +10,8 @@
 #   perf:  the perf tools on device buffers under MPS (every tool checked at 2-3 ranks; all-reduce timed 8 B-1 GiB
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
+#   paths: the direct all-reduce (ranks of one process) against the ring, and the staged path (FIFOs in pinned
+#          host memory, DCCL_TRANSPORT=shm) against p2p, 2 and 4 ranks, 8 B-1 GiB (scripts/gpu-lab-paths.sh)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
 #   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
 #          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under
@@ -22,7 +24,7 @@
 #          (NVD_* narrow it to fit a call)
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
-# Usage: bash scripts/gpu-lab.sh [tests|perf|gloo|dropin|nccl|all|measure] [build dir=build-gpu]
+# Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|all|measure] [build dir=build-gpu]
 set -uo pipefail
 part=${1:-all}
 [ $# -gt 0 ] && shift
@@ -43,7 +45,7 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          gpu_concurrent gpu_peer_death coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency nccl_dropin; } > "$out/build.log" 2>&1; then
+         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
@@ -69,6 +71,7 @@ tests() {
 case $part in
   tests) tests ;;
   perf) bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1 ;;
+  paths) bash "$here/gpu-lab-paths.sh" "$build" "$out/paths" || status=1 ;;
   gloo) bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1 ;;
   nccl)
     bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1
@@ -85,7 +88,7 @@ case $part in
     bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1
     bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1
     ;;
-  *) echo "usage: gpu-lab.sh [tests|perf|gloo|dropin|nccl|all|measure] [build dir]"; exit 2 ;;
+  *) echo "usage: gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|all|measure] [build dir]"; exit 2 ;;
 esac
 echo "gpu-lab: $part $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
 exit $status

@@ -21,6 +21,9 @@
 
 extern const unsigned char dccl_kernels_fatbin[];
 
+_Static_assert(sizeof(struct dccl_direct_slot) == 128, "a direct slot is one 128-byte line");
+_Static_assert(sizeof(struct dccl_dev_work) <= 4096, "the launch must fit a kernel's parameter");
+
 /* One pinned block holding the tasks of one launch. */
 struct work_block {
   struct dccl_dev_task *tasks;
@@ -48,6 +51,8 @@ struct dccl_dev_comm {
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
+  CUdeviceptr board;               /* device memory: this rank's direct slots, one per channel */
+  CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path) */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
@@ -182,6 +187,25 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   free(orders);
   DCCL_CUCHECK(r, "cuMemAlloc/cuMemcpyHtoD of the rings' orders");
   dev->device_bytes += order_bytes;
+  size_t board_bytes = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
+  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->board, board_bytes), "cuMemAlloc of the direct board");
+  DCCL_CUCHECK(dccl_cu.memset_d8(dev->board, 0, board_bytes), "clearing the direct board");
+  dev->device_bytes += board_bytes;
+  return ncclSuccess;
+}
+
+uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm) {
+  return comm->dev ? (uint64_t)comm->dev->board : 0;
+}
+
+ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards) {
+  struct dccl_dev_comm *dev = comm->dev;
+  size_t bytes = (size_t)comm->nranks * sizeof(uint64_t);
+  DCCLCHECK(enter(dev->ctx));
+  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->boards, bytes), "cuMemAlloc of the direct boards' table");
+  dev->device_bytes += bytes;
+  DCCL_CUCHECK(dccl_cu.memcpy_htod(dev->boards, boards, bytes), "writing the direct boards' table");
+  comm->direct_ok = 1;
   return ncclSuccess;
 }
 
@@ -226,6 +250,9 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->status) dccl_cu.mem_free_host(dev->status);
   if (dev->scratch) dccl_cu.mem_free_host(dev->scratch);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
+  if (dev->board) dccl_cu.mem_free(dev->board);
+  if (dev->boards) dccl_cu.mem_free(dev->boards);
+  comm->direct_ok = 0;
   free(dev);
   comm->dev = NULL;
 }
@@ -313,6 +340,8 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->kind = (uint32_t)op->kind;
   t->rank = comm->rank;
   t->proto = (uint32_t)op->proto;
+  t->channel = (uint32_t)c;
+  t->boards = (struct dccl_direct_slot *const *)(uintptr_t)dev->boards;
   t->call = dccl_op_call_header(op);
 }
 

@@ -15,6 +15,11 @@ struct dccl_dev_comm;
  * here synchronises the device). `ranks_on_gpu`: the most ranks of the communicator on one GPU, which share its
  * CTAs; comm->dev_nchannels is lowered to what each may use. */
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu);
+/* This rank's direct board (struct dccl_direct_slot per channel, GPU memory), as an address for the peers. */
+uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm);
+/* Every rank's board (boards[r], addresses valid in this process): the direct all-reduce may run
+ * (comm->direct_ok). Called at creation when every rank lives in this process on this GPU. */
+ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards);
 /* Memory this state holds: device (the rings' orders) and pinned host (launch work, status words). */
 void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes, uint64_t *pinned_bytes);
 /* Waits for the communicator's launched kernels (not for captured ones: graphs may replay them later), then frees. */
@@ -40,6 +45,11 @@ ncclResult_t dccl_dev_time_rounds(struct dccl_coll_comm *comm, int n,
 static inline ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks) {
   (void)comm, (void)cu_ctx, (void)ordinal, (void)ranks;
   return ncclSuccess;
+}
+static inline uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
+static inline ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards) {
+  (void)comm, (void)boards;
+  return ncclInvalidUsage;
 }
 static inline void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes,
                                         uint64_t *pinned_bytes) {

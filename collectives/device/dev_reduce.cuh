@@ -57,6 +57,7 @@ struct dccl_dev_args {
   const void *srcs[DCCL_DEV_MAX_SRCS];
   void *dsts[DCCL_DEV_MAX_DSTS];
   int nsrcs, ndsts, own, round_own;
+  int pre_all; // the premultiply applies to every source (the direct all-reduce's average: one scalar for all)
   uint32_t kind, has_pre, post_div;
   uint64_t pre; // bits of the premultiplier, in T
   uint64_t n;   // elements
@@ -70,7 +71,7 @@ __device__ __forceinline__ void dev_reduce_elem(const dccl_dev_args &a, typename
   A acc = 0;
   for (int s = 0; s < a.nsrcs; s++) {
     A x = R::widen(((const T *)a.srcs[s])[i]);
-    if (s == a.own && a.has_pre) {
+    if ((s == a.own || a.pre_all) && a.has_pre) {
       x = R::op(1, x, scale);
       if (a.round_own) x = R::widen(R::narrow(x));
     }
@@ -117,7 +118,7 @@ __device__ __forceinline__ void dev_reduce_packs(const dccl_dev_args &a, typenam
 #pragma unroll
       for (int h = 0; h < 2; h++) { // unrolled: in[h] stays in registers
         if (h == 1 && !two) break;
-        const int pre = s + h == a.own && a.has_pre;
+        const int pre = (s + h == a.own || a.pre_all) && a.has_pre;
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
@@ -216,7 +217,7 @@ template <> struct dev_elem<DCCL_ELEM_E5M2> { typedef dev_e5m2 R; };
 template <int TYPE>
 __device__ __forceinline__ void dev_reduce_copy_for(const dccl_dev_args &a, uint32_t type, uint32_t esize, int tid,
                                                     int nthreads) {
-  if (a.nsrcs == 1 && !(a.own == 0 && a.has_pre) && a.post_div <= 1) {
+  if (a.nsrcs == 1 && !((a.own == 0 || a.pre_all) && a.has_pre) && a.post_div <= 1) {
     dev_copy(a, esize, tid, nthreads);
     return;
   }

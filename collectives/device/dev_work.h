@@ -24,6 +24,20 @@ struct dccl_dev_redop {
   uint64_t pre_ptr;  /* or, when not 0: the device address the kernel reads them from as it runs */
 };
 
+/* The direct all-reduce's meeting point: each rank has one of these per channel in its GPU memory, and every rank
+ * of the communicator reads every rank's (they share one address space). A channel's CTA publishes the call's
+ * buffers, then `seq`; reads every peer's once their `seq` reaches it; reduces; then sets `done` and waits for
+ * every peer's. `ops` counts the channel's direct operations, on the device, so a replayed graph continues the
+ * count; `aborted` tells the peers this rank gave up (they stop instead of waiting). Only the owning rank's CTA of
+ * that channel writes its slot. */
+struct dccl_direct_slot {
+  uint64_t ops, seq, done, aborted;
+  const char *sendbuff;
+  char *recvbuff;
+  struct dccl_slot_header call; /* the call's fingerprint: ranks that called differently fail, naming both */
+  uint64_t pad[5];              /* 128 bytes: a slot's polled words share no line with another channel's */
+};
+
 /* One channel of one operation: the unit a CTA runs. */
 struct dccl_dev_task {
   struct dccl_sched sched; /* ring_rank points at device-visible memory */
@@ -37,6 +51,8 @@ struct dccl_dev_task {
   int32_t rank;  /* this rank: the one-shot sum puts its own input at its place in rank order */
   uint32_t proto; /* enum dccl_proto: LL (one step's payload of at most DCCL_DEV_LL_BYTES) or bulk */
   struct dccl_slot_header call; /* its slots' header but bytes and seq: their kind and the call's fingerprint */
+  uint32_t channel;              /* direct: which slot of each board is this task's */
+  struct dccl_direct_slot *const *boards; /* direct: every rank's board (DCCL_MAX_CHANNELS slots), by rank */
 };
 
 /* Where the kernel reports what stopped it; host-mapped, read by ncclCommGetAsyncError. */

@@ -56,14 +56,14 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
 // Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks every link of the task
 // aborted, so the ranks at their other ends stop too (a peer may be polling LL lines this rank will never write).
 __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
-                         const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL) {
+                         const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL, int peer = -1) {
   cta->stop = 1;
   for (int i = 0; c && i < 2 * DCCL_DEV_CONN_SLOTS; i++) {
     const dccl_dev_conn *l = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
     if (l) dccl_cas0_u32((uint32_t *)dccl_conn_word((char *const *)l->regions, l->desc.aborted), 1);
   }
   if (atomicCAS_system(&w->status->error, 0u, code) != 0u) return;
-  w->status->peer = c ? c->peer : -1;
+  w->status->peer = c ? c->peer : peer;
   if (want) w->status->want = *want;
   if (got) w->status->got = *got;
   __threadfence_system();
@@ -140,6 +140,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   a.ndsts = 0;
   a.own = -1;
   a.round_own = 0;
+  a.pre_all = 0;
   if (in && !(st.flags & DCCL_PRIM_RANK_ORDER)) {
     a.own = 0;
     a.srcs[a.nsrcs++] = in;
@@ -371,6 +372,100 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
+
+// The direct all-reduce (DCCL_SCHED_DIRECT_ALLREDUCE), for ranks sharing one address space on one GPU: no FIFO,
+// no copy through a slot. Channel c of the operation covers [begin, begin + count); rank r reduces slice r of it
+// from every rank's input, in rank order, and writes the result into every rank's output: each input element is
+// read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
+// Thread 0 meets the other ranks' same channel on their boards (struct dccl_direct_slot): publish this call's
+// buffers and then `seq` (release), read each peer's once its `seq` reaches the operation (acquire); after the
+// CTA's writes, a fence and `done` (release), then wait for every peer's `done`, so no rank leaves (and lets its
+// caller reuse the buffers) while another still reads its input or writes its output. A peer cannot publish the
+// next operation before this rank's `done`, so the buffers read are this operation's.
+__device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *cta, const dccl_direct_slot *their,
+                                               const uint64_t *word, uint64_t k, int peer) {
+  for (unsigned polls = 1;; polls++) {
+    if (dccl_ld_acquire_gpu_u64(word) >= k) return 1;
+    if (polls % POLLS_PER_ABORT_CHECK) continue;
+    if (*(volatile const uint64_t *)&their->aborted) {
+      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED, NULL, NULL, peer);
+      return 0;
+    }
+    // Another channel of this rank failed (a peer that called with another count may lack this channel): stop.
+    if (*(volatile const uint32_t *)w->abort_flag || cta->stop || *(volatile const uint32_t *)&w->status->error) {
+      dev_fail(w, cta, NULL, DCCL_DEV_ABORTED, NULL, NULL, peer);
+      return 0;
+    }
+    if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200);
+  }
+}
+
+template <int TYPE>
+__device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
+  const dccl_dev_task &t = cta->task;
+  dccl_dev_args &a = cta->args[0];
+  const int n = t.sched.nranks, me = t.rank;
+  __shared__ int go;
+  if (threadIdx.x == 0) {
+    dccl_direct_slot *mine = t.boards[me] + t.channel;
+    uint64_t k = mine->ops + 1;
+    mine->ops = k;
+    mine->sendbuff = t.sendbuff;
+    mine->recvbuff = t.recvbuff;
+    mine->call = t.call;
+    dccl_st_release_gpu_u64(&mine->seq, k);
+    // This rank's slice of the channel's range: whole 16-byte packs, so every rank's pointers stay aligned.
+    uint64_t unit = 16 / t.esize, per = dccl_div_up(dccl_div_up(t.sched.count, (uint64_t)n), unit) * unit;
+    uint64_t lo = (uint64_t)me * per < t.sched.count ? (uint64_t)me * per : t.sched.count;
+    uint64_t hi = lo + per < t.sched.count ? lo + per : t.sched.count;
+    uint64_t off = (t.sched.begin + lo) * t.esize;
+    int ok = 1;
+    for (int p = 0; p < n && ok; p++) {
+      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      ok = p == me || dev_direct_meet(w, cta, their, &their->seq, k, p);
+      if (!ok) break;
+      dccl_slot_header got = their->call, want = t.call;
+      if (got.kind != want.kind || got.count != want.count || got.what != want.what || got.root != want.root) {
+        want.seq = got.seq = k;
+        dev_fail(w, cta, NULL, DCCL_DEV_MISMATCH, &want, &got, p);
+        ok = 0;
+        break;
+      }
+      a.srcs[p] = their->sendbuff + off;
+      a.dsts[p] = their->recvbuff + off;
+    }
+    a.nsrcs = a.ndsts = n;
+    a.own = me;
+    a.round_own = 1; // as the one-shot: a premultiplied input is rounded to its type before the sum
+    a.n = hi - lo;
+    a.kind = t.redop.kind;
+    a.pre = t.redop.pre;
+    a.has_pre = t.redop.has_pre; // planned only for one scalar on every rank (an average)
+    a.pre_all = 1;
+    a.post_div = t.redop.post_div;
+    go = ok;
+    if (!ok) dccl_st_release_gpu_u64(&mine->aborted, 1); // the peers stop waiting for this rank
+  }
+  __syncthreads();
+  if (!go) return;
+  if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    dccl_direct_slot *mine = t.boards[me] + t.channel;
+    uint64_t k = mine->ops;
+    __threadfence(); // the CTA's writes into every output, before `done`
+    dccl_st_release_gpu_u64(&mine->done, k);
+    for (int p = 0; p < n; p++) {
+      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      if (p != me && !dev_direct_meet(w, cta, their, &their->done, k, p)) {
+        dccl_st_release_gpu_u64(&mine->aborted, 1);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+}
+
 template <int TYPE>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
@@ -392,6 +487,12 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       cta.seq[0][i] = cta.seq[1][i] = c ? c->nops : 0;
     }
     __syncthreads();
+    if (cta.task.sched.algo == DCCL_SCHED_DIRECT_ALLREDUCE) {
+      dev_direct<TYPE>(w, &cta);
+      __syncthreads();
+      if (cta.stop) break;
+      continue;
+    }
     int two = cta.task.nsteps[1] > 0;
     dev_half h;
     int s = two && threadIdx.x >= blockDim.x / 2;

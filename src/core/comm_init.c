@@ -106,6 +106,19 @@ static int device_links_everywhere(struct dccl_comm *comm) {
   return 1;
 }
 
+/* Every rank in this process on this rank's GPU: their buffers are addresses here (the direct all-reduce). Every
+ * rank answers alike from the peer infos. */
+static int one_process_one_gpu(const struct dccl_comm *comm) {
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++) {
+    const struct dccl_peer_info *p = &comm->peers[r];
+    if (p->pid != me->pid || p->real_host_hash != me->real_host_hash || !p->has_device ||
+        memcmp(p->device_uuid, me->device_uuid, sizeof(me->device_uuid)))
+      return 0;
+  }
+  return comm->nranks > 1;
+}
+
 /* The GPU side of a communicator whose rank has a device: kernels loaded, its state, and the device links of every
  * collective, when every pair of ranks can have them. A failure leaves a host-buffer communicator. Every rank then
  * says whether its GPU side exists and how many channels it can run (the CTAs its GPU gives it), so all make
@@ -128,17 +141,29 @@ static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
     DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
     dccl_dev_comm_free(&comm->coll);
   }
-  int32_t *all = calloc((size_t)comm->nranks * 2, sizeof(int32_t));
-  if (!all) return dccl_error(ncclSystemError, "out of memory");
-  all[2 * comm->rank] = comm->coll.dev != NULL;
-  all[2 * comm->rank + 1] = comm->coll.dev_nchannels;
-  ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, all, 2 * sizeof(int32_t));
+  /* Each rank's GPU side, channels and direct board (an address its peers can use if they share its process). */
+  struct side {
+    int32_t ready, nchannels;
+    uint64_t board;
+  } *all = calloc((size_t)comm->nranks, sizeof(*all));
+  uint64_t *boards = calloc((size_t)comm->nranks, sizeof(uint64_t));
+  if (!all || !boards) {
+    free(all);
+    free(boards);
+    return dccl_error(ncclSystemError, "out of memory");
+  }
+  all[comm->rank] = (struct side){comm->coll.dev != NULL, comm->coll.dev_nchannels, dccl_dev_comm_board(&comm->coll)};
+  ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   int not_ready = -1;
   for (int r = 0; r < comm->nranks && res == ncclSuccess; r++) {
-    if (!all[2 * r] && not_ready < 0) not_ready = r;
-    if (all[2 * r + 1] < comm->coll.dev_nchannels) comm->coll.dev_nchannels = all[2 * r + 1];
+    if (!all[r].ready && not_ready < 0) not_ready = r;
+    if (all[r].nchannels < comm->coll.dev_nchannels) comm->coll.dev_nchannels = all[r].nchannels;
+    boards[r] = all[r].board;
   }
   free(all);
+  if (res == ncclSuccess && not_ready < 0 && one_process_one_gpu(comm))
+    res = dccl_dev_comm_set_boards(&comm->coll, boards);
+  free(boards);
   if (res != ncclSuccess) return res;
   if (not_ready >= 0)
     DCCL_INFO(DCCL_INIT, "no device links: rank %d has no usable GPU side (device buffers will be refused)", not_ready);

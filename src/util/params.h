@@ -28,7 +28,8 @@
   X(IB_QPS_PER_CONN, INT, 1, "Queue pairs per net_ib connection (1..8); slots are striped across them.")          \
   X(IB_TIMEOUT, INT, 14, "net_ib ack timeout exponent: 4.096 us * 2^value per retry.")                            \
   X(IB_RETRY_CNT, INT, 7, "net_ib retries before a write fails with `transport retry counter exceeded`.")          \
-  X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce). Empty: the cost model "       \
+  X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce), or `direct` (device "       \
+                   "all-reduce between ranks of one process on one GPU; elsewhere as empty). Empty: the cost model " \
                    "chooses per call. Creation makes the links of the algorithms that may run (`tree`: also the "  \
                    "broadcast/reduce tree of every root).")                                                        \
   X(RUNTIME_CONNECT, INT, 1, "1: point-to-point links are made by the first ncclSend/ncclRecv between two ranks "  \
@@ -51,6 +52,9 @@
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
   X(DEV_NCHANNELS, INT, 64, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
+  X(DIRECT_MIN_BYTES, INT, 0, "Device all-reduces of at least this many bytes between ranks of one process on one " \
+                              "GPU read every rank's buffers in place (the direct algorithm); smaller ones take the " \
+                              "one-shot. -1: never (unless DCCL_ALGO=direct).")                                      \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
     "transports or placement (at most 9 ranks; host buffers for now). Every rank must set the same.")               \

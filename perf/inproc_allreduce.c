@@ -1,0 +1,126 @@
+/* The all-reduce of ranks that share one process and one GPU (ncclCommInitAll with the same device for each, one
+ * stream per rank, every rank's call issued in one group by this thread), timed over sizes: what the direct
+ * all-reduce is for, beside whatever DCCL_ALGO picks. Float32 sum, out of place; each size checked once first.
+ * Columns: size, time per call (wall time of back-to-back calls, streams synchronised at the end), algbw = S / t,
+ * busbw = algbw x 2 (N-1) / N as nccl-tests count it, and the HBM traffic rate 2 N S / t against the floor of
+ * docs/design.md (every input read once and every output written once).
+ * Usage: inproc_allreduce [nranks=2] [min bytes=8] [max bytes=1G] [iterations=20] */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dccl.h"
+
+#define MAX_RANKS 8
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static size_t parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  size_t m = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? 1 << 30 : 1;
+  return (size_t)(v * (double)m);
+}
+
+static int nranks;
+static ncclComm_t comms[MAX_RANKS];
+static cudaStream_t streams[MAX_RANKS];
+static float *in[MAX_RANKS], *out[MAX_RANKS];
+
+static int allreduce(size_t n) {
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) ncclAllReduce(in[r], out[r], n, ncclFloat32, ncclSum, comms[r], streams[r]);
+  return ncclGroupEnd() == ncclSuccess;
+}
+
+static int sync_all(void) {
+  for (int r = 0; r < nranks; r++)
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return 0;
+  return 1;
+}
+
+/* Rank r's element i is r + 1 + (i % 3): every output element must be the sum over ranks. */
+static int check(size_t n) {
+  float *h = malloc(n * sizeof(float) + 4);
+  int ok = h != NULL;
+  for (int r = 0; r < nranks && ok; r++) {
+    for (size_t i = 0; i < n; i++) h[i] = (float)(r + 1 + (int)(i % 3));
+    ok = cudaMemcpy(in[r], h, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  ok = ok && allreduce(n) && sync_all();
+  for (int r = 0; r < nranks && ok; r++) {
+    ok = cudaMemcpy(h, out[r], n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (size_t i = 0; i < n && ok; i++)
+      ok = h[i] == (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 3));
+  }
+  free(h);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  nranks = argc > 1 ? atoi(argv[1]) : 2;
+  size_t lo = argc > 2 ? parse_size(argv[2]) : 8, hi = argc > 3 ? parse_size(argv[3]) : (size_t)1 << 30;
+  int iters = argc > 4 ? atoi(argv[4]) : 20;
+  if (nranks < 1 || nranks > MAX_RANKS || lo < 4 || hi < lo || iters < 1) {
+    fprintf(stderr, "usage: %s [nranks=2 (1-8)] [min bytes=8] [max bytes=1G] [iterations=20]\n", argv[0]);
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIP: no usable GPU\n");
+    return 77;
+  }
+  cudaSetDevice(0);
+  int devs[MAX_RANKS] = {0};
+  if (ncclCommInitAll(comms, nranks, devs) != ncclSuccess) {
+    fprintf(stderr, "ncclCommInitAll: %s\n", ncclGetLastError(NULL));
+    return 1;
+  }
+  for (int r = 0; r < nranks; r++) {
+    if (cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc((void **)&in[r], hi) != cudaSuccess || cudaMalloc((void **)&out[r], hi) != cudaSuccess) {
+      fprintf(stderr, "cannot allocate 2 x %zu bytes for rank %d\n", hi, r);
+      return 1;
+    }
+  }
+  const char *algo = getenv("DCCL_ALGO");
+  printf("# inproc_allreduce: %d ranks of one process on GPU 0, float32 sum, out of place, DCCL_ALGO=%s, %d "
+         "iterations\n#%12s %12s %10s %10s %12s\n",
+         nranks, algo && *algo ? algo : "(default)", iters, "size (B)", "time (us)", "algbw", "busbw", "2NS/t GB/s");
+  int status = 0;
+  for (size_t bytes = lo; bytes <= hi; bytes *= 4) {
+    size_t n = bytes / sizeof(float);
+    if (!check(n)) {
+      printf("FAIL: %zu bytes: wrong result or error (%s)\n", bytes, ncclGetLastError(NULL));
+      status = 1;
+      break;
+    }
+    for (int i = 0; i < 3; i++) allreduce(n);
+    sync_all();
+    double t0 = now_us();
+    int ok = 1;
+    for (int i = 0; i < iters && ok; i++) ok = allreduce(n);
+    ok = ok && sync_all();
+    double us = (now_us() - t0) / iters;
+    if (!ok) {
+      printf("FAIL: %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
+      status = 1;
+      break;
+    }
+    double algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (nranks - 1) / nranks;
+    printf(" %12zu %12.2f %10.2f %10.2f %12.1f\n", bytes, us, algbw, busbw, 2.0 * nranks * bytes / us / 1e3);
+  }
+  for (int r = 0; r < nranks; r++) {
+    ncclCommDestroy(comms[r]);
+    cudaFree(in[r]);
+    cudaFree(out[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  return status;
+}
