@@ -193,6 +193,28 @@ static void plan_ring(struct dccl_op *op, uint64_t range) {
 
 static ncclResult_t plan_lanes(struct dccl_op *op);
 
+/* The direct all-reduce needs every rank's buffers in this address space (comm->direct_ok) and a premultiply that
+ * is the same on every rank (an average), since each rank applies it to every rank's input. Every rank answers
+ * alike: these depend on the call and the communicator only. */
+static int direct_possible(const struct dccl_op *op) {
+  return op->kind == DCCL_OP_ALLREDUCE && op->comm->direct_ok && op->comm->nranks <= DCCL_CONN_SLOTS &&
+         (!op->redop.has_pre || op->redop.called == ncclAvg);
+}
+
+/* Direct: channel c covers a range of the elements (as the rings split them); the kernel splits it among the
+ * ranks. No links: the ranks meet on their boards. */
+static void plan_direct(struct dccl_op *op) {
+  int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
+  if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
+  for (int c = 0; c < nch; c++) {
+    struct dccl_op_channel *ch = &op->ch[c];
+    channel_clear(ch, c);
+    channel_range(op->count, nch, c, &ch->sched.begin, &ch->sched.count);
+    ch->sched.rank = op->comm->rank;
+  }
+  op->nchannels = nch;
+}
+
 /* Deterministic mode (DCCL_DETERMINISTIC=1): a reduction gathers every rank's value of an element at one rank,
  * which reduces them in rank order with the one function every path shares (reduce_rank_order: narrow floats
  * summed in float and rounded once), so the bits depend on neither the algorithm asked for, nor the channels, the
@@ -204,8 +226,16 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
   if (comm->nranks - 1 > DCCL_CONN_SLOTS)
     return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 supports at most %d ranks; this communicator has %d",
                       dccl_op_name(op->kind), DCCL_CONN_SLOTS + 1, comm->nranks);
+  if (op->on_device && direct_possible(op)) { /* rank order at every element, the host's function: the same bits */
+    op->algo = DCCL_ALGO_DIRECT;
+    plan_direct(op);
+    for (int c = 0; c < op->nchannels; c++) op->ch[c].sched.algo = DCCL_SCHED_DIRECT_ALLREDUCE;
+    return ncclSuccess;
+  }
   if (op->on_device)
-    return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 is not supported with GPU buffers yet",
+    return dccl_error(ncclInvalidUsage,
+                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported for the all-reduce of ranks sharing one "
+                      "process and one GPU only (and no per-rank premultiply) so far",
                       dccl_op_name(op->kind));
   plan_oneshot(op);
   struct dccl_op_channel *ch = &op->ch[0];
@@ -231,14 +261,6 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
 
 /* Device buffers: one-shot for small all-reduces (one hand-off), rings otherwise; trees when DCCL_ALGO asks. The
  * host's cost model is measured on host copies and does not apply. */
-/* The direct all-reduce needs every rank's buffers in this address space (comm->direct_ok) and a premultiply that
- * is the same on every rank (an average), since each rank applies it to every rank's input. Every rank answers
- * alike: these depend on the call and the communicator only. */
-static int direct_possible(const struct dccl_op *op) {
-  return op->kind == DCCL_OP_ALLREDUCE && op->comm->direct_ok && op->comm->nranks <= DCCL_CONN_SLOTS &&
-         (!op->redop.has_pre || op->redop.called == ncclAvg);
-}
-
 static int device_algo(const struct dccl_op *op) {
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE; /* as the host's choice (tune.c): NCCL_ALGO=Tree too */
@@ -251,19 +273,6 @@ static int device_algo(const struct dccl_op *op) {
   return op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= 65536 ? DCCL_ALGO_ONESHOT : DCCL_ALGO_RING;
 }
 
-/* Direct: channel c covers a range of the elements (as the rings split them); the kernel splits it among the
- * ranks. No links: the ranks meet on their boards. */
-static void plan_direct(struct dccl_op *op) {
-  int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
-  if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
-  for (int c = 0; c < nch; c++) {
-    struct dccl_op_channel *ch = &op->ch[c];
-    channel_clear(ch, c);
-    channel_range(op->count, nch, c, &ch->sched.begin, &ch->sched.count);
-    ch->sched.rank = op->comm->rank;
-  }
-  op->nchannels = nch;
-}
 
 ncclResult_t dccl_op_plan(struct dccl_op *op) {
   ncclResult_t res = plan_lanes(op);

@@ -64,6 +64,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_2ranks_direct_traced COMMAND ${DCCL_EXPECT_OUTPUT}
                 "ncclAllReduce #[0-9]+ count 1048579 type [a-z0-9]+ root -1 peer -1 algo direct"
                 $<TARGET_FILE:gpu_colls> 2 ENV DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+  # Deterministic mode on GPU buffers: the direct all-reduce's bits are the rank-order sum's, at 3 and 4 ranks.
+  foreach(n 3 4)
+    dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
+  endforeach()
   dccl_gpu_test(colls_4ranks_memalloc COMMAND gpu_colls 4 memalloc)
   # A small memory limit lowers the channels (the test checks every rank's usage against it).
   dccl_gpu_test(colls_4ranks_memlimit COMMAND gpu_colls 4 ENV DCCL_DEV_MEM_LIMIT=8388608)

@@ -3,12 +3,15 @@
  * and out-of-place, at sizes 0, 1, 7, 1000 and 1048579 elements, for float32 sum, int32 max, bf16 sum and
  * float32 avg; then a ring of sends and an all-to-all; then ncclRedOpCreatePreMulSum with a host scalar and with one
  * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each); then,
- * on fresh communicators, rank 0 passing another count than the others (LL and bulk slots), which every rank's
- * ncclCommGetAsyncError must report as ncclInvalidUsage naming both calls. Inputs
+ * on fresh communicators, rank 0 passing another count, type or reduction than the others, which every rank's
+ * ncclCommGetAsyncError must report as a failure, one at least as ncclInvalidUsage naming both calls; then
+ * nonblocking communicators (creation polled without pause, then an all-reduce). Inputs
  * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
  * element by element.
  * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
- * Usage: gpu_colls [nranks=2] [memalloc|big]  (DCCL_ALGO picks ring, tree or oneshot)
+ * `deterministic` (with DCCL_DETERMINISTIC=1) instead checks the bits of float32 sums and averages.
+ * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
+ * all-reduce is direct, since the ranks share this process and GPU; DCCL_TRANSPORT=shm stages the links)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -313,8 +316,10 @@ static void premul_cases(void) {
   for (int r = 0; r < nranks; r++) CUDA_OK(cudaFree(dscale[r]));
 }
 
-/* Rank 0 passes n0 elements, the others n1: the kernels compare the calls in the slots' headers. */
-static void device_mismatch_case(size_t n0, size_t n1) {
+/* A call in which rank 0 differs from the others: the kernels compare the calls' fingerprints (in the slots'
+ * headers, or on the direct all-reduce's boards) and every rank reports a failure, at least one naming both calls. */
+enum mismatch { MISMATCH_COUNT, MISMATCH_TYPE, MISMATCH_OP };
+static void device_mismatch_case(enum mismatch what, size_t n, const char *want0, const char *want1) {
   if (nranks < 2) return;
   ncclComm_t c[MAX_RANKS];
   int devs[MAX_RANKS] = {0};
@@ -324,13 +329,15 @@ static void device_mismatch_case(size_t n0, size_t n1) {
     return;
   }
   ncclGroupStart();
-  for (int r = 0; r < nranks; r++)
-    ncclAllReduce(dsend[r], drecv[r], r == 0 ? n0 : n1, ncclFloat32, ncclSum, c[r], streams[r]);
+  for (int r = 0; r < nranks; r++) {
+    int odd = r == 0;
+    size_t count = what == MISMATCH_COUNT && odd ? n / 2 : n;
+    ncclDataType_t type = what == MISMATCH_TYPE && odd ? ncclInt32 : ncclFloat32;
+    ncclRedOp_t op = what == MISMATCH_OP && odd ? ncclMax : ncclSum;
+    ncclAllReduce(dsend[r], drecv[r], count, type, op, c[r], streams[r]);
+  }
   int ok = ncclGroupEnd() == ncclSuccess, named = 0;
   for (int r = 0; r < nranks; r++) ok &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
-  char want0[64], want1[64];
-  snprintf(want0, sizeof want0, "%zu x float32 sum", n0);
-  snprintf(want1, sizeof want1, "%zu x float32 sum", n1);
   for (int r = 0; r < nranks; r++) {
     ncclResult_t e = ncclSuccess;
     ncclCommGetAsyncError(c[r], &e);
@@ -343,10 +350,56 @@ static void device_mismatch_case(size_t n0, size_t n1) {
     }
   }
   ok = ok && named > 0;
-  printf("%s: a device all-reduce of %zu against %zu elements is named (%d of %d ranks)\n", ok ? "PASS" : "FAIL", n0,
-         n1, named, nranks);
+  printf("%s: a device call of %s against %s is named (%d of %d ranks)\n", ok ? "PASS" : "FAIL", want0, want1, named,
+         nranks);
   if (ok) n_passed++; else n_failed++;
   for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
+}
+
+/* DCCL_DETERMINISTIC=1 (the `deterministic` argument): a float32 sum of values whose sum depends on the order,
+ * in place and out of place, and a float32 average; every rank's output must have the bits of the sum in rank
+ * order 0..N-1 in float (what the host paths compute), whatever channels carry it. */
+static float det_input(int r, size_t i) { return (float)((i * 7919u + (size_t)r * 104729u) % 100003u) / 7.0f + 1e-3f * r; }
+static void deterministic_cases(void) {
+  size_t sizes[] = {1, 1000, 1048579};
+  for (size_t k = 0; k < 3; k++) {
+    size_t n = sizes[k];
+    for (int variant = 0; variant < 3; variant++) { /* out of place, in place, average */
+      float *h = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+      for (int r = 0; r < nranks; r++) {
+        for (size_t i = 0; i < n; i++) h[i] = det_input(r, i);
+        CUDA_OK(cudaMemcpy(dsend[r], h, n * sizeof(float), cudaMemcpyHostToDevice));
+      }
+      /* The average premultiplies each input by 1/N, rounded to float, before the rank-order sum. */
+      float inv = 1.0f / (float)nranks;
+      for (size_t i = 0; i < n; i++) {
+        float acc = 0;
+        for (int r = 0; r < nranks; r++) {
+          float x = variant == 2 ? det_input(r, i) * inv : det_input(r, i);
+          acc = r == 0 ? x : acc + x;
+        }
+        want[i] = acc;
+      }
+      ncclGroupStart();
+      for (int r = 0; r < nranks; r++)
+        ncclAllReduce(dsend[r], variant == 1 ? dsend[r] : drecv[r], n, ncclFloat32, variant == 2 ? ncclAvg : ncclSum,
+                      comms[r], streams[r]);
+      int ok = ncclGroupEnd() == ncclSuccess && sync_all();
+      size_t bad = 0;
+      for (int r = 0; r < nranks && ok; r++) {
+        CUDA_OK(cudaMemcpy(h, variant == 1 ? dsend[r] : drecv[r], n * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++)
+          if (memcmp(&h[i], &want[i], sizeof(float)) && bad++ < 3)
+            printf("  rank %d element %zu: %.9g, rank-order sum %.9g\n", r, i, h[i], want[i]);
+      }
+      ok = ok && bad == 0;
+      printf("%s: deterministic float32 %s of %zu elements has the rank-order bits on every rank\n",
+             ok ? "PASS" : "FAIL", variant == 0 ? "sum" : variant == 1 ? "sum in place" : "average", n);
+      if (ok) n_passed++; else n_failed++;
+      free(h);
+      free(want);
+    }
+  }
 }
 
 /* Waits, polling as fast as PyTorch's nonblocking mode may, until comm is no longer in progress. */
@@ -394,6 +447,7 @@ int main(int argc, char **argv) {
   if (argc > 1) nranks = atoi(argv[1]);
   int memalloc = argc > 2 && !strcmp(argv[2], "memalloc"); /* buffers from ncclMemAlloc instead of cudaMalloc */
   int big = argc > 2 && !strcmp(argv[2], "big");
+  int deterministic = argc > 2 && !strcmp(argv[2], "deterministic"); /* run with DCCL_DETERMINISTIC=1 */
   const char *transport = getenv("DCCL_TRANSPORT");
   int staged = transport && (!strcmp(transport, "shm") || !strcmp(transport, "staged"));
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
@@ -445,7 +499,9 @@ int main(int argc, char **argv) {
                                 {ncclBfloat16, ncclSum, "bf16 sum"},
                                 {ncclFloat32, ncclAvg, "float32 avg"}};
   const size_t sizes[] = {0, 1, 7, 1000, 1048579};
-  if (big) {
+  if (deterministic) {
+    deterministic_cases();
+  } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
       big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));
   } else {
@@ -453,8 +509,10 @@ int main(int argc, char **argv) {
       for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
         for (int inplace = 0; inplace < 2; inplace++) run_case(&cases[k], sizes[s], inplace);
     premul_cases();
-    device_mismatch_case(128, 256);    /* LL slots */
-    device_mismatch_case(4096, 8192);  /* bulk one-shot */
+    device_mismatch_case(MISMATCH_COUNT, 256, "128 x float32 sum", "256 x float32 sum");     /* small */
+    device_mismatch_case(MISMATCH_COUNT, 8192, "4096 x float32 sum", "8192 x float32 sum");  /* larger */
+    device_mismatch_case(MISMATCH_TYPE, 4096, "4096 x int32 sum", "4096 x float32 sum");
+    device_mismatch_case(MISMATCH_OP, 4096, "4096 x float32 max", "4096 x float32 sum");
     nonblocking_case();
   }
   for (int r = 0; r < nranks; r++) {
@@ -471,7 +529,8 @@ int main(int argc, char **argv) {
     cudaStreamDestroy(streams[r]);
   }
   printf("gpu_colls (%d ranks, DCCL_ALGO=%s%s%s): %d passed, %d failed\n", nranks,
-         getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "", staged ? ", staged" : "", memalloc ? ", ncclMemAlloc buffers" : big ? ", 1 GiB" : "",
+         getenv("DCCL_ALGO") ? getenv("DCCL_ALGO") : "", staged ? ", staged" : "",
+         memalloc ? ", ncclMemAlloc buffers" : big ? ", 1 GiB" : deterministic ? ", deterministic" : "",
          n_passed, n_failed);
   return n_failed ? 1 : 0;
 }
