@@ -75,7 +75,7 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device
 /* Looks up the (now connected) connections of every channel. */
 ncclResult_t dccl_op_bind(struct dccl_op *op);
 
-/* The plan cache (plan_cache.c), keyed by (kind, count, type, root): a hit fills op's algorithm and bound
+/* The plan cache (plan_cache.c), keyed by (kind, count, type, root, reduction): a hit fills op's algorithm and bound
  * channels and returns 1. put remembers a bound op before it runs; free drops a communicator's cache. */
 int dccl_plan_cache_get(struct dccl_op *op);
 void dccl_plan_cache_put(const struct dccl_op *op);

@@ -1,5 +1,5 @@
-/* The plan cache: a collective's plan and bound connections depend only on (kind, count, type, root) and the
- * communicator, so an application that repeats a call (every training step does) plans it once. Each entry is a
+/* The plan cache: a collective's plan and bound connections depend only on (kind, count, type, root, the
+ * reduction named) and the communicator (the reduction: a per-rank premultiply rules out the direct all-reduce), so an application that repeats a call (every training step does) plans it once. Each entry is a
  * copy of a planned, bound op; a hit copies its channels into the new op, skipping planning, the cost model and
  * the connection lookups. Connections live as long as the communicator, so cached pointers stay valid. */
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #define PLAN_CACHE_ENTRIES 8
 
 struct plan_entry {
-  int kind, root, algo, proto, nchannels, on_device;
+  int kind, root, algo, proto, nchannels, on_device, called;
   size_t count;
   ncclDataType_t type;
   struct dccl_op_channel ch[]; /* nchannels */
@@ -32,7 +32,7 @@ int dccl_plan_cache_get(struct dccl_op *op) {
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     const struct plan_entry *e = c->entry[i];
     if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root ||
-        e->on_device != op->on_device)
+        e->on_device != op->on_device || e->called != op->redop.called)
       continue;
     op->algo = e->algo;
     op->proto = e->proto;
@@ -57,6 +57,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   c->entry[c->next_victim] = e;
   e->kind = op->kind;
   e->on_device = op->on_device;
+  e->called = op->redop.called;
   e->root = op->root;
   e->algo = op->algo;
   e->proto = op->proto;
