@@ -240,6 +240,28 @@ ncclResult_t dcclCommConnectPeers(ncclComm_t comm, const int *peers, int npeers)
  * default) per rank. */
 ncclResult_t dcclCommMemoryUsage(ncclComm_t comm, size_t *device_bytes, size_t *pinned_host_bytes);
 
+/* Files into memory (docs/storage.md). A load reads `bytes` bytes of a file from byte `offset` into `buf` with
+ * several threads, in the background: the call returns once it has started (a range past the file's end, a
+ * missing file or a directory fail here, naming the file); *load then says how far it got and waits for it. `buf`
+ * is host memory (GPU memory is refused with ncclInvalidUsage for now); the stream's earlier work finishes first,
+ * as for a host-buffer collective (NULL: none). */
+typedef struct dcclLoad *dcclLoad_t;
+ncclResult_t dcclFileLoad(const char *path, size_t offset, size_t bytes, void *buf, cudaStream_t stream,
+                          dcclLoad_t *load);
+/* The same from an open file descriptor, which stays open (and must stay open until the load ends). */
+ncclResult_t dcclFileLoadFd(int fd, size_t offset, size_t bytes, void *buf, cudaStream_t stream, dcclLoad_t *load);
+/* Bytes read so far and in all; returns ncclInProgress while the load runs, then its result (an error's text
+ * through ncclGetLastError). The load stays valid until dcclLoadWait. */
+ncclResult_t dcclLoadQuery(dcclLoad_t load, size_t *done, size_t *total);
+/* Waits for the load to end, frees it and returns its result. Every load must be waited for. */
+ncclResult_t dcclLoadWait(dcclLoad_t load);
+/* Collective: every rank of comm ends with the same range of the file in its own `buf`. Each rank reads 1/N of the
+ * range and an all-gather gives every rank the rest, so the file is read once per job (and the page cache of a
+ * host holds one copy). Every rank must call it with the same path (the same file), offset and bytes. Returns when
+ * every rank's buffer holds the range, or an error on every rank naming the rank that could not read its part. */
+ncclResult_t dcclCommFileLoad(ncclComm_t comm, const char *path, size_t offset, size_t bytes, void *buf,
+                              cudaStream_t stream);
+
 #if defined(DCCL_BUILDING_LIBRARY)
 #pragma GCC visibility pop
 #endif

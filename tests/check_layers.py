@@ -21,6 +21,7 @@ FOLDERS = [
     ("collectives", "collectives"),
     ("src/tune", "tune"),
     ("src/core", "core"),
+    ("src/storage", "storage"),
 ]
 
 # What each layer may include besides itself, bottom to top: a layer name, or one header's path.
@@ -34,6 +35,7 @@ ALLOWED = {
     "collectives": ["api", "util", "pure", "transports/transport.h"],
     "tune": ["api", "util", "pure", "transports/transport.h", "collectives/coll_comm.h"],
     "core": ["api", "util", "pure", "bootstrap", "proxy", "topo", "transports", "collectives", "tune"],
+    "storage": ["api", "util"],
 }
 
 CHECKED = ["src", "collectives", "transports", "pure"]

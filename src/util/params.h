@@ -52,6 +52,8 @@
   X(NSLOTS, INT, 8, "Slots in each connection's FIFO.")                                                            \
   X(DEV_NCHANNELS, INT, 64, "Channels of a device-buffer collective: one CTA of the kernel each (at most the "   \
                              "GPU's resident CTAs over the ranks sharing it).")                                     \
+  X(FILE_THREADS, INT, 8, "Threads reading one file load (dcclFileLoad) in parallel (1..64).")                  \
+  X(FILE_CHUNK, INT, 4194304, "Bytes each file-load thread reads per request (at least 4096).")                    \
   X(DIRECT_MIN_BYTES, INT, 0, "Device all-reduces of at least this many bytes between ranks of one process on one " \
                               "GPU read every rank's buffers in place (the direct algorithm); smaller ones take the " \
                               "one-shot. -1: never (unless DCCL_ALGO=direct).")                                      \

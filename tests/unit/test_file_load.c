@@ -1,0 +1,224 @@
+/* Loading files into host memory (src/storage, docs/storage.md): every size class and odd offsets and lengths, on
+ * tmpfs and on disk, with the default chunking and with many small chunks; progress; every error (missing file,
+ * directory, offset past the end, short file, permission denied, a file truncated while it is read) names the file
+ * and leaks nothing; the collective load with 1-8 forked ranks, and with one rank unable to read its part (every
+ * rank fails, none hangs). Each configuration runs in a forked child, since parameters are read once a process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dccl.h"
+#include "forked_case.h"
+
+static char disk_dir[512], shm_dir[] = "/dev/shm";
+
+static unsigned char byte_at(size_t i) { return (unsigned char)(i * 131u + (i >> 12)); }
+
+/* Writes a file of `bytes` pattern bytes; returns its path (static storage per slot). */
+static const char *make_file(const char *dir, const char *name, size_t bytes) {
+  static char paths[8][600];
+  static int next;
+  char *path = paths[next++ % 8];
+  snprintf(path, 600, "%s/dccl-test-load-%d-%s", dir, (int)getpid(), name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return NULL;
+  unsigned char buf[65536];
+  for (size_t done = 0; done < bytes;) {
+    size_t n = bytes - done < sizeof buf ? bytes - done : sizeof buf;
+    for (size_t i = 0; i < n; i++) buf[i] = byte_at(done + i);
+    fwrite(buf, 1, n, f);
+    done += n;
+  }
+  fclose(f);
+  return path;
+}
+
+static int matches(const unsigned char *got, size_t offset, size_t bytes) {
+  for (size_t i = 0; i < bytes; i++)
+    if (got[i] != byte_at(offset + i)) return 0;
+  return 1;
+}
+
+static void ranges(void) {
+  const char *dirs[] = {shm_dir, disk_dir};
+  const size_t sizes[] = {0, 1, 4095, 4096, 4097, (1 << 20) + 3, (9 << 20) + 7};
+  const size_t offsets[] = {0, 1, 4095, 12345};
+  for (int d = 0; d < 2; d++) {
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+      if (d == 0 && sizes[s] > (2 << 20)) continue; /* /dev/shm may be small (64 MiB in containers) */
+      size_t file_bytes = sizes[s] + 20000;
+      const char *path = make_file(dirs[d], "range", file_bytes);
+      CHECK(path != NULL);
+      for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+        unsigned char *buf = malloc(sizes[s] + 1);
+        dcclLoad_t load = NULL;
+        CHECK(dcclFileLoad(path, offsets[o], sizes[s], buf, NULL, &load) == ncclSuccess && load);
+        CHECK(dcclLoadWait(load) == ncclSuccess);
+        if (!matches(buf, offsets[o], sizes[s])) {
+          fprintf(stderr, "  %s: %zu bytes from %zu differ\n", path, sizes[s], offsets[o]);
+          case_failures++;
+        }
+        free(buf);
+      }
+      /* The same through a descriptor, which stays open. */
+      int fd = open(path, O_RDONLY);
+      unsigned char *buf = malloc(sizes[s] + 1);
+      dcclLoad_t load = NULL;
+      CHECK(dcclFileLoadFd(fd, 3, sizes[s], buf, NULL, &load) == ncclSuccess);
+      CHECK(dcclLoadWait(load) == ncclSuccess && matches(buf, 3, sizes[s]));
+      CHECK(fcntl(fd, F_GETFD) != -1);
+      close(fd);
+      free(buf);
+      unlink(path);
+    }
+  }
+}
+
+/* Progress: total at once, done reaching it, ncclSuccess at the end. */
+static void progress(void) {
+  size_t bytes = 24 << 20;
+  const char *path = make_file(disk_dir, "progress", bytes);
+  unsigned char *buf = malloc(bytes);
+  dcclLoad_t load = NULL;
+  CHECK(dcclFileLoad(path, 0, bytes, buf, NULL, &load) == ncclSuccess);
+  size_t done = 0, total = 0;
+  ncclResult_t r;
+  while ((r = dcclLoadQuery(load, &done, &total)) == ncclInProgress) CHECK(total == bytes && done <= bytes);
+  CHECK(r == ncclSuccess && done == bytes && total == bytes);
+  CHECK(dcclLoadWait(load) == ncclSuccess && matches(buf, 0, bytes));
+  free(buf);
+  unlink(path);
+}
+
+static int open_fds(void) {
+  int n = 0;
+  for (int fd = 0; fd < 1024; fd++) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+/* An error at the start: returned by the call, naming the file, with nothing left open. */
+static void refused(const char *path, size_t offset, size_t bytes, const char *text) {
+  int before = open_fds();
+  char buf[64];
+  dcclLoad_t load = (dcclLoad_t)1;
+  ncclResult_t r = dcclFileLoad(path, offset, bytes, buf, NULL, &load);
+  const char *why = ncclGetLastError(NULL);
+  int ok = r != ncclSuccess && load == NULL && strstr(why, path) && strstr(why, text) && open_fds() == before;
+  if (!ok) {
+    fprintf(stderr, "  %s [%zu, +%zu): got %d \"%s\", want \"%s\"\n", path, offset, bytes, (int)r, why, text);
+    case_failures++;
+  }
+}
+
+static void errors(void) {
+  char missing[600];
+  snprintf(missing, sizeof missing, "%s/dccl-test-load-none-%d", disk_dir, (int)getpid());
+  refused(missing, 0, 10, "No such file");
+  refused(disk_dir, 0, 10, "is a directory");
+  const char *path = make_file(disk_dir, "short", 1000);
+  refused(path, 1001, 1, "past the end");
+  refused(path, 10, 1000, "short file");
+  unlink(path);
+}
+
+/* Permission denied: as a user that may not read the file (root reads everything, so the child becomes nobody). */
+static void permission(void) {
+  const char *path = make_file(disk_dir, "private", 100);
+  chmod(path, 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    char buf[100];
+    dcclLoad_t load = NULL;
+    ncclResult_t r = dcclFileLoad(path, 0, 100, buf, NULL, &load);
+    _exit(r != ncclSuccess && strstr(ncclGetLastError(NULL), "Permission denied") && strstr(ncclGetLastError(NULL), path)
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  unlink(path);
+}
+
+/* A file cut short while it is read: the load fails naming the file, and the process lives. 64 MiB read 4 KiB at a
+ * time by one thread takes far longer than the truncation that follows the call. */
+static void truncated(void) {
+  size_t bytes = 64 << 20;
+  const char *path = make_file(disk_dir, "truncated", bytes);
+  unsigned char *buf = malloc(bytes);
+  dcclLoad_t load = NULL;
+  CHECK(dcclFileLoad(path, 0, bytes, buf, NULL, &load) == ncclSuccess);
+  CHECK(truncate(path, 1 << 20) == 0);
+  ncclResult_t r = dcclLoadWait(load);
+  const char *why = ncclGetLastError(NULL);
+  CHECK(r == ncclSystemError && strstr(why, path) && strstr(why, "shrank"));
+  free(buf);
+  unlink(path);
+}
+
+/* The collective load: nranks forked ranks; rank `bad` (or -1) names a file that does not exist. */
+static int collective(int nranks, size_t offset, size_t bytes, int bad) {
+  const char *path = make_file(disk_dir, "collective", offset + bytes + 100);
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 0;
+  pid_t pids[8];
+  for (int r = 0; r < nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      alarm(30);
+      ncclComm_t comm;
+      if (ncclCommInitRank(&comm, nranks, id, r) != ncclSuccess) _exit(2);
+      unsigned char *buf = malloc(bytes + 1);
+      memset(buf, 0xee, bytes + 1);
+      ncclResult_t res = dcclCommFileLoad(comm, r == bad ? "/nonexistent/dccl-file" : path, offset, bytes, buf, NULL);
+      const char *why = ncclGetLastError(comm);
+      int ok;
+      if (bad < 0) {
+        ok = res == ncclSuccess && matches(buf, offset, bytes) && buf[bytes] == 0xee;
+      } else {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", bad);
+        ok = res != ncclSuccess && strstr(why, who) && (r != bad || strstr(why, "/nonexistent/dccl-file"));
+        if (!ok) fprintf(stderr, "  rank %d: %d \"%s\"\n", r, (int)res, why);
+      }
+      ncclCommDestroy(comm);
+      _exit(ok ? 0 : 1);
+    }
+  }
+  int ok = 1;
+  for (int r = 0; r < nranks; r++) {
+    int status = 0;
+    ok &= waitpid(pids[r], &status, 0) == pids[r] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  unlink(path);
+  return ok;
+}
+
+static void collectives(void) {
+  for (int n = 1; n <= 8; n++) {
+    CHECK(collective(n, 7, (3 << 20) + 5, -1));
+    CHECK(collective(n, 0, 5, -1)); /* fewer bytes than ranks */
+  }
+  CHECK(collective(4, 3, 1 << 20, 2));
+}
+
+int main(void) {
+  if (!getcwd(disk_dir, sizeof disk_dir)) return 1;
+  int ok = 1;
+  const char *small_chunks[] = {"DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=3", NULL};
+  const char *one_thread[] = {"DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=1", NULL};
+  ok &= run_case("ranges, default chunks", ranges, NULL);
+  ok &= run_case("ranges, 4 KiB chunks over 3 threads", ranges, small_chunks);
+  ok &= run_case("progress", progress, NULL);
+  ok &= run_case("errors at the start", errors, NULL);
+  ok &= run_case("permission denied", permission, NULL);
+  ok &= run_case("a file truncated while read", truncated, one_thread);
+  ok &= run_case("collective loads, 1-8 ranks", collectives, NULL);
+  return ok ? 0 : 1;
+}
