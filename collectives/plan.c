@@ -70,15 +70,12 @@ static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, st
   if (tail_run > 1 && tail_run < n) { /* move the wrapped run to just after the root's run */
     int head_run = 1;
     while (head_run < tail_run && HOST_OF(seq[head_run]) == HOST_OF(seq[0])) head_run++;
-    int *tmp = malloc((size_t)n * sizeof(int));
-    if (tmp) {
-      int k = 0;
-      for (int i = 0; i < head_run; i++) tmp[k++] = seq[i];
-      for (int i = tail_run; i < n; i++) tmp[k++] = seq[i];
-      for (int i = head_run; i < tail_run; i++) tmp[k++] = seq[i];
-      memcpy(seq, tmp, (size_t)n * sizeof(int));
-      free(tmp);
-    }
+    int *tmp = block_of, k = 0; /* free until the blocks are counted below; no allocation that could fail on one
+                                 * rank only and give it another tree than the others */
+    for (int i = 0; i < head_run; i++) tmp[k++] = seq[i];
+    for (int i = tail_run; i < n; i++) tmp[k++] = seq[i];
+    for (int i = head_run; i < tail_run; i++) tmp[k++] = seq[i];
+    memcpy(seq, tmp, (size_t)n * sizeof(int));
   }
   int nblocks = 0;
   for (int i = 0; i < n; i++) {
