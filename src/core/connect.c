@@ -53,15 +53,17 @@ int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
   return 0;
 }
 
-/* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order:
- * host links take the named transport; device links take it when it carries device buffers, and "shm" stages them
- * through shared host memory (the staged transport), so one setting moves both kinds of buffer through host
- * memory. Any other name (socket, ib) leaves device links alone. */
+/* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order.
+ * "shm" and "staged" both mean through shared host memory: shm for host links, staged for device links, so one
+ * setting moves both kinds of buffer through host memory. Another name applies to the links whose buffers its
+ * transport carries (socket and ib: host links; p2p: device links) and leaves the others to the default order; an
+ * unknown one is returned, for the caller's error to list the choices. */
 static const char *forced_for(const char *forced, int buffers) {
-  if (!forced[0] || buffers == DCCL_BUFFERS_HOST) return forced[0] ? forced : NULL;
-  if (!strcasecmp(forced, "shm")) return "staged";
+  if (!forced[0]) return NULL;
+  if (!strcasecmp(forced, "shm") || !strcasecmp(forced, "staged"))
+    return buffers == DCCL_BUFFERS_DEVICE ? "staged" : "shm";
   const struct dccl_transport *t = dccl_transport_find(forced);
-  return t && (t->buffers & DCCL_BUFFERS_DEVICE) ? forced : NULL;
+  return !t || (t->buffers & buffers) ? forced : NULL;
 }
 
 /* The same answer on both ends: it depends only on the two peer infos, the lane and the (uniform) environment.

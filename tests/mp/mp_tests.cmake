@@ -105,6 +105,9 @@ dccl_fork_test(mp.suite.fork4 4 TIMEOUT 900 ARGS --algo tree ${DCCL_MP_TREE_COLL
 dccl_mp_test(mp.suite.socket.np2.ring 2 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo ring
              ${DCCL_MP_REDUCED_TYPES})
 dccl_mp_test(mp.suite.socket.np4.tree 4 TIMEOUT 600 ENV DCCL_TRANSPORT=socket ARGS --algo tree ${DCCL_MP_REDUCED})
+# DCCL_TRANSPORT=staged names the device links' shared-memory transport: host links take shm for it.
+dccl_mp_test(mp.suite.staged_name.np2 2 TIMEOUT 300 ENV DCCL_TRANSPORT=staged ARGS --algo ring --types float
+             --sizes 0,1,65543 --no-big)
 
 # Two pretend hosts: ranks 0,2 on "A" and 1,3 on "B", so rings and trees cross shm and sockets.
 foreach(algo ring tree)
