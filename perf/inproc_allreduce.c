@@ -4,7 +4,7 @@
  * Columns: size, time per call (wall time of back-to-back calls, streams synchronised at the end), algbw = S / t,
  * busbw = algbw x 2 (N-1) / N as nccl-tests count it, and the HBM traffic rate 2 N S / t against the floor of
  * docs/design.md (every input read once and every output written once).
- * Usage: inproc_allreduce [nranks=2] [min bytes=8] [max bytes=1G] [iterations=20] */
+ * Usage: inproc_allreduce [nranks=2] [min bytes=8] [max bytes=1G] [iterations=20] [factor=8] */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +66,9 @@ static int check(size_t n) {
 int main(int argc, char **argv) {
   nranks = argc > 1 ? atoi(argv[1]) : 2;
   size_t lo = argc > 2 ? parse_size(argv[2]) : 8, hi = argc > 3 ? parse_size(argv[3]) : (size_t)1 << 30;
-  int iters = argc > 4 ? atoi(argv[4]) : 20;
-  if (nranks < 1 || nranks > MAX_RANKS || lo < 4 || hi < lo || iters < 1) {
-    fprintf(stderr, "usage: %s [nranks=2 (1-8)] [min bytes=8] [max bytes=1G] [iterations=20]\n", argv[0]);
+  int iters = argc > 4 ? atoi(argv[4]) : 20, factor = argc > 5 ? atoi(argv[5]) : 8;
+  if (nranks < 1 || nranks > MAX_RANKS || lo < 4 || hi < lo || iters < 1 || factor < 2) {
+    fprintf(stderr, "usage: %s [nranks=2 (1-8)] [min bytes=8] [max bytes=1G] [iterations=20] [factor=8]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
          "iterations\n#%12s %12s %10s %10s %12s\n",
          nranks, algo && *algo ? algo : "(default)", iters, "size (B)", "time (us)", "algbw", "busbw", "2NS/t GB/s");
   int status = 0;
-  for (size_t bytes = lo; bytes <= hi; bytes *= 4) {
+  for (size_t bytes = lo; bytes <= hi; bytes *= (size_t)factor) {
     size_t n = bytes / sizeof(float);
     if (!check(n)) {
       printf("FAIL: %zu bytes: wrong result or error (%s)\n", bytes, ncclGetLastError(NULL));

@@ -71,7 +71,10 @@ tests() {
 case $part in
   tests) tests ;;
   perf) bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1 ;;
-  paths) bash "$here/gpu-lab-paths.sh" "$build" "$out/paths" || status=1 ;;
+  paths) # its many logs come back as one archive (the device tool returns few files)
+    bash "$here/gpu-lab-paths.sh" "$build" "$out/paths" || status=1
+    tar -czf "$out/paths.tgz" -C "$out" paths && rm -rf "$out/paths"
+    ;;
   gloo) bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1 ;;
   nccl)
     bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1
