@@ -155,9 +155,11 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
 
 ncclResult_t dcclLoadQuery(dcclLoad_t load, size_t *done, size_t *total) {
   if (!load) return dccl_error(ncclInvalidArgument, "dcclLoadQuery: load is NULL");
+  /* Whether threads run, before how far they got: once none runs, the count read after it is the final one. */
+  int running = atomic_load(&load->running);
   if (done) *done = atomic_load(&load->done);
   if (total) *total = load->bytes;
-  if (atomic_load(&load->running) > 0) return ncclInProgress;
+  if (running > 0) return ncclInProgress;
   pthread_mutex_lock(&load->lock);
   ncclResult_t res = load->res;
   pthread_mutex_unlock(&load->lock);
