@@ -72,6 +72,16 @@ ncclResult_t dcclCommFileLoad(ncclComm_t comm, const char *path, size_t offset, 
   int rank, nranks;
   DCCLCHECK(ncclCommUserRank(comm, &rank));
   DCCLCHECK(ncclCommCount(comm, &nranks));
+  /* The ranks' ranges must agree: a rank asked for other bytes would give the others the wrong part. The largest
+   * and (negated) smallest offset and byte count, in one all-reduce. */
+  int64_t mine[4] = {(int64_t)offset, -(int64_t)offset, (int64_t)bytes, -(int64_t)bytes}, all[4];
+  DCCLCHECK(ncclAllReduce(mine, all, 4, ncclInt64, ncclMax, comm, NULL));
+  if (all[0] != -all[1] || all[2] != -all[3])
+    return dccl_error(ncclInvalidUsage,
+                      "dcclCommFileLoad: the ranks asked for different ranges of %s (offsets %lld to %lld, byte counts "
+                      "%lld to %lld): every rank must pass the same offset and bytes",
+                      path ? path : "(null)", (long long)-all[1], (long long)all[0], (long long)-all[3],
+                      (long long)all[2]);
   ncclResult_t res = check_destination("dcclCommFileLoad", buf, stream);
   if (res == ncclSuccess) res = read_own_part(rank, nranks, path, offset, bytes, buf);
   char why[512];

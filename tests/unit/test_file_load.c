@@ -162,8 +162,9 @@ static void truncated(void) {
   unlink(path);
 }
 
-/* The collective load: nranks forked ranks; rank `bad` (or -1) names a file that does not exist. */
-static int collective(int nranks, size_t offset, size_t bytes, int bad) {
+/* The collective load: nranks forked ranks; rank `bad` (or -1) names a file that does not exist, or, with
+ * `shifted`, asks for a range one byte further on (every rank must fail naming the ranges). */
+static int collective_case(int nranks, size_t offset, size_t bytes, int bad, int shifted) {
   const char *path = make_file(disk_dir, "collective", offset + bytes + 100);
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 0;
@@ -176,10 +177,14 @@ static int collective(int nranks, size_t offset, size_t bytes, int bad) {
       if (ncclCommInitRank(&comm, nranks, id, r) != ncclSuccess) _exit(2);
       unsigned char *buf = malloc(bytes + 1);
       memset(buf, 0xee, bytes + 1);
-      ncclResult_t res = dcclCommFileLoad(comm, r == bad ? "/nonexistent/dccl-file" : path, offset, bytes, buf, NULL);
+      ncclResult_t res = dcclCommFileLoad(comm, r == bad && !shifted ? "/nonexistent/dccl-file" : path,
+                                          offset + (r == bad && shifted), bytes, buf, NULL);
       const char *why = ncclGetLastError(comm);
       int ok;
-      if (bad < 0) {
+      if (shifted) {
+        ok = res == ncclInvalidUsage && strstr(why, "different ranges") && strstr(why, path);
+        if (!ok) fprintf(stderr, "  rank %d: %d \"%s\"\n", r, (int)res, why);
+      } else if (bad < 0) {
         ok = res == ncclSuccess && matches(buf, offset, bytes) && buf[bytes] == 0xee;
       } else {
         char who[32];
@@ -200,12 +205,17 @@ static int collective(int nranks, size_t offset, size_t bytes, int bad) {
   return ok;
 }
 
+static int collective(int nranks, size_t offset, size_t bytes, int bad) {
+  return collective_case(nranks, offset, bytes, bad, 0);
+}
+
 static void collectives(void) {
   for (int n = 1; n <= 8; n++) {
     CHECK(collective(n, 7, (3 << 20) + 5, -1));
     CHECK(collective(n, 0, 5, -1)); /* fewer bytes than ranks */
   }
   CHECK(collective(4, 3, 1 << 20, 2));
+  CHECK(collective_case(3, 3, 1 << 20, 1, 1));
 }
 
 int main(void) {
