@@ -328,6 +328,37 @@ static void test_peer_killed(int victim_sends) {
   close(sv[0]);
 }
 
+/* A sender posts its last slots and exits at once (its operation done, the communicator destroyed): the receiver,
+ * checking its peer while it has not read them yet, must still read them; once they are read, the exit counts. */
+static void test_sender_exits_after_posting(void) {
+  uint64_t nonce = random_u64();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    struct side s;
+    side_init(&s, 1, 1, nonce);
+    if (link_up(&s, sv[1]) != ncclSuccess) _exit(1);
+    _exit(send_slots(&s.conn, 2) ? 1 : 0); /* no close: as a process that just ends */
+  }
+  close(sv[1]);
+  struct side s;
+  side_init(&s, 0, 0, nonce);
+  CHECK(link_up(&s, sv[0]) == ncclSuccess, "link_up: %s", dccl_last_error());
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0, "sender failed");
+  CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "a sender that ended with slots unread was reported "
+        "dead before they were read: %s", dccl_last_error());
+  CHECK(recv_slots(&s.conn, 2) == 0, "the slots a sender posted before it ended could not be read");
+  CHECK(s.conn.transport->check_peer(&s.conn) == ncclRemoteError, "once its slots are read, the ended sender counts");
+  s.conn.transport->close(&s.conn);
+  close(sv[0]);
+}
+
 /* The /proc fallback on its own: alive, zombie, and a pid whose start time changed (reused). */
 static void test_proc_fallback(void) {
   char state;
@@ -454,6 +485,7 @@ int main(void) {
   test_close_without_sender();
   test_peer_killed(1);
   test_peer_killed(0);
+  test_sender_exits_after_posting();
   test_proc_fallback();
   test_abort();
   test_fallocate_too_big();

@@ -159,7 +159,10 @@ static ncclResult_t shm_check_peer(struct dccl_conn *conn) {
       return dccl_error(ncclRemoteError, "rank %d aborted: shared memory link %s rank %d (host %s) stopped",
                         (int)aborted - 1, conn->is_send ? "to" : "from", conn->peer, peer_host(conn));
   }
-  if (sc->watching && !dccl_shm_watch_alive(&sc->watch))
+  /* A sender that posted its last slots and ended (its operation was done) left them readable here: they are
+   * drained before its end counts. */
+  if (sc->watching && !dccl_shm_watch_alive(&sc->watch) &&
+      (conn->is_send || !dccl_conn_bound(conn) || dccl_ld_acquire_u64(dccl_conn_tail(conn)) <= conn->own_counter))
     return dccl_error(ncclRemoteError,
                       "rank %d (host %s, pid %d) has died: its process ended while rank %d was "
                       "connected to it over shared memory",
