@@ -226,31 +226,26 @@ static void test_sweep_direct(void) {
 /* Parent receives, child sends: 1000 slots, and /dev/shm is clean after connect and after close. */
 static void test_transfer(void) {
   uint64_t nonce = random_u64();
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1, nonce);
-    int bad = link_up(&s, sv[1]) != ncclSuccess;
+    int bad = link_up(&s, sock) != ncclSuccess;
     if (!bad) {
       bad += s.conn.transport->send_flushed(&s.conn) != 1;
-      notify(sv[1]); /* connected */
+      notify(sock); /* connected */
       bad += send_slots(&s.conn, 1000);
-      bad += await(sv[1], 30) != 0; /* receiver done */
+      bad += await(sock, 30) != 0; /* receiver done */
     }
     s.conn.transport->close(&s.conn);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0, nonce);
   CHECK(shm_names_with(nonce) == 0, "a segment with a fresh nonce already exists");
-  ncclResult_t res = link_up(&s, sv[0]);
+  ncclResult_t res = link_up(&s, sock);
   CHECK(res == ncclSuccess, "receive side link_up: %d %s", res, dccl_last_error());
   if (res == ncclSuccess) {
     CHECK(dccl_conn_bound(&s.conn) && s.conn.desc.nslots == dccl_param_int(DCCL_PARAM_NSLOTS) &&
@@ -260,17 +255,17 @@ static void test_transfer(void) {
               s.conn.desc.ll_bytes == DCCL_LL_MAX_BYTES,
           "shm must carry LL slots of %u bytes (protos %#x, %u bytes)", DCCL_LL_MAX_BYTES, s.conn.desc.protos,
           s.conn.desc.ll_bytes);
-    CHECK(await(sv[0], 20) == 0, "sender never connected");
+    CHECK(await(sock, 20) == 0, "sender never connected");
     CHECK(shm_names_with(nonce) == 0, "segment name still in /dev/shm after both sides connected");
     CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "live peer reported dead: %s", dccl_last_error());
     int bad = recv_slots(&s.conn, 1000);
     CHECK(bad == 0, "%d of 1000 slots arrived wrong", bad);
-    notify(sv[0]);
+    notify(sock);
   }
   s.conn.transport->close(&s.conn);
   CHECK(child_failures(child) == 0, "sender side failed");
   CHECK(shm_names_with(nonce) == 0, "segment left in /dev/shm after close");
-  close(sv[0]);
+  close(sock);
 }
 
 /* A receive side whose sender never comes: close still removes the name. */
@@ -290,26 +285,21 @@ static void test_close_without_sender(void) {
  * not reaped first, so a zombie must count as dead. */
 static void test_peer_killed(int victim_sends) {
   uint64_t nonce = random_u64();
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, victim_sends, nonce);
-    if (link_up(&s, sv[1]) != ncclSuccess) _exit(1);
-    notify(sv[1]);
+    if (link_up(&s, sock) != ncclSuccess) _exit(1);
+    notify(sock);
     for (;;) pause();
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, !victim_sends, nonce);
-  ncclResult_t res = link_up(&s, sv[0]);
+  ncclResult_t res = link_up(&s, sock);
   CHECK(res == ncclSuccess, "link_up: %s", dccl_last_error());
-  CHECK(await(sv[0], 20) == 0, "victim never connected");
+  CHECK(await(sock, 20) == 0, "victim never connected");
   CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "peer reported dead while alive");
   kill(child, SIGKILL);
   double t0 = now_s();
@@ -325,30 +315,25 @@ static void test_peer_killed(int victim_sends) {
   s.conn.transport->close(&s.conn);
   waitpid(child, NULL, 0);
   CHECK(shm_names_with(nonce) == 0, "segment left behind after the peer was killed");
-  close(sv[0]);
+  close(sock);
 }
 
 /* A sender posts its last slots and exits at once (its operation done, the communicator destroyed): the receiver,
  * checking its peer while it has not read them yet, must still read them; once they are read, the exit counts. */
 static void test_sender_exits_after_posting(void) {
   uint64_t nonce = random_u64();
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1, nonce);
-    if (link_up(&s, sv[1]) != ncclSuccess) _exit(1);
+    if (link_up(&s, sock) != ncclSuccess) _exit(1);
     _exit(send_slots(&s.conn, 2) ? 1 : 0); /* no close: as a process that just ends */
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0, nonce);
-  CHECK(link_up(&s, sv[0]) == ncclSuccess, "link_up: %s", dccl_last_error());
+  CHECK(link_up(&s, sock) == ncclSuccess, "link_up: %s", dccl_last_error());
   int status = 0;
   CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0, "sender failed");
   CHECK(s.conn.transport->check_peer(&s.conn) == ncclSuccess, "a sender that ended with slots unread was reported "
@@ -356,7 +341,7 @@ static void test_sender_exits_after_posting(void) {
   CHECK(recv_slots(&s.conn, 2) == 0, "the slots a sender posted before it ended could not be read");
   CHECK(s.conn.transport->check_peer(&s.conn) == ncclRemoteError, "once its slots are read, the ended sender counts");
   s.conn.transport->close(&s.conn);
-  close(sv[0]);
+  close(sock);
 }
 
 /* The /proc fallback on its own: alive, zombie, and a pid whose start time changed (reused). */
@@ -385,43 +370,38 @@ static void test_proc_fallback(void) {
 /* One side aborts: the other's check_peer names the aborting rank; the aborting side's own stays quiet. */
 static void test_abort(void) {
   uint64_t nonce = random_u64();
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1, nonce);
-    int bad = link_up(&s, sv[1]) != ncclSuccess;
+    int bad = link_up(&s, sock) != ncclSuccess;
     if (!bad) {
       (void)dccl_error(ncclRemoteError, "the original reason");
       s.conn.transport->abort(&s.conn);
       bad += s.conn.transport->check_peer(&s.conn) != ncclRemoteError;
       bad += strcmp(dccl_last_error(), "the original reason") != 0; /* its own abort must not bury the reason */
-      notify(sv[1]);
-      bad += await(sv[1], 20) != 0;
+      notify(sock);
+      bad += await(sock, 20) != 0;
     }
     s.conn.transport->close(&s.conn);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0, nonce);
-  CHECK(link_up(&s, sv[0]) == ncclSuccess, "link_up: %s", dccl_last_error());
-  CHECK(await(sv[0], 20) == 0, "peer never aborted");
+  CHECK(link_up(&s, sock) == ncclSuccess, "link_up: %s", dccl_last_error());
+  CHECK(await(sock, 20) == 0, "peer never aborted");
   ncclResult_t res = s.conn.transport->check_peer(&s.conn);
   CHECK(res == ncclRemoteError, "abort by the peer not reported (%d)", res);
   CHECK(strstr(dccl_last_error(), "rank 1 aborted") != NULL, "text must name rank 1: \"%s\"", dccl_last_error());
   /* A second abort (ours) must not overwrite the first rank's mark. */
   s.conn.transport->abort(&s.conn);
   CHECK(dccl_conn_peer_aborted(&s.conn) == 2, "the first aborting rank must stay recorded");
-  notify(sv[0]);
+  notify(sock);
   s.conn.transport->close(&s.conn);
   CHECK(child_failures(child) == 0, "aborting side failed");
-  close(sv[0]);
+  close(sock);
 }
 
 /* A FIFO larger than /dev/shm: posix_fallocate refuses it, and the error names the size and /dev/shm. */

@@ -187,27 +187,22 @@ static void test_can_connect(void) {
 
 /* Parent receives, child sends, `n` slots on each of `nlanes` links; the receiver connects in `order`. */
 static void run_transfer(const char *what, const struct geometry *g, int nlanes, const int *recv_order, uint64_t n) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1);
-    int bad = link_up(&s, sv[1], g, nlanes, NULL) != ncclSuccess;
+    int bad = link_up(&s, sock, g, nlanes, NULL) != ncclSuccess;
     if (bad) fprintf(stderr, "%s: send side connect: %s\n", what, dccl_last_error());
     for (int l = 0; l < nlanes && !bad; l++) bad += send_slots(&s.conn[l], 0, n, 1);
-    bad += await(sv[1], 60) != 0;
+    bad += await(sock, 60) != 0;
     side_free(&s);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0);
-  ncclResult_t res = link_up(&s, sv[0], g, nlanes, recv_order);
+  ncclResult_t res = link_up(&s, sock, g, nlanes, recv_order);
   CHECK(res == ncclSuccess, "%s: receive side connect: %s", what, dccl_last_error());
   if (res == ncclSuccess) {
     uint32_t want_slots = g->nslots ? g->nslots : (uint32_t)dccl_param_int(DCCL_PARAM_NSLOTS);
@@ -224,11 +219,11 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
     }
     CHECK(T->check_peer(&s.conn[0]) == ncclSuccess, "%s: live peer reported gone: %s", what, dccl_last_error());
   }
-  notify(sv[0]);
+  notify(sock);
   CHECK(child_failures(child) == 0, "%s: send side failed", what);
   side_free(&s);
   CHECK(s.ctx.transport_state[T->index] == NULL, "comm_free must clear the state");
-  close(sv[0]);
+  close(sock);
 }
 
 #define ROUNDS 3 /* timed 64 MiB rounds per throughput measurement */
@@ -237,31 +232,26 @@ static void run_transfer(const char *what, const struct geometry *g, int nlanes,
 static void run_throughput(uint32_t nstreams) {
   const uint64_t slot_bytes = 256 << 10, total = 64ull << 20, n = total / slot_bytes, warm = n / 4;
   struct geometry g = {.nslots = 8, .slot_bytes = slot_bytes, .nstreams = nstreams};
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1);
-    int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
-    bad += await(sv[1], 20) != 0; /* go */
+    int bad = link_up(&s, sock, &g, 1, NULL) != ncclSuccess;
+    bad += await(sock, 20) != 0; /* go */
     if (!bad) bad += send_slots(&s.conn[0], 0, warm + n * ROUNDS, 0);
-    bad += await(sv[1], 60) != 0;
+    bad += await(sock, 60) != 0;
     side_free(&s);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0);
-  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  ncclResult_t res = link_up(&s, sock, &g, 1, NULL);
   CHECK(res == ncclSuccess, "throughput: connect: %s", dccl_last_error());
   if (res == ncclSuccess) {
     /* Warm up (first-touch page faults, TCP window growth), then time 64 MiB, ROUNDS times. */
-    notify(sv[0]);
+    notify(sock);
     int bad = recv_slots(&s.conn[0], 0, warm, 0);
     double best = 0, sum = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -275,10 +265,10 @@ static void run_throughput(uint32_t nstreams) {
     printf("socket transport:    64 MiB in 256 KiB slots, %u stream(s): %.2f GB/s (best of %d), %.2f GB/s (mean)\n",
            nstreams, best, ROUNDS, sum / ROUNDS);
   }
-  notify(sv[0]);
+  notify(sock);
   CHECK(child_failures(child) == 0, "throughput: send side failed");
   side_free(&s);
-  close(sv[0]);
+  close(sock);
 }
 
 /* Plain blocking loops, for the baseline below. */
@@ -352,30 +342,25 @@ static void run_raw_tcp_baseline(void) {
 /* The child is SIGKILLed mid-stream: the parent's progress reports it within 1 s, naming rank 1 and host1. */
 static void test_peer_killed(int victim_sends) {
   struct geometry g = {.nslots = 4, .slot_bytes = 64 << 10, .nstreams = 2};
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, victim_sends);
-    if (link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess) _exit(1);
+    if (link_up(&s, sock, &g, 1, NULL) != ncclSuccess) _exit(1);
     if (victim_sends) { /* some data, then silence: the receiver sees a healthy but idle link until the kill */
       if (send_slots(&s.conn[0], 0, 3, 1)) _exit(2);
     }
-    notify(sv[1]);
+    notify(sock);
     for (;;) pause();
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, !victim_sends);
   struct dccl_conn *c = &s.conn[0];
-  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  ncclResult_t res = link_up(&s, sock, &g, 1, NULL);
   CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
-  CHECK(await(sv[0], 20) == 0, "victim never got ready");
+  CHECK(await(sock, 20) == 0, "victim never got ready");
   if (res == ncclSuccess && victim_sends) {
     CHECK(recv_slots(c, 0, 3, 1) == 0, "slots before the kill arrived wrong");
   } else if (res == ncclSuccess) {
@@ -406,24 +391,20 @@ static void test_peer_killed(int victim_sends) {
   CHECK(T->check_peer(c) == ncclRemoteError, "check_peer must also see the dead peer");
   waitpid(child, NULL, 0);
   side_free(&s);
-  close(sv[0]);
+  close(sock);
 }
 
 /* The sender aborts (the receiver's progress fails, naming it) or closes cleanly (progress stays quiet, since
  * nothing was pending; check_peer says the peer left). */
 static void test_abort_or_close(int abort_it) {
   struct geometry g = {.nslots = 4, .slot_bytes = 4096, .nstreams = 2};
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1);
-    int bad = link_up(&s, sv[1], &g, 1, NULL) != ncclSuccess;
+    int bad = link_up(&s, sock, &g, 1, NULL) != ncclSuccess;
     if (!bad) bad += send_slots(&s.conn[0], 0, 5, 1);
     if (!bad && abort_it) {
       (void)dccl_error(ncclRemoteError, "the original reason");
@@ -432,17 +413,16 @@ static void test_abort_or_close(int abort_it) {
       bad += strcmp(dccl_last_error(), "the original reason") != 0; /* its own abort must not bury the reason */
     }
     side_free(&s); /* clean close: says goodbye */
-    notify(sv[1]);
+    notify(sock);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0);
   struct dccl_conn *c = &s.conn[0];
-  ncclResult_t res = link_up(&s, sv[0], &g, 1, NULL);
+  ncclResult_t res = link_up(&s, sock, &g, 1, NULL);
   CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
   CHECK(recv_slots(c, 0, 5, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
-  CHECK(await(sv[0], 20) == 0, "peer never finished");
+  CHECK(await(sock, 20) == 0, "peer never finished");
   CHECK(child_failures(child) == 0, "sending side failed");
   double t0 = now_s();
   while ((res = T->progress(c)) == ncclSuccess && now_s() - t0 < 0.3) usleep(1000);
@@ -456,30 +436,25 @@ static void test_abort_or_close(int abort_it) {
           "check_peer must say the peer left: %d \"%s\"", res, dccl_last_error());
   }
   side_free(&s);
-  close(sv[0]);
+  close(sock);
 }
 
 /* Two links whose receive sides connect in the other order, while foreign connections hit the listener first: one
  * with a wrong token (dropped at once) and one that never finishes its handshake (stashed, closed by comm_free). */
 static void test_stash_and_strangers(void) {
   struct geometry g = {.nslots = 4, .slot_bytes = 8192, .nstreams = 2};
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    CHECK(0, "socketpair: %s", strerror(errno));
-    return;
-  }
-  pid_t child = fork();
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
   if (child == 0) {
-    close(sv[0]);
     struct side s;
     side_init(&s, 1, 1);
-    int bad = link_up(&s, sv[1], &g, 2, NULL) != ncclSuccess;
+    int bad = link_up(&s, sock, &g, 2, NULL) != ncclSuccess;
     for (int l = 0; l < 2 && !bad; l++) bad += send_slots(&s.conn[l], 0, 50, 1);
-    bad += await(sv[1], 30) != 0;
+    bad += await(sock, 30) != 0;
     side_free(&s);
     _exit(bad);
   }
-  close(sv[1]);
   struct side s;
   side_init(&s, 0, 0);
   char blob[2][DCCL_CONN_INFO_BYTES];
@@ -504,8 +479,8 @@ static void test_stash_and_strangers(void) {
   /* The exchange link_up does, by hand, since setup is done. */
   int pid = getpid(), peer_pid = 0;
   char theirs[2][DCCL_CONN_INFO_BYTES];
-  CHECK(write_all(sv[0], &pid, sizeof(pid)) == 0 && write_all(sv[0], blob, sizeof(blob)) == 0 &&
-            read_all(sv[0], &peer_pid, sizeof(peer_pid), 20) == 0 && read_all(sv[0], theirs, sizeof(theirs), 20) == 0,
+  CHECK(write_all(sock, &pid, sizeof(pid)) == 0 && write_all(sock, blob, sizeof(blob)) == 0 &&
+            read_all(sock, &peer_pid, sizeof(peer_pid), 20) == 0 && read_all(sock, theirs, sizeof(theirs), 20) == 0,
         "blob exchange");
   s.peers[1].pid = peer_pid;
   /* Lane 1 first: lane 0's streams arrive first and must wait in the stash. */
@@ -520,13 +495,13 @@ static void test_stash_and_strangers(void) {
   char c;
   struct pollfd p = {.fd = strangers[0], .events = POLLIN};
   CHECK(poll(&p, 1, 1000) == 1 && recv(strangers[0], &c, 1, 0) == 0, "stranger with a wrong token was not closed");
-  notify(sv[0]);
+  notify(sock);
   CHECK(child_failures(child) == 0, "sending side failed");
   side_free(&s);
   p.fd = strangers[1];
   CHECK(poll(&p, 1, 1000) == 1 && recv(strangers[1], &c, 1, 0) == 0, "comm_free did not close the stashed stranger");
   for (int k = 0; k < 2; k++) close(strangers[k]);
-  close(sv[0]);
+  close(sock);
 }
 
 /* Mismatched settings fail on both sides at once instead of hanging; an aborted communicator stops the accept wait. */

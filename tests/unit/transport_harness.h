@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,26 @@ static int passed, failed;
       fputc('\n', stderr);                                                         \
     }                                                                              \
   } while (0)
+
+/* Forks the peer process, the two linked by a socket pair: returns the child's pid in the parent and 0 in the child,
+ * each with its own end in *sock (the other end closed), or -1 after a failed check. */
+static pid_t fork_linked(int *sock) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    CHECK(0, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    CHECK(0, "fork: %s", strerror(errno));
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  close(sv[child == 0 ? 0 : 1]);
+  *sock = sv[child == 0 ? 1 : 0];
+  return child;
+}
 
 static double now_s(void) {
   struct timespec t;
