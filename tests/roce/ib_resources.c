@@ -256,8 +256,12 @@ static void zero_copy(float *buf[2]) {
 }
 
 /* The writer's QPs reconnected to a QP number nobody owns (as if the peer's QP vanished): nothing acknowledges
- * its writes, so its retries run out. The link's counters restart with the reset QPs. */
+ * its writes, so its retries run out. A reset QP holds no work: everything posted counts as retired, keeping the
+ * link's slot counters where they were (zeroing them moved the FIFO head back behind the tail, and when the cost
+ * model's probe had passed a FIFO's worth of tokens the executor found no free slot, posted nothing, and both
+ * ranks waited forever: the CI hang of stop 22). Under the context's lock, so the proxy is not inside the link. */
 static void repoint_writer(struct dccl_ib_link *victim, struct dccl_ib_link *l) {
+  pthread_mutex_lock(&l->ic->lock);
   for (int i = 0; i < l->nqps; i++) {
     struct dccl_ib_qp *q = &l->qps[i];
     struct ibv_qp_attr reset = {.qp_state = IBV_QPS_RESET};
@@ -266,10 +270,14 @@ static void repoint_writer(struct dccl_ib_link *victim, struct dccl_ib_link *l) 
     CHECK(ibv_modify_qp(q->qp, &reset, IBV_QP_STATE) == 0 &&
               ibv_modify_qp(q->qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
           "reset the writer's QP");
-    q->wr_posted = q->wr_done = q->data_posted = q->data_done = q->since_signal = 0;
-    q->marks_head = q->marks_tail = 0;
+    q->wr_done = q->wr_posted;
+    q->data_done = q->data_posted;
+    q->since_signal = 0;
+    q->marks_head = q->marks_tail;
     CHECK(dccl_ib_qp_connect(l, q, 0xabcde, l->remote.psn) == ncclSuccess, "reconnect the writer's QP");
   }
+  l->completion_due_ns = 0;
+  pthread_mutex_unlock(&l->ic->lock);
 }
 
 int main(void) {

@@ -36,6 +36,10 @@ dccl_add_roce_guest_test(NAME roce.ib.peer_killed TIMEOUT 900
                          COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:fault_peer_killed> ib 50)
 dccl_add_roce_guest_test(NAME roce.ib.resources_errors_zero_copy TIMEOUT 300
                          COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_resources>)
+# One slot per FIFO: every send re-reads the FIFO head, so a head moved backwards would stall the writer before
+# its first write (the test's own QP surgery once did that, and the case hung in CI about one run in three).
+dccl_add_roce_guest_test(NAME roce.ib.resources_errors_one_slot TIMEOUT 300
+                         COMMAND env DCCL_SOCKET_IFNAME=v0 DCCL_NSLOTS=1 $<TARGET_FILE:ib_resources>)
 dccl_add_roce_guest_test(NAME roce.ib.regcache_verbs TIMEOUT 120 COMMAND $<TARGET_FILE:ib_regcache_verbs> rxe0)
 # 16 communicators of one process share one context, PD and proxy thread; one's failure spares the others; a
 # forked child neither uses nor frees the parent's.
