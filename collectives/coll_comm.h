@@ -97,8 +97,14 @@ struct dccl_coll_comm {
   int (*pick_proto)(const struct dccl_coll_comm *c, int kind, size_t bytes);
   /* The connection for (peer, direction, lane), or NULL if not connected yet. */
   struct dccl_conn *(*find_conn)(struct dccl_coll_comm *c, int peer, int is_send, int lane);
-  /* Records a failure (first one wins), sets the abort flag, and tells the peers' FIFOs. */
-  void (*set_failed)(struct dccl_coll_comm *c, ncclResult_t code, const char *text);
+  /* An operation failed with `res` (its error text the thread's last error). `alone`: the one blocking host
+   * collective that failed, else NULL (a group, a progress thread). A mismatch every rank can leave drains the
+   * collective links and keeps the communicator; anything else records the failure (first one wins), sets the
+   * abort flag and tells the peers' FIFOs. Returns the error for the caller. */
+  ncclResult_t (*op_failed)(struct dccl_coll_comm *c, const struct dccl_op *alone, ncclResult_t res);
+  /* Nonzero while a mismatch verdict asks the ranks to drain; drain_error then says whether `op` must fail. */
+  _Atomic int *drain_pending;
+  ncclResult_t (*drain_error)(struct dccl_coll_comm *c, const struct dccl_op *op);
   /* Rewrites the last error of a failed `what` so it names the rank that died, if the monitor reports one within
    * a short grace period, else `peer` (-1: none). Returns r. */
   ncclResult_t (*explain_failure)(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer);

@@ -276,6 +276,7 @@ ncclResult_t dccl_op_check_stalled(struct dccl_op *op, uint64_t idle_ns) {
                       code == ncclInvalidUsage ? "failed" : "aborted",
                       comm->error_text[0] ? comm->error_text : "the communicator was aborted");
   }
+  if (atomic_load_explicit(comm->drain_pending, memory_order_relaxed)) DCCLCHECK(comm->drain_error(comm, op));
   const struct dccl_conn *w = op->waiting_on;
   if (w) {
     ncclResult_t r = w->transport->check_peer((struct dccl_conn *)w);

@@ -2,8 +2,6 @@
  * queue until the op is done: the calling thread for host buffers of a blocking communicator (it waits in
  * dccl_ops_wait), the progress thread for a nonblocking one. Ops on the same links run in issue order; the rest
  * progress together, so a group's sends and receives may be posted in any order. */
-#include <stdio.h>
-
 #include "collectives/op.h"
 #include "util/error.h"
 #include "util/wait.h"
@@ -130,13 +128,13 @@ void dccl_queue_abandon(struct dccl_coll_comm *comm) {
     if (!seen_) body                                                           \
   }
 
-static void fail_all(struct dccl_op *list, ncclResult_t res) {
-  char text[512];
-  snprintf(text, sizeof(text), "%s", dccl_last_error());
+static ncclResult_t fail_all(struct dccl_op *list, ncclResult_t res) {
+  ncclResult_t out = res;
   FOR_EACH_OWN_QUEUE(list, c, {
-    if (atomic_load_explicit(&c->queue.pending, memory_order_relaxed) > 0) c->set_failed(c, res, text);
+    if (atomic_load_explicit(&c->queue.pending, memory_order_relaxed) > 0) out = c->op_failed(c, NULL, res);
     dccl_queue_abandon(c);
   })
+  return out;
 }
 
 static int all_done(struct dccl_op *list) {
@@ -160,10 +158,7 @@ ncclResult_t dccl_ops_wait(struct dccl_op *list) {
         if (res == ncclSuccess) res = dccl_queue_check_stalled(c, idle);
       })
     }
-    if (res != ncclSuccess) {
-      fail_all(list, res);
-      return res;
-    }
+    if (res != ncclSuccess) return fail_all(list, res);
     if (progressed) dccl_waiter_reset(&w);
   }
   return ncclSuccess;
@@ -190,12 +185,7 @@ ncclResult_t dccl_op_run_alone(struct dccl_op *op) {
       res = dccl_op_check_stalled(op, 0);
     if (res == ncclSuccess && !progressed && dccl_waiter_idle(&w))
       res = dccl_op_check_stalled(op, (uint64_t)dccl_now_ns() - w.idle_since_ns);
-    if (res != ncclSuccess) {
-      char text[512];
-      snprintf(text, sizeof(text), "%s", dccl_last_error());
-      c->set_failed(c, res, text);
-      return res;
-    }
+    if (res != ncclSuccess) return c->op_failed(c, op, res);
     if (progressed) dccl_waiter_reset(&w);
   }
 }

@@ -81,7 +81,14 @@ struct dccl_comm {
   uint64_t stall_asked_seq;  /* the operation a report was last asked for (seq + 1; 0: none) */
   uint64_t stall_report_sig; /* rank 0: the last report logged, so a stall is reported once */
   int stall_created;          /* creation has returned: a verdict fails the communicator at once */
-  char stall_pending[400];    /* a verdict that arrived while creation's last barrier ran, applied after it */
+  int stall_has_pending;      /* a verdict that arrived while creation's last barrier ran, applied after it */
+  struct dccl_stall_status stall_pending[2];
+  /* A mismatch in one collective that every rank can leave (core/mismatch_drain.c): set by a verdict, cleared once
+   * the ranks have drained their collective links. drain_seq and drain_text are under stall_lock. */
+  _Atomic int drain_pending;
+  uint64_t drain_seq;      /* the collective every rank fails */
+  uint64_t drained_before; /* verdicts about collectives below this were settled (late copies are ignored) */
+  char drain_text[400];
 
   /* Ranges the user registered (ncclCommRegister): transports may read them in place (zero-copy). */
   pthread_mutex_t reg_lock;
@@ -165,5 +172,21 @@ void dccl_stall_created(struct dccl_comm *comm);
  * ncclInvalidUsage with the error naming both. */
 ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_header *theirs, int peer,
                          const struct dccl_slot_header *mine);
+
+/* Mismatched calls that leave the communicator usable (core/mismatch_drain.c). A verdict naming two calls of the
+ * same collective (same sequence number) asks every rank to fail that collective and drain its collective links;
+ * any other verdict fails the communicator. */
+void dccl_drain_request(struct dccl_comm *comm, int same_collective, uint64_t seq, const char *text);
+/* While a drain is asked for: the verdict's ncclInvalidUsage for the collective numbered `seq` if it is the failed
+ * one or a later one; ncclSuccess for an earlier one (a slow rank finishing it) and for send/recv, whose lanes the
+ * drain leaves alone. */
+ncclResult_t dccl_drain_error(struct dccl_comm *comm, int kind, uint64_t seq);
+/* A call of `kind` entering while a drain is asked for: the failed collective (or a later one) joins the drain
+ * now and returns its error; anything else returns ncclSuccess and runs. */
+ncclResult_t dccl_drain_at_entry(struct dccl_comm *comm, int kind);
+/* An operation failed with `res` (op: the one blocking host collective that failed, else NULL): with a drain asked
+ * for, every rank meets over the bootstrap and, where all of them can, drains and keeps the communicator;
+ * otherwise (or without a drain) the communicator is failed. Returns the error for the caller. */
+ncclResult_t dccl_op_failed(struct dccl_comm *comm, const struct dccl_op *op, ncclResult_t res);
 
 #endif

@@ -1,5 +1,6 @@
 /* The views a communicator gives its lower layers (transports/transport.h, collectives/coll_comm.h): copies of its
  * facts, pointers to its failure state, and its services behind function pointers. */
+#include "collectives/op.h"
 #include "core/comm.h"
 #include "tune/tune.h"
 
@@ -11,8 +12,12 @@ static struct dccl_conn *find_conn(struct dccl_coll_comm *c, int peer, int is_se
   return dccl_comm_find_conn(dccl_comm_of_coll(c), peer, is_send, lane);
 }
 
-static void set_failed(struct dccl_coll_comm *c, ncclResult_t code, const char *text) {
-  dccl_comm_set_failed(dccl_comm_of_coll(c), code, text);
+static ncclResult_t op_failed(struct dccl_coll_comm *c, const struct dccl_op *alone, ncclResult_t res) {
+  return dccl_op_failed(dccl_comm_of_coll(c), alone, res);
+}
+
+static ncclResult_t drain_error(struct dccl_coll_comm *c, const struct dccl_op *op) {
+  return dccl_drain_error(dccl_comm_of_coll(c), op->kind, op->seq);
 }
 
 static ncclResult_t explain_failure(struct dccl_coll_comm *c, ncclResult_t r, const char *what, int peer) {
@@ -49,7 +54,9 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   c->pick_algo = dccl_tune_algo;
   c->pick_proto = dccl_tune_proto;
   c->find_conn = find_conn;
-  c->set_failed = set_failed;
+  c->op_failed = op_failed;
+  c->drain_pending = &comm->drain_pending;
+  c->drain_error = drain_error;
   c->explain_failure = explain_failure;
   c->waiting = waiting;
   c->mismatch = mismatch;

@@ -100,6 +100,8 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
                            size_t count, ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root,
                            int peer) {
   if (empty_and_captured(c)) return ncclSuccess;
+  /* A mismatch verdict asks the ranks to drain: the failed collective (a slow rank's) joins them here. */
+  if (atomic_load_explicit(&comm->drain_pending, memory_order_relaxed)) DCCLCHECK(dccl_drain_at_entry(comm, kind));
   DCCLCHECK(check_stream(comm, (struct call *)c));
   if (redop && redop->pre_dev && c->known && !c->on_device)
     return dccl_error(ncclInvalidUsage,

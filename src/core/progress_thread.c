@@ -22,9 +22,7 @@ static int wait_for_work(struct dccl_op_queue *q) {
 }
 
 static void fail(struct dccl_comm *comm, ncclResult_t res) {
-  char text[512];
-  snprintf(text, sizeof(text), "%s", dccl_last_error());
-  dccl_comm_set_failed(comm, res, text);
+  (void)dccl_op_failed(comm, NULL, res); /* a nonblocking communicator is not kept: the failure is recorded */
   dccl_queue_abandon(&comm->coll);
 }
 

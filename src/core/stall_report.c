@@ -137,30 +137,40 @@ static void verdict_text(const struct dccl_stall_status p[2], char *text, size_t
              how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, ca, p[1].rank, cb);
 }
 
-/* Every rank: its waits fail with the contradiction. A rank still in creation's last barrier (the others left it
- * first and ran the mismatched call) finishes creating, then fails. */
-static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
-  struct dccl_comm *comm = arg;
+/* Two calls of one collective: every rank can fail it and keep the communicator (core/mismatch_drain.c). */
+static int same_collective(const struct dccl_stall_status p[2]) {
+  return is_collective(&p[0]) && is_collective(&p[1]) && p[0].seq == p[1].seq;
+}
+
+/* Every rank: its waits fail with the contradiction (and, for one collective, the communicator is drained and
+ * kept). A rank still in creation's last barrier (the others left it first and ran the mismatched call) finishes
+ * creating, then fails. */
+static void apply_verdict(struct dccl_comm *comm, const struct dccl_stall_status pair[2]) {
   char text[400];
   verdict_text(pair, text, sizeof(text));
+  dccl_drain_request(comm, same_collective(pair), pair[0].seq, text);
+}
+
+static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
+  struct dccl_comm *comm = arg;
   pthread_mutex_lock(&comm->stall_lock);
   int created = comm->stall_created;
-  if (!created && !comm->stall_pending[0]) snprintf(comm->stall_pending, sizeof(comm->stall_pending), "%s", text);
+  if (!created && !comm->stall_has_pending) {
+    comm->stall_pending[0] = pair[0];
+    comm->stall_pending[1] = pair[1];
+    comm->stall_has_pending = 1;
+  }
   pthread_mutex_unlock(&comm->stall_lock);
-  if (!created) return;
-  if (atomic_load(&comm->async_error) == ncclSuccess) DCCL_WARN(DCCL_COLL, "%s", text);
-  dccl_comm_set_failed(comm, ncclInvalidUsage, text);
+  if (created) apply_verdict(comm, pair);
 }
 
 void dccl_stall_created(struct dccl_comm *comm) {
-  char text[sizeof(comm->stall_pending)];
   pthread_mutex_lock(&comm->stall_lock);
   comm->stall_created = 1;
-  snprintf(text, sizeof(text), "%s", comm->stall_pending);
+  struct dccl_stall_status pair[2] = {comm->stall_pending[0], comm->stall_pending[1]};
+  int pending = comm->stall_has_pending;
   pthread_mutex_unlock(&comm->stall_lock);
-  if (!text[0]) return;
-  DCCL_WARN(DCCL_COLL, "%s", text);
-  dccl_comm_set_failed(comm, ncclInvalidUsage, text);
+  if (pending) apply_verdict(comm, pair);
 }
 
 static struct dccl_stall_status status_of(const struct dccl_slot_header *h, int rank, int seen_by) {
@@ -174,6 +184,7 @@ ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_
   dccl_bootstrap_send_verdict(comm->bootstrap, pair);
   char text[400];
   verdict_text(pair, text, sizeof(text));
+  dccl_drain_request(comm, same_collective(pair), pair[0].seq, text); /* here at once, not after the round trip */
   return dccl_error(ncclInvalidUsage, "%s", text);
 }
 

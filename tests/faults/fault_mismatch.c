@@ -10,11 +10,14 @@
  *   extra call rank 0 makes an all-reduce the others do not (or, seen from them, they skipped it) before the
  *              broadcast they all make: "rank 1 is in ncclBroadcast #0 while rank 0 is in ncclAllReduce #0"
  * Every rank's collective must fail within 1 s with ncclInvalidUsage and a message naming both calls ("rank 0 called
- * ncclAllReduce #0 with 2048 x float32 sum, rank 1 with 1024 x float32 sum"), readable through ncclGetLastError
- * and ncclCommGetAsyncError: the rank that sees the mismatch tells every rank through the bootstrap monitor. Of the
- * sends, the mismatched receive (rank 1's) fails so; a send is done once its bytes are in the link, so the others
- * may succeed. Then every rank makes a new communicator and gets a correct
- * all-reduce from it. With DCCL_CHECK=0 (case "unchecked") the type mismatch is not caught: the call succeeds.
+ * ncclAllReduce #0 with 2048 x float32 sum, rank 1 with 1024 x float32 sum"), readable through ncclGetLastError:
+ * the rank that sees the mismatch tells every rank through the bootstrap monitor. The collective cases (the extra
+ * call too: every rank's collective #0 fails) keep the communicator: the message says it stays usable,
+ * ncclCommGetAsyncError reports ncclSuccess, and a correct all-reduce runs on it next. Of the sends, the mismatched
+ * receive (rank 1's) fails so; a send is done once its bytes are in the link, so the others may succeed; that case
+ * fails the communicator (ncclCommGetAsyncError says so, and the message says it cannot be kept). Then every rank
+ * makes a new communicator and gets a correct all-reduce from it. With DCCL_CHECK=0 (case "unchecked") the type
+ * mismatch is not caught: the call succeeds.
  * A root mismatch where no data flows (each rank waits for the other) is left to the stall report (not built). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +34,8 @@ static const char *const names[NCASES] = {"count",     "count (ring)", "count (t
                                           "reduction", "p2p bytes",    "extra call",   "unchecked"};
 
 struct rank_report {
-  int rc, async_rc, async_err, after_rc;
-  size_t after_wrong;
+  int rc, async_rc, async_err, after_rc, kept_rc;
+  size_t after_wrong, kept_wrong;
   double call_s;
   char text[400], async_text[400];
 };
@@ -84,7 +87,13 @@ static int rank_main(void *arg, int rank) {
   me->async_rc = ncclCommGetAsyncError(comm, &async);
   me->async_err = async;
   fh_copy_text(me->async_text, sizeof me->async_text, ncclGetLastError(comm));
-  if (me->rc == ncclSuccess) ncclCommDestroy(comm); else ncclCommAbort(comm);
+  me->kept_rc = -1;
+  if (me->async_rc == ncclSuccess && async == ncclSuccess) { /* kept: the next collective on it is right */
+    fh_fill(send, 4096, rank, 5);
+    me->kept_rc = ncclAllReduce(send, recv, 4096, ncclFloat, ncclSum, comm, NULL);
+    if (me->kept_rc == ncclSuccess) me->kept_wrong = fh_check_sum(recv, 4096, sh->nranks, 5, NULL);
+  }
+  if (me->rc == ncclSuccess || me->kept_rc == ncclSuccess) ncclCommDestroy(comm); else ncclCommAbort(comm);
   /* A new communicator works. */
   ncclComm_t fresh;
   me->after_rc = ncclCommInitRank(&fresh, sh->nranks, sh->id2, rank);
@@ -136,19 +145,31 @@ static void run_case(struct shared *sh, int nranks, int what) {
     if (what == UNCHECKED) {
       FH_EXPECT(me->rc == ncclSuccess, "unchecked, %d ranks: rank %d failed with the check off: %s", nranks, r,
                 me->text);
+      FH_EXPECT(me->kept_rc == ncclSuccess && me->kept_wrong == 0, "unchecked, %d ranks: rank %d's next call: rc %d",
+                nranks, r, me->kept_rc);
       continue;
     }
     if (what == P2P_BYTES && r != 1 && me->rc == ncclSuccess) continue;
     FH_EXPECT(me->rc != ncclSuccess, "%s, %d ranks: rank %d's mismatched call succeeded", names[what], nranks, r);
     FH_EXPECT(me->call_s < 1.0, "%s, %d ranks: rank %d's call took %.2f s to fail", names[what], nranks, r,
               me->call_s);
-    FH_EXPECT(me->async_rc == ncclSuccess && me->async_err != ncclSuccess,
-              "%s, %d ranks: rank %d: ncclCommGetAsyncError says %d after the failure", names[what], nranks, r,
-              me->async_err);
+    int keeps = what != P2P_BYTES;
+    if (keeps) {
+      FH_EXPECT(me->async_rc == ncclSuccess && me->async_err == ncclSuccess && fh_text_has(me->text, "stays usable"),
+                "%s, %d ranks: rank %d: the communicator was not kept (ncclCommGetAsyncError %d): %s", names[what],
+                nranks, r, me->async_err, me->text);
+      FH_EXPECT(me->kept_rc == ncclSuccess && me->kept_wrong == 0,
+                "%s, %d ranks: rank %d: the all-reduce after the mismatch on the kept communicator: rc %d, %zu wrong",
+                names[what], nranks, r, me->kept_rc, me->kept_wrong);
+    } else {
+      FH_EXPECT(me->async_rc == ncclSuccess && me->async_err != ncclSuccess && fh_text_has(me->text, "cannot be kept"),
+                "%s, %d ranks: rank %d: ncclCommGetAsyncError says %d after the failure: %s", names[what], nranks, r,
+                me->async_err, me->text);
+    }
     const char *odd, *even;
     expected_calls(what, &odd, &even);
     if (me->rc == ncclInvalidUsage && fh_text_has(me->text, "mismatched") && strstr(me->text, odd) &&
-        strstr(me->text, even) && fh_text_names_rank(me->text, 0) && strstr(me->async_text, odd)) {
+        strstr(me->text, even) && fh_text_names_rank(me->text, 0) && (keeps || strstr(me->async_text, odd))) {
       named++;
       if (r == nranks - 1) fh_note("%s, %d ranks: rank %d: %s", names[what], nranks, r, me->text);
     } else {

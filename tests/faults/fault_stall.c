@@ -3,7 +3,8 @@
  * fault_stall shm|socket (DCCL_STALL_REPORT_MS=500):
  *   root  2, 3 and 4 ranks: ncclBroadcast where rank 0 names root 1 and the others root 0, so every rank waits to
  *         receive and no slot ever flows. Every rank's call fails within 3 s with ncclInvalidUsage and a message
- *         from the stall report naming both roots; a new communicator works afterwards.
+ *         from the stall report naming both roots and saying the communicator stays usable; a correct all-reduce
+ *         runs on it next, and a new communicator works afterwards.
  *   slow  2 ranks, DCCL_STALL_REPORT_MS=1000: rank 1 joins an all-reduce 3 s late. Rank 0 logs a report that says
  *         rank 1 is not in an operation, nothing fails, and the result is right. */
 #include <stdio.h>
@@ -18,8 +19,8 @@
 #define COUNT 1024
 
 struct rank_report {
-  int rc, after_rc;
-  size_t wrong, after_wrong;
+  int rc, after_rc, kept_rc;
+  size_t wrong, after_wrong, kept_wrong;
   double call_s;
   char text[400];
 };
@@ -56,7 +57,12 @@ static int rank_main(void *arg, int rank) {
   }
   me->call_s = fh_now() - t0;
   fh_copy_text(me->text, sizeof me->text, ncclGetLastError(comm));
-  if (me->rc == ncclSuccess) ncclCommDestroy(comm); else ncclCommAbort(comm);
+  if (!sh->slow) { /* the failed broadcast left the communicator usable */
+    fh_fill(send, COUNT, rank, 3);
+    me->kept_rc = ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, NULL);
+    if (me->kept_rc == ncclSuccess) me->kept_wrong = fh_check_sum(recv, COUNT, sh->nranks, 3, NULL);
+  }
+  if (me->rc == ncclSuccess || me->kept_rc == ncclSuccess) ncclCommDestroy(comm); else ncclCommAbort(comm);
   ncclComm_t fresh;
   me->after_rc = ncclCommInitRank(&fresh, sh->nranks, sh->id2, rank);
   if (me->after_rc == ncclSuccess) {
@@ -108,8 +114,11 @@ static void run_case(struct shared *sh, int nranks, int slow) {
       continue;
     }
     FH_EXPECT(me->rc == ncclInvalidUsage && fh_text_has(me->text, "stall report") && strstr(me->text, "root 1") &&
-                  strstr(me->text, "root 0"),
+                  strstr(me->text, "root 0") && strstr(me->text, "stays usable"),
               "root mismatch, %d ranks: rank %d: rc %d: %s", nranks, r, me->rc, me->text);
+    FH_EXPECT(me->kept_rc == ncclSuccess && me->kept_wrong == 0,
+              "root mismatch, %d ranks: rank %d: the all-reduce on the kept communicator: rc %d, %zu wrong", nranks, r,
+              me->kept_rc, me->kept_wrong);
     FH_EXPECT(me->call_s < 3.0, "root mismatch, %d ranks: rank %d took %.2f s to fail", nranks, r, me->call_s);
     if (r == 0) fh_note("root mismatch, %d ranks: rank 0 after %.2f s: %s", nranks, me->call_s, me->text);
   }
