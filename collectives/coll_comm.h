@@ -73,6 +73,7 @@ struct dccl_op_queue {
 struct dccl_coll_comm {
   int rank, nranks;
   int oversubscribed;                 /* more ranks than processing units on this host: waits yield at once */
+  int nhosts, ranks_per_host;         /* hosts as DCCL_HOSTID sees them, and the busiest one's ranks (cost model) */
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */

@@ -15,6 +15,7 @@
 
 #include "pure/conn_desc.h"
 #include "pure/schedule.h"
+#include "tune/model.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -31,7 +32,20 @@ void dccl_tune_agree(struct dccl_coll_comm *c, const double *all) {
   DCCL_INFO(DCCL_TUNE, "cost model: step %.0f ns, copy %.2f GB/s", c->alpha_ns, c->bw_bytes_per_ns);
 }
 
+/* Ranks on several hosts: the two-level model (model.c), with this machine's constants for both kinds of link
+ * (the probe's step crosses hosts on its way round the ring; the network's own bandwidth is not measured). It
+ * differs from the one-level formulas below in the trees' depth: (depth(H) + 1) host heaps and depth(H) network
+ * hops, not the depth of one heap over all ranks. */
+static double predict_hosts_ns(const struct dccl_coll_comm *comm, int algo, size_t bytes) {
+  struct dccl_model m = {.nhosts = comm->nhosts, .ranks_per_host = comm->ranks_per_host, .nics_per_host = 1,
+                         .nchannels = 1, .chunk_bytes = (double)dccl_param_int(DCCL_PARAM_CHUNK_SIZE),
+                         .alpha_intra_ns = comm->alpha_ns, .bw_intra = comm->bw_bytes_per_ns, .tree_inner_moves = 3,
+                         .alpha_inter_ns = comm->alpha_ns, .bw_nic = comm->bw_bytes_per_ns};
+  return dccl_model_allreduce_ns(&m, algo, (double)bytes);
+}
+
 double dccl_tune_predict_ns(const struct dccl_coll_comm *comm, int algo, size_t bytes) {
+  if (comm->nhosts > 1 && algo != DCCL_ALGO_ONESHOT) return predict_hosts_ns(comm, algo, bytes);
   double n = comm->nranks, s = (double)bytes, k = (double)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
   if (algo == DCCL_ALGO_ONESHOT) {
     double chunks = s / k < 1 ? 1 : s / k;
