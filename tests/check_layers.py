@@ -31,7 +31,7 @@ ALLOWED = {
     "bootstrap": ["api", "util"],
     "proxy": ["api", "util"],
     "topo": ["api", "util"],
-    "transports": ["api", "util", "pure", "proxy"],
+    "transports": ["api", "util", "pure", "proxy", "topo"],
     "collectives": ["api", "util", "pure", "transports/transport.h"],
     "tune": ["api", "util", "pure", "transports/transport.h", "collectives/coll_comm.h"],
     "core": ["api", "util", "pure", "bootstrap", "proxy", "topo", "transports", "collectives", "tune"],

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "topo/pci_topo.h"
+#include "util/cuda_driver.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -36,45 +39,92 @@ int dccl_ib_hca_match(const char *spec, const char *name, int port) {
 static struct dccl_ib_local local;
 static pthread_once_t local_once = PTHREAD_ONCE_INIT;
 
-/* Looks at each port of one device; fills `local` with the first active one passing the filter. */
-static int pick_port(struct ibv_device *dev, const char *spec, char *seen, size_t seen_len) {
+#define MAX_PORTS 16
+struct port {
+  char name[64], pci[16]; /* pci: the device's bus id, "" when it has none (soft-RoCE) */
+  int port, link_layer;
+};
+
+/* The PCI bus id behind an RDMA device: the last part of its sysfs device link. */
+static void device_pci(const char *name, char *out, size_t len) {
+  char path[160], target[256];
+  out[0] = 0;
+  snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", name);
+  ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n <= 0) return;
+  target[n] = 0;
+  const char *base = strrchr(target, '/');
+  base = base ? base + 1 : target;
+  if (strlen(base) == 12 && base[4] == ':' && base[7] == ':' && base[10] == '.') snprintf(out, len, "%s", base);
+}
+
+/* Adds each port of one device that is active and passes the filter to ports[]; notes every port in `seen`. */
+static void list_ports(struct ibv_device *dev, const char *spec, struct port *ports, int *n, char *seen,
+                       size_t seen_len) {
   const char *name = ibv_get_device_name(dev);
   struct ibv_context *ctx = ibv_open_device(dev);
   if (!ctx) {
     snprintf(seen + strlen(seen), seen_len - strlen(seen), " %s(cannot open)", name);
-    return 0;
+    return;
   }
   struct ibv_device_attr attr;
-  int found = 0;
   if (ibv_query_device(ctx, &attr) == 0) {
-    for (int port = 1; port <= attr.phys_port_cnt && !found; port++) {
+    for (int port = 1; port <= attr.phys_port_cnt && *n < MAX_PORTS; port++) {
       struct ibv_port_attr pa;
       if (ibv_query_port(ctx, (uint8_t)port, &pa) != 0) continue;
       int ok = dccl_ib_hca_match(spec, name, port);
       snprintf(seen + strlen(seen), seen_len - strlen(seen), " %s:%d(%s%s)", name, port,
                ibv_port_state_str(pa.state), ok ? "" : ", filtered out");
       if (!ok || pa.state != IBV_PORT_ACTIVE) continue;
-      local.ready = 1;
-      snprintf(local.name, sizeof(local.name), "%s", name);
-      local.port = port;
-      local.link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
-      found = 1;
+      struct port *p = &ports[(*n)++];
+      snprintf(p->name, sizeof(p->name), "%s", name);
+      device_pci(name, p->pci, sizeof(p->pci));
+      p->port = port;
+      p->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
     }
   }
   ibv_close_device(ctx);
-  return found;
+}
+
+/* Of several ports, the one nearest this process's GPU (the current device), or its CPUs without one, in hwloc's
+ * tree; the first where that cannot be told. Writes why into `why`. */
+static int nearest_port(const struct port *ports, int n, char *why, size_t len) {
+  char gpu[32] = "";
+  unsigned char uuid[16];
+  int ordinal = dccl_cuda_available() ? dccl_cuda_current_ordinal() : -1;
+  if (ordinal >= 0 && !dccl_cuda_device_identity(ordinal, uuid, gpu, sizeof(gpu))) gpu[0] = 0;
+  const char *pcis[MAX_PORTS];
+  int hops[MAX_PORTS];
+  for (int i = 0; i < n; i++) pcis[i] = ports[i].pci[0] ? ports[i].pci : NULL;
+  int best = dccl_pci_nearest(gpu[0] ? gpu : NULL, pcis, n, hops);
+  if (best < 0) {
+    snprintf(why, len, "the first of %d (hwloc cannot place them)", n);
+    return 0;
+  }
+  int w = snprintf(why, len, "nearest to %s%s in hwloc's tree:", gpu[0] ? "GPU " : "this process's CPUs",
+                   gpu[0] ? gpu : "");
+  for (int i = 0; i < n && w > 0 && (size_t)w < len; i++)
+    w += snprintf(why + w, len - (size_t)w, " %.63s:%d %d hops%s", ports[i].name, ports[i].port, hops[i],
+                  i + 1 < n ? "," : "");
+  return best;
 }
 
 static void discover(void) {
   const char *spec = dccl_param_str(DCCL_PARAM_IB_HCA);
-  int n = 0;
+  int n = 0, nports = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
-  char seen[160] = "";
-  for (int i = 0; list && i < n && !local.ready; i++) pick_port(list[i], spec, seen, sizeof(seen));
+  struct port ports[MAX_PORTS];
+  char seen[160] = "", why[400] = "the only active port";
+  for (int i = 0; list && i < n; i++) list_ports(list[i], spec, ports, &nports, seen, sizeof(seen));
   if (list) ibv_free_device_list(list);
-  if (local.ready) {
-    DCCL_INFO(DCCL_NET, "net_ib: using %s port %d (%s)", local.name, local.port,
-              local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
+  if (nports > 0) {
+    const struct port *p = &ports[nports > 1 ? nearest_port(ports, nports, why, sizeof(why)) : 0];
+    local.ready = 1;
+    snprintf(local.name, sizeof(local.name), "%.63s", p->name);
+    local.port = p->port;
+    local.link_layer = p->link_layer;
+    DCCL_INFO(DCCL_NET, "net_ib: using %s port %d (%s): %s", local.name, local.port,
+              local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", why);
   } else {
     snprintf(local.why, sizeof(local.why), "%s", n == 0 ? "no RDMA device"
                                                         : "no active RDMA port passes DCCL_IB_HCA; ports:");

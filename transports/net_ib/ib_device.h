@@ -1,5 +1,6 @@
-/* Finding this process's RDMA device: the first device and port that is ACTIVE and passes DCCL_IB_HCA. Found
- * once per process; the answer goes into every communicator's peer info, so both ends of a link can tell whether
+/* Finding this process's RDMA device: of the ports that are ACTIVE and pass DCCL_IB_HCA, the one nearest the
+ * process's GPU (its current device when first asked), or its CPUs, in hwloc's tree (src/topo/pci_topo.c); logged
+ * at INFO with every candidate's distance. Found once per process; the answer goes into every communicator's peer info, so both ends of a link can tell whether
  * net_ib reaches the other. */
 #ifndef DCCL_IB_DEVICE_H_
 #define DCCL_IB_DEVICE_H_
