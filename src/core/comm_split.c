@@ -149,6 +149,9 @@ static ncclResult_t check_parent(struct dccl_comm *comm, ncclComm_t *newcomm, co
   if (atomic_load(&comm->init_state) != DCCL_INIT_READY)
     return dccl_error(ncclInvalidUsage, "%s: the parent communicator is %s", call,
                       atomic_load(&comm->init_state) == DCCL_INIT_PENDING ? "still being created" : "failed");
+  /* The other ranks meet over the parent's bootstrap to drain after a mismatch: join them (as a rank that cannot
+   * keep) before the split's own exchanges would cross theirs. */
+  if (atomic_load(&comm->drain_pending)) return dccl_op_failed(comm, NULL, ncclInvalidUsage);
   return ncclSuccess;
 }
 

@@ -133,7 +133,10 @@ static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64
   int stride = 0;
   for (int r = 0; r < n; r++) {
     if (!hello[r].keep) {
-      snprintf(why, len, "rank %d failed inside a group, on a nonblocking communicator or with another error", r);
+      snprintf(why, len,
+               "rank %d could not take part (it failed inside a group, on a nonblocking communicator or with another "
+               "error, or was splitting the communicator)",
+               r);
       goto out;
     }
     if (hello[r].seq != failed) {
@@ -171,6 +174,9 @@ out:
 static ncclResult_t settle(struct dccl_comm *comm, int keep, uint64_t seq) {
   char text[400], why[300];
   uint64_t failed = drain_seq(comm, text, sizeof(text));
+  /* Not silent while it waits: a rank that returned from the collective joins only at its next call. */
+  DCCL_WARN(DCCL_COLL, "collective #%llu failed on mismatched calls; meeting the other ranks to drain its links",
+            (unsigned long long)failed);
   if (meet_and_drain(comm, keep, seq, failed, why, sizeof(why))) {
     pthread_mutex_lock(&comm->stall_lock);
     if (comm->drain_seq == failed) {

@@ -15,7 +15,10 @@
  * call too: every rank's collective #0 fails) keep the communicator: the message says it stays usable,
  * ncclCommGetAsyncError reports ncclSuccess, and a correct all-reduce runs on it next. Of the sends, the mismatched
  * receive (rank 1's) fails so; a send is done once its bytes are in the link, so the others may succeed; that case
- * fails the communicator (ncclCommGetAsyncError says so, and the message says it cannot be kept). Then every rank
+ * fails the communicator (ncclCommGetAsyncError says so, and the message says it cannot be kept). So does case
+ *   returned   ncclBroadcast from root 0 of 2048 floats where the others expect 1024: the root is done before
+ *              anyone sees it; its next call (an all-reduce) fails, and every rank says rank 0 had already
+ *              returned from the broadcast, so the communicator cannot be kept. Then every rank
  * makes a new communicator and gets a correct all-reduce from it. With DCCL_CHECK=0 (case "unchecked") the type
  * mismatch is not caught: the call succeeds.
  * A root mismatch where no data flows (each rank waits for the other) is left to the stall report (not built). */
@@ -29,9 +32,9 @@
 #define MAX_RANKS 8
 #define MAX_COUNT 65536
 
-enum what { COUNT_SMALL, COUNT_RING, COUNT_TREE, TYPE, REDUCTION, P2P_BYTES, EXTRA_CALL, UNCHECKED, NCASES };
-static const char *const names[NCASES] = {"count",     "count (ring)", "count (tree)", "type",
-                                          "reduction", "p2p bytes",    "extra call",   "unchecked"};
+enum what { COUNT_SMALL, COUNT_RING, COUNT_TREE, TYPE, REDUCTION, P2P_BYTES, EXTRA_CALL, RETURNED, UNCHECKED, NCASES };
+static const char *const names[NCASES] = {"count",     "count (ring)", "count (tree)", "type",     "reduction",
+                                          "p2p bytes", "extra call",   "returned",     "unchecked"};
 
 struct rank_report {
   int rc, async_rc, async_err, after_rc, kept_rc;
@@ -56,6 +59,10 @@ static ncclResult_t call(const struct shared *sh, int rank, ncclComm_t comm, flo
     case EXTRA_CALL: {
       ncclResult_t rc = odd ? ncclAllReduce(send, recv, 1024, ncclFloat, ncclSum, comm, NULL) : ncclSuccess;
       return rc == ncclSuccess ? ncclBroadcast(send, recv, 1024, ncclFloat, 0, comm, NULL) : rc;
+    }
+    case RETURNED: { /* the root sends and is done before anyone sees the count; its next call finds out */
+      ncclResult_t rc = ncclBroadcast(send, recv, odd ? 2048 : 1024, ncclFloat, 0, comm, NULL);
+      return rc == ncclSuccess && odd ? ncclAllReduce(send, recv, 1024, ncclFloat, ncclSum, comm, NULL) : rc;
     }
     case TYPE:
     case UNCHECKED: return ncclAllReduce(send, recv, 1024, odd ? ncclInt32 : ncclFloat, ncclSum, comm, NULL);
@@ -112,10 +119,10 @@ static int rank_main(void *arg, int rank) {
 static void expected_calls(int what, const char **odd, const char **even) {
   static const char *const odds[] = {"2048 x float32 sum", "65536 x float32 sum", "65536 x float32 sum",
                                      "1024 x int32 sum",   "1024 x float32 max",  "8192 bytes",
-                                     "ncclAllReduce #0"};
+                                     "ncclAllReduce #0",   "2048 x float32, root 0"};
   static const char *const evens[] = {"1024 x float32 sum", "32768 x float32 sum", "32768 x float32 sum",
                                       "1024 x float32 sum", "1024 x float32 sum",  "4096 bytes",
-                                      "ncclBroadcast #0"};
+                                      "ncclBroadcast #0",   "1024 x float32, root 0"};
   *odd = odds[what];
   *even = evens[what];
 }
@@ -153,7 +160,10 @@ static void run_case(struct shared *sh, int nranks, int what) {
     FH_EXPECT(me->rc != ncclSuccess, "%s, %d ranks: rank %d's mismatched call succeeded", names[what], nranks, r);
     FH_EXPECT(me->call_s < 1.0, "%s, %d ranks: rank %d's call took %.2f s to fail", names[what], nranks, r,
               me->call_s);
-    int keeps = what != P2P_BYTES;
+    int keeps = what != P2P_BYTES && what != RETURNED;
+    if (what == RETURNED)
+      FH_EXPECT(fh_text_has(me->text, "rank 0 had already returned from that call"),
+                "returned, %d ranks: rank %d does not say rank 0 had returned: %s", nranks, r, me->text);
     if (keeps) {
       FH_EXPECT(me->async_rc == ncclSuccess && me->async_err == ncclSuccess && fh_text_has(me->text, "stays usable"),
                 "%s, %d ranks: rank %d: the communicator was not kept (ncclCommGetAsyncError %d): %s", names[what],
