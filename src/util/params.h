@@ -23,8 +23,8 @@
                         "Device buffers: `shm` (or `staged`) stages them through pinned shared host memory, "     \
                         "`p2p` maps GPU memory; empty: p2p between ranks on one GPU, else staged.")               \
   X(IB_HCA, STR, "", "RDMA devices net_ib may use: comma-separated names with optional `:port`, matched as "      \
-                     "prefixes (`=mlx5_0` exact, a leading `^` excludes). Of the active ports that pass, the "    \
-                     "one nearest the GPU (or the CPUs) in hwloc's tree is used.")                               \
+                     "prefixes (`=mlx5_0` exact, a leading `^` excludes). Of the active ports that pass, those "   \
+                     "nearest the GPU (or the CPUs) in hwloc's tree are used, lane L on the L mod n-th.")       \
   X(IB_GID_INDEX, INT, -1, "RoCE GID index to use (-1: the RoCEv2 GID of the address that routes to the peer).")  \
   X(IB_QPS_PER_CONN, INT, 1, "Queue pairs per net_ib connection (1..8); slots are striped across them.")          \
   X(IB_TIMEOUT, INT, 14, "net_ib ack timeout exponent: 4.096 us * 2^value per retry.")                            \

@@ -66,3 +66,7 @@ endforeach()
 # An idle communicator over net_ib costs no CPU: its proxy thread falls asleep on the completion channel.
 dccl_add_roce_guest_test(NAME roce.ib.idle_cpu TIMEOUT 300 COMMAND env DCCL_SOCKET_IFNAME=v0
                          $<TARGET_FILE:fault_idle_cpu> ib)
+
+# Two RDMA ports (a second soft-RoCE device made for the test): lanes spread over both, every collective right.
+dccl_add_roce_guest_test(NAME roce.ib.two_rails TIMEOUT 300
+                         COMMAND ${DCCL_ROCE_DIR}/two_rails.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:coll_suite>)

@@ -37,6 +37,8 @@ int dccl_ib_hca_match(const char *spec, const char *name, int port) {
 }
 
 static struct dccl_ib_local local;
+static struct dccl_ib_local rails[DCCL_IB_MAX_RAILS];
+static int nrails;
 static pthread_once_t local_once = PTHREAD_ONCE_INIT;
 
 #define MAX_PORTS 16
@@ -86,20 +88,28 @@ static void list_ports(struct ibv_device *dev, const char *spec, struct port *po
   ibv_close_device(ctx);
 }
 
+int dccl_ib_rails_of(const int *hops, const int *link_layer, int n, int best, int *out, int max) {
+  int count = 0, first = best >= 0 ? best : 0;
+  if (n <= 0 || max <= 0) return 0;
+  out[count++] = first;
+  for (int i = 0; i < n && count < max; i++)
+    if (i != first && link_layer[i] == link_layer[first] && (best < 0 || hops[i] == hops[best])) out[count++] = i;
+  return count;
+}
+
 /* Of several ports, the one nearest this process's GPU (the current device), or its CPUs without one, in hwloc's
- * tree; the first where that cannot be told. Writes why into `why`. */
-static int nearest_port(const struct port *ports, int n, char *why, size_t len) {
+ * tree (-1 where that cannot be told); hops[] gets each port's distance. Writes why into `why`. */
+static int nearest_port(const struct port *ports, int n, int *hops, char *why, size_t len) {
   char gpu[32] = "";
   unsigned char uuid[16];
   int ordinal = dccl_cuda_available() ? dccl_cuda_current_ordinal() : -1;
   if (ordinal >= 0 && !dccl_cuda_device_identity(ordinal, uuid, gpu, sizeof(gpu))) gpu[0] = 0;
   const char *pcis[MAX_PORTS];
-  int hops[MAX_PORTS];
   for (int i = 0; i < n; i++) pcis[i] = ports[i].pci[0] ? ports[i].pci : NULL;
   int best = dccl_pci_nearest(gpu[0] ? gpu : NULL, pcis, n, hops);
   if (best < 0) {
     snprintf(why, len, "the first of %d (hwloc cannot place them)", n);
-    return 0;
+    return -1;
   }
   int w = snprintf(why, len, "nearest to %s%s in hwloc's tree:", gpu[0] ? "GPU " : "this process's CPUs",
                    gpu[0] ? gpu : "");
@@ -118,13 +128,20 @@ static void discover(void) {
   for (int i = 0; list && i < n; i++) list_ports(list[i], spec, ports, &nports, seen, sizeof(seen));
   if (list) ibv_free_device_list(list);
   if (nports > 0) {
-    const struct port *p = &ports[nports > 1 ? nearest_port(ports, nports, why, sizeof(why)) : 0];
-    local.ready = 1;
-    snprintf(local.name, sizeof(local.name), "%.63s", p->name);
-    local.port = p->port;
-    local.link_layer = p->link_layer;
-    DCCL_INFO(DCCL_NET, "net_ib: using %s port %d (%s): %s", local.name, local.port,
-              local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", why);
+    int hops[MAX_PORTS], layers[MAX_PORTS], picked[DCCL_IB_MAX_RAILS];
+    int best = nports > 1 ? nearest_port(ports, nports, hops, why, sizeof(why)) : 0;
+    for (int i = 0; i < nports; i++) layers[i] = ports[i].link_layer;
+    nrails = dccl_ib_rails_of(hops, layers, nports, best, picked, DCCL_IB_MAX_RAILS);
+    char names[200] = "";
+    for (int r = 0; r < nrails; r++) {
+      const struct port *p = &ports[picked[r]];
+      rails[r] = (struct dccl_ib_local){.ready = 1, .port = p->port, .link_layer = p->link_layer};
+      snprintf(rails[r].name, sizeof(rails[r].name), "%.63s", p->name);
+      snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%.63s:%d", r ? ", " : "", p->name, p->port);
+    }
+    local = rails[0];
+    DCCL_INFO(DCCL_NET, "net_ib: using %s port %d (%s): %s; rails (lane mod %d): %s", local.name, local.port,
+              local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", why, nrails, names);
   } else {
     snprintf(local.why, sizeof(local.why), "%s", n == 0 ? "no RDMA device"
                                                         : "no active RDMA port passes DCCL_IB_HCA; ports:");
@@ -136,4 +153,10 @@ static void discover(void) {
 const struct dccl_ib_local *dccl_ib_local(void) {
   pthread_once(&local_once, discover);
   return &local;
+}
+
+int dccl_ib_rails(const struct dccl_ib_local **out) {
+  pthread_once(&local_once, discover);
+  *out = rails;
+  return nrails;
 }

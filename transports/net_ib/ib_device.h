@@ -17,6 +17,18 @@ struct dccl_ib_local {
 
 const struct dccl_ib_local *dccl_ib_local(void);
 
+/* The ports this process spreads its links over ("rails"): dccl_ib_local()'s first, then the other active ports
+ * that pass DCCL_IB_HCA, share its link layer and are as near (every one such port where hwloc cannot place them).
+ * A link on lane L uses rail L mod the count, so both ends of a link, listing the same rails, meet on one (a
+ * rail-optimised fabric wires NIC k of every host to the same switch). Returns the count (0: none ready). */
+#define DCCL_IB_MAX_RAILS 8
+int dccl_ib_rails(const struct dccl_ib_local **rails);
+
+/* The rails among n candidates: `best` (the nearest; -1 when hwloc placed none) and every other of its link layer
+ * with as few hops (hops[i]: -1 when not placed; all count when best is -1), best first, then in order; at most
+ * max. Writes their indices into `rails` and returns how many. */
+int dccl_ib_rails_of(const int *hops, const int *link_layer, int n, int best, int *rails, int max);
+
 /* Does device `name`, port `port` pass the DCCL_IB_HCA filter `spec`? Entries are comma-separated names with an
  * optional ":port"; a name matches as a prefix, or exactly after "="; a leading "^" turns the list into
  * exclusions. An empty spec passes everything. */

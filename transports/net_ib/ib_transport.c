@@ -36,29 +36,29 @@ static int ib_can_connect(const struct dccl_peer_info *self, const struct dccl_p
 
 static const char *peer_host(const struct dccl_conn *conn) { return conn->ctx->peers[conn->peer].hostname; }
 
-/* A communicator's net_ib state (ctx->transport_state[index]): its reference on the process's context. */
+/* A communicator's net_ib state (ctx->transport_state[index]): its reference on the context of each rail its
+ * links use (ib_device.h: lane L on rail L mod the count). */
 struct ib_comm {
-  struct dccl_ib_ctx *ic;
+  struct dccl_ib_ctx *ic[DCCL_IB_MAX_RAILS];
   int oversubscribed; /* as given to dccl_ib_ctx_acquire */
 };
 
-/* The context this communicator's links use; the communicator's first link takes the reference. */
+/* The context of the rail this link's lane uses; the rail's first link takes the reference. */
 static ncclResult_t comm_ctx(struct dccl_conn *conn, struct dccl_ib_ctx **out) {
   void **slot = &conn->ctx->transport_state[conn->transport->index];
+  const struct dccl_ib_local *rails;
+  int nrails = dccl_ib_rails(&rails);
+  if (nrails == 0) return dccl_error(ncclSystemError, "net_ib: %s", dccl_ib_local()->why);
   if (!*slot) {
-    const struct dccl_ib_local *dev = dccl_ib_local();
-    if (!dev->ready) return dccl_error(ncclSystemError, "net_ib: %s", dev->why);
     struct ib_comm *c = calloc(1, sizeof(*c));
     if (!c) return dccl_error(ncclSystemError, "out of memory for net_ib state");
     c->oversubscribed = conn->ctx->oversubscribed;
-    ncclResult_t res = dccl_ib_ctx_acquire(dev, c->oversubscribed, &c->ic);
-    if (res != ncclSuccess) {
-      free(c);
-      return res;
-    }
     *slot = c;
   }
-  *out = ((struct ib_comm *)*slot)->ic;
+  struct ib_comm *c = *slot;
+  int rail = conn->lane % nrails;
+  if (!c->ic[rail]) DCCLCHECK(dccl_ib_ctx_acquire(&rails[rail], c->oversubscribed, &c->ic[rail]));
+  *out = c->ic[rail];
   return ncclSuccess;
 }
 
@@ -66,7 +66,8 @@ static ncclResult_t comm_ctx(struct dccl_conn *conn, struct dccl_ib_ctx **out) {
 static void ib_comm_free(void *state, int aborted) {
   struct ib_comm *c = state;
   if (!c) return;
-  dccl_ib_ctx_release(c->ic, c->oversubscribed);
+  for (int r = 0; r < DCCL_IB_MAX_RAILS; r++)
+    if (c->ic[r]) dccl_ib_ctx_release(c->ic[r], c->oversubscribed);
   free(c);
 }
 
