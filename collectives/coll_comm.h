@@ -85,7 +85,8 @@ struct dccl_coll_comm {
   struct dccl_dev_comm *dev; /* the GPU state (collectives/device/dev_exec.c); NULL: host buffers only */
   struct dccl_op_queue queue;
   /* Cost model constants, measured at creation (src/tune). */
-  double alpha_ns; /* per pipeline step latency */
+  double alpha_ns; /* per pipeline step latency (between hosts, where ring 0 crosses them: its slowest hop) */
+  double alpha_intra_ns; /* one hand-off between ranks of a host (measured on ring 0's hops inside a host) */
   double bw_bytes_per_ns;
   /* The communicator's failure state, owned by core. */
   _Atomic int *abort_flag; /* nonzero: every wait stops */

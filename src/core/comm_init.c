@@ -237,10 +237,11 @@ static ncclResult_t connect_creation_links(struct dccl_comm *comm, int device_li
 
 /* Every rank probes, then all take the slowest rank's constants, so all choose the same algorithms. */
 static ncclResult_t measure_cost_model(struct dccl_comm *comm) {
-  double *all = calloc((size_t)comm->nranks, 2 * sizeof(double));
+  const size_t fields = DCCL_TUNE_PROBE_FIELDS;
+  double *all = calloc((size_t)comm->nranks, fields * sizeof(double));
   if (!all) return dccl_error(ncclSystemError, "out of memory");
-  ncclResult_t res = dccl_tune_probe(&comm->coll, all + 2 * comm->rank);
-  if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, all, 2 * sizeof(double));
+  ncclResult_t res = dccl_tune_probe(&comm->coll, all + fields * (size_t)comm->rank);
+  if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, all, fields * sizeof(double));
   if (res == ncclSuccess) dccl_tune_agree(&comm->coll, all);
   free(all);
   return res;

@@ -58,7 +58,8 @@ static ncclResult_t check_stalled(const struct dccl_coll_comm *c, struct dccl_co
  * (each rank sends only after it received), so every rank learns it before passing it. *ns is the time of the
  * steps after `warm`, *timed their count. */
 static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next, struct dccl_conn *prev,
-                                uint64_t max_steps, uint64_t warm, double *ns, uint64_t *timed) {
+                                uint64_t max_steps, uint64_t warm, double *ns, uint64_t *timed, double means[2]) {
+  double sum_sent = 0, sum_received = 0;
   struct dccl_waiter w;
   dccl_waiter_init(&w, c->oversubscribed);
   int leader = c->rings[0].pos == 0;
@@ -73,6 +74,7 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
       uint64_t stop = nsteps < max_steps ? nsteps : 0; /* 0: not decided */
       memcpy(s.payload, &stop, sizeof(stop));
       dccl_conn_send_post(next, &s, sizeof(stop), sent, 0);
+      if (sent >= warm) sum_sent += (double)dccl_now_ns();
       sent++;
       moved = 1;
     }
@@ -84,6 +86,7 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
       moved = 1;
       if (stop && stop < nsteps) nsteps = stop;
       t1 = (uint64_t)dccl_now_ns();
+      if (received > warm) sum_received += (double)t1; /* token received - 1 */
       if (received == warm) t0 = t1;
       if (leader && nsteps == max_steps && received >= 2 * warm && t1 - t0 >= (uint64_t)PROBE_BUDGET_NS &&
           received + (uint64_t)c->nranks < max_steps)
@@ -97,6 +100,8 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
   }
   *ns = (double)(t1 - t0);
   *timed = nsteps - warm;
+  means[0] = *timed ? sum_sent / (double)*timed : 0;
+  means[1] = *timed ? sum_received / (double)*timed : 0;
   return ncclSuccess;
 }
 
@@ -115,8 +120,8 @@ static int copies_for_host(const struct dccl_coll_comm *c) {
   return 1;
 }
 
-ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]) {
-  mine[0] = mine[1] = 0; /* 0: not measured here (overridden, or another rank's) */
+ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[DCCL_TUNE_PROBE_FIELDS]) {
+  for (int i = 0; i < DCCL_TUNE_PROBE_FIELDS; i++) mine[i] = 0; /* 0: not measured here */
   if (c->nranks > 1 && dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS) <= 0) {
     struct dccl_conn *next = c->find_conn(c, c->rings[0].next, 1, 0), *prev = c->find_conn(c, c->rings[0].prev, 0, 0);
     if (!next || !prev) return dccl_error(ncclInternalError, "cost model probe: ring 0 is not connected");
@@ -124,7 +129,7 @@ ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[2]) {
     uint64_t lap = 2 * (uint64_t)c->nranks - 1, warm = (uint64_t)c->nranks;
     double ns;
     uint64_t timed;
-    DCCLCHECK(pass_tokens(c, next, prev, warm + lap * PROBE_LAPS, warm, &ns, &timed));
+    DCCLCHECK(pass_tokens(c, next, prev, warm + lap * PROBE_LAPS, warm, &ns, &timed, mine + 2));
     mine[0] = ns / (double)timed;
   }
   if (dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS) <= 0 && copies_for_host(c)) {

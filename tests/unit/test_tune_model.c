@@ -64,6 +64,31 @@ int main(void) {
   check(near(dccl_tune_predict_ns(&hosts, DCCL_ALGO_TREE, (size_t)mib), dccl_model_allreduce_ns(&live, DCCL_ALGO_TREE, mib),
              1e-12),
         "8 x 8 ranks: the live tree prediction is the two-level model's");
+  /* The measured constants: 4 ranks on 2 hosts, ring 0 in rank order. The step (2000 ns) is the slowest hop's;
+   * neighbours of one host time their hand-off from the mean send and receive times of the timed tokens (rank 0
+   * to 1: 300 ns, rank 2 to 3: 400 ns); hops between hosts (other clocks) are not compared. */
+  unsetenv("DCCL_TUNE_ALPHA_NS");
+  unsetenv("DCCL_TUNE_BW_MBPS");
+  struct dccl_peer_info peers[4] = {{.host_hash = 1, .real_host_hash = 9}, {.host_hash = 1, .real_host_hash = 9},
+                                    {.host_hash = 2, .real_host_hash = 9}, {.host_hash = 2, .real_host_hash = 9}};
+  int order[4] = {0, 1, 2, 3};
+  struct dccl_coll_comm agreed = {.nranks = 4, .peers = peers, .nhosts = 2, .ranks_per_host = 2};
+  agreed.rings[0].order = order;
+  double all[4 * DCCL_TUNE_PROBE_FIELDS] = {
+      1900, 5, 1000, 9e9,   /* rank 0: sent at 1000 on average; its receives come from rank 3 (another host) */
+      2000, 4, 5000, 1300,  /* rank 1: received rank 0's at 1300 */
+      1950, 5, 100, -7e9,   /* rank 2: its receives come from rank 1 (another host, another clock) */
+      1990, 5, 8000, 500};  /* rank 3: received rank 2's at 500 */
+  dccl_tune_agree(&agreed, all);
+  check(agreed.alpha_ns == 2000 && agreed.bw_bytes_per_ns == 4, "the slowest step and copy: %.0f ns, %.1f",
+        agreed.alpha_ns, agreed.bw_bytes_per_ns);
+  check(agreed.alpha_intra_ns == 400, "the slowest hand-off inside a host: %.0f ns, want 400", agreed.alpha_intra_ns);
+  peers[1].real_host_hash = 8; /* rank 1 on another machine: its clock says nothing about rank 0's */
+  dccl_tune_agree(&agreed, all);
+  check(agreed.alpha_intra_ns == 400, "pairs on different machines are not compared: %.0f", agreed.alpha_intra_ns);
+  peers[3].host_hash = 3;
+  dccl_tune_agree(&agreed, all);
+  check(agreed.alpha_intra_ns == 2000, "no pair inside a host: the step (%.0f)", agreed.alpha_intra_ns);
   printf("test_tune_model: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
 }
