@@ -38,7 +38,7 @@ void dccl_drain_request(struct dccl_comm *comm, int same_collective, uint64_t se
   if (same_collective && !conflict) return; /* each rank's failing call logs the error */
   snprintf(why, sizeof(why), "%s (the communicator cannot be kept: %s)", text,
            conflict ? "the ranks disagree about which collective failed"
-                    : "the ranks are in different operations; make a new communicator");
+                    : "only a mismatch inside one collective can be drained; make a new communicator");
   if (atomic_load(&comm->async_error) == ncclSuccess) DCCL_WARN(DCCL_COLL, "%s", why);
   dccl_comm_set_failed(comm, ncclInvalidUsage, why);
 }
