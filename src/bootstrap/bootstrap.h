@@ -42,6 +42,10 @@ ncclResult_t dccl_bootstrap_barrier(struct dccl_bootstrap *b);
  * to call recv (small messages). */
 ncclResult_t dccl_bootstrap_send(struct dccl_bootstrap *b, int peer, uint32_t tag, const void *data, size_t size);
 ncclResult_t dccl_bootstrap_recv(struct dccl_bootstrap *b, int peer, uint32_t tag, void *data, size_t size);
+/* recv that gives up at deadline_ns (dccl_now_ns's clock) with *timed_out = 1 and nothing taken, so the caller can
+ * do something else and wait again (DCCL_TIMEOUT, when set and sooner, still ends it as an error). */
+ncclResult_t dccl_bootstrap_recv_by(struct dccl_bootstrap *b, int peer, uint32_t tag, void *data, size_t size,
+                                    int64_t deadline_ns, int *timed_out);
 
 /* Liveness. Every rank keeps one connection to rank 0; a monitor thread per rank sleeps in poll() on it (so an
  * idle communicator costs no CPU). When a rank's process ends without saying goodbye, rank 0 notices the EOF and

@@ -316,8 +316,10 @@ ncclResult_t dccl_bootstrap_send_msg(struct dccl_bootstrap *b, int peer, uint32_
   return res;
 }
 
-ncclResult_t dccl_bootstrap_recv_msg(struct dccl_bootstrap *b, int peer, uint32_t channel, uint32_t tag, void *data,
-                                     size_t size, int64_t deadline_ns) {
+/* Waits for the message; with `timed_out`, a deadline passing is not an error: *timed_out says so, nothing was
+ * taken, and the caller may wait again. */
+static ncclResult_t recv_wait(struct dccl_bootstrap *b, int peer, uint32_t channel, uint32_t tag, void *data,
+                              size_t size, int64_t deadline_ns, int *timed_out) {
   DCCLCHECK(check_peer(b, peer, "recv"));
   if (size && !data) return dccl_error(ncclInvalidArgument, "bootstrap recv: data is NULL");
   for (;;) {
@@ -327,11 +329,28 @@ ncclResult_t dccl_bootstrap_recv_msg(struct dccl_bootstrap *b, int peer, uint32_
       return dccl_error(ncclRemoteError, "bootstrap rank %d: rank %d closed its connection before sending tag %u",
                         b->rank, peer, tag);
     int state = dccl_wait_state(b->abort_flag, deadline_ns);
+    if (state == DCCL_WAIT_TIMED_OUT && timed_out) {
+      *timed_out = 1;
+      return ncclSuccess;
+    }
     if (state != DCCL_WAIT_OK)
       return dccl_error(ncclRemoteError, "bootstrap rank %d: %s while waiting for tag %u from rank %d", b->rank,
                         state == DCCL_WAIT_ABORTED ? "aborted" : "timed out", tag, peer);
     DCCLCHECK(dccl_bootstrap_progress(b, -1, NULL, deadline_ns));
   }
+}
+
+ncclResult_t dccl_bootstrap_recv_msg(struct dccl_bootstrap *b, int peer, uint32_t channel, uint32_t tag, void *data,
+                                     size_t size, int64_t deadline_ns) {
+  return recv_wait(b, peer, channel, tag, data, size, deadline_ns, NULL);
+}
+
+ncclResult_t dccl_bootstrap_recv_by(struct dccl_bootstrap *b, int peer, uint32_t tag, void *data, size_t size,
+                                    int64_t deadline_ns, int *timed_out) {
+  *timed_out = 0;
+  int64_t op = dccl_bootstrap_op_deadline(b); /* DCCL_TIMEOUT still ends the wait, as an error */
+  if (op && op < deadline_ns) return recv_wait(b, peer, DCCL_CHANNEL_USER, tag, data, size, op, NULL);
+  return recv_wait(b, peer, DCCL_CHANNEL_USER, tag, data, size, deadline_ns, timed_out);
 }
 
 ncclResult_t dccl_bootstrap_send(struct dccl_bootstrap *b, int peer, uint32_t tag, const void *data, size_t size) {

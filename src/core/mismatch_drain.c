@@ -16,6 +16,7 @@
 
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/wait.h"
@@ -114,8 +115,40 @@ static ncclResult_t drain_links(struct dccl_comm *comm, const struct drain_row *
   }
 }
 
+#define DRAIN_TAG 0x44000000u         /* bootstrap messages of the meeting (connect.c's are 0x43...) */
+#define NOTE_EVERY_NS 100000000ll     /* a stall note stays fresh for 200 ms (stall_report.c) */
+
+/* Waits for `peer`'s check-in, noting between waits what this rank waits for (`call`: the collective it failed;
+ * NULL: no note), so that a stall report after DCCL_STALL_REPORT_MS names a rank that does not come: one that
+ * returned from the collective joins only at its next call. */
+static ncclResult_t wait_for(struct dccl_comm *comm, int peer, const struct dccl_slot_header *call) {
+  int64_t start = dccl_now_ns();
+  for (;;) {
+    uint8_t byte;
+    int timed_out;
+    DCCLCHECK(dccl_bootstrap_recv_by(comm->bootstrap, peer, DRAIN_TAG, &byte, 1, dccl_now_ns() + NOTE_EVERY_NS,
+                                     &timed_out));
+    if (!timed_out) return ncclSuccess;
+    if (call) dccl_stall_note(comm, call, peer, (uint64_t)(dccl_now_ns() - start));
+  }
+}
+
+/* The meeting's first step, the only one that may wait long: every rank checks in with rank 0, which answers once
+ * all have. After it every rank is in the meeting, so its exchanges run at once. */
+static ncclResult_t check_in(struct dccl_comm *comm, const struct dccl_slot_header *call) {
+  uint8_t byte = 1;
+  if (comm->rank != 0) {
+    DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, 0, DRAIN_TAG, &byte, 1));
+    return wait_for(comm, 0, call);
+  }
+  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(wait_for(comm, r, call));
+  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, r, DRAIN_TAG, &byte, 1));
+  return ncclSuccess;
+}
+
 /* Every rank: says whether it can keep, and if all can, drains. Returns 1 when kept; else *why says why not. */
-static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64_t failed, char *why, size_t len) {
+static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64_t failed,
+                          const struct dccl_slot_header *call, char *why, size_t len) {
   int n = comm->nranks, nsend = 0;
   for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next) nsend += drained_lane(e) && e->is_send;
   struct drain_hello *hello = calloc((size_t)n, sizeof(*hello));
@@ -126,7 +159,7 @@ static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64
     return 0;
   }
   hello[comm->rank] = (struct drain_hello){keep, nsend, seq};
-  if (dccl_bootstrap_allgather(comm->bootstrap, hello, sizeof(*hello)) != ncclSuccess) {
+  if (check_in(comm, call) != ncclSuccess || dccl_bootstrap_allgather(comm->bootstrap, hello, sizeof(*hello)) != ncclSuccess) {
     snprintf(why, len, "the ranks could not meet to drain: %s", dccl_last_error());
     goto out;
   }
@@ -170,14 +203,15 @@ out:
   return kept;
 }
 
-/* This rank's part: `keep` when it fails collective `seq` (the failed one) by itself, with nothing else in flight. */
-static ncclResult_t settle(struct dccl_comm *comm, int keep, uint64_t seq) {
+/* This rank's part: `keep` when it fails collective `seq` (the failed one) by itself, with nothing else in flight;
+ * `call` (or NULL) what it was called with, for stall notes while it waits for the others. */
+static ncclResult_t settle(struct dccl_comm *comm, int keep, uint64_t seq, const struct dccl_slot_header *call) {
   char text[400], why[300];
   uint64_t failed = drain_seq(comm, text, sizeof(text));
   /* Not silent while it waits: a rank that returned from the collective joins only at its next call. */
   DCCL_WARN(DCCL_COLL, "collective #%llu failed on mismatched calls; meeting the other ranks to drain its links",
             (unsigned long long)failed);
-  if (meet_and_drain(comm, keep, seq, failed, why, sizeof(why))) {
+  if (meet_and_drain(comm, keep, seq, failed, call, why, sizeof(why))) {
     pthread_mutex_lock(&comm->stall_lock);
     if (comm->drain_seq == failed) {
       atomic_store(&comm->drain_pending, 0);
@@ -199,13 +233,18 @@ ncclResult_t dccl_drain_at_entry(struct dccl_comm *comm, int kind) {
   if (!is_collective(kind) || dccl_drain_error(comm, kind, comm->coll_seq) == ncclSuccess) return ncclSuccess;
   uint64_t seq = comm->coll_seq++; /* this call is the failed collective (or past it): it is used up */
   int alone = !comm->nonblocking && !comm->coll.queue.head;
-  return settle(comm, alone, seq);
+  return settle(comm, alone, seq, NULL);
 }
 
 ncclResult_t dccl_op_failed(struct dccl_comm *comm, const struct dccl_op *op, ncclResult_t res) {
   if (atomic_load(&comm->drain_pending)) { /* the other ranks wait to meet: join them, even only to say no */
     int keep = res == ncclInvalidUsage && op && is_collective(op->kind) && !op->on_device && !comm->nonblocking;
-    return settle(comm, keep, keep ? op->seq : comm->coll_seq);
+    struct dccl_slot_header call;
+    if (op) {
+      call = op->call;
+      call.kind = (uint32_t)op->kind; /* as the waits note it */
+    }
+    return settle(comm, keep, keep ? op->seq : comm->coll_seq, op && op->call_ready ? &call : NULL);
   }
   char text[512];
   snprintf(text, sizeof(text), "%s", dccl_last_error());

@@ -6,7 +6,12 @@
  *         from the stall report naming both roots and saying the communicator stays usable; a correct all-reduce
  *         runs on it next, and a new communicator works afterwards.
  *   slow  2 ranks, DCCL_STALL_REPORT_MS=1000: rank 1 joins an all-reduce 3 s late. Rank 0 logs a report that says
- *         rank 1 is not in an operation, nothing fails, and the result is right. */
+ *         rank 1 is not in an operation, nothing fails, and the result is right.
+ *   late  2 ranks, DCCL_STALL_REPORT_MS=1000: rank 0, the root of a broadcast of 2048 floats where rank 1 expects
+ *         1024, is done before anyone sees it, sleeps 3 s, then calls an all-reduce. Rank 1's broadcast fails
+ *         and waits for rank 0 to meet and drain: the report (logged by rank 0's monitor thread while its caller
+ *         sleeps) shows rank 0 not in an operation and rank 1 waiting for it; when rank 0 calls, both calls fail
+ *         saying the communicator cannot be kept because rank 0 had returned from the broadcast. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +32,7 @@ struct rank_report {
 
 struct shared {
   ncclUniqueId id, id2;
-  int nranks, slow;
+  int nranks, slow; /* 0: root mismatch, 1: slow rank, 2: late to the drain */
   char log_dir[64];
   struct rank_report r[MAX_RANKS];
 };
@@ -43,11 +48,17 @@ static int rank_main(void *arg, int rank) {
     snprintf(me->text, sizeof me->text, "init: %s", ncclGetLastError(NULL));
     return 10;
   }
-  float *send = malloc(COUNT * sizeof(float)), *recv = calloc(COUNT, sizeof(float));
+  float *send = malloc(2 * COUNT * sizeof(float)), *recv = calloc(2 * COUNT, sizeof(float)); /* late: 2 COUNT */
   if (!send || !recv) return 11;
   fh_fill(send, COUNT, rank, 1);
   double t0 = fh_now();
-  if (sh->slow) {
+  if (sh->slow == 2) {
+    me->rc = ncclBroadcast(send, recv, rank == 0 ? 2 * COUNT : COUNT, ncclFloat, 0, comm, NULL);
+    if (rank == 0 && me->rc == ncclSuccess) {
+      fh_sleep(3.0);
+      me->rc = ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, NULL);
+    }
+  } else if (sh->slow) {
     if (rank == 1) fh_sleep(3.0);
     t0 = fh_now();
     me->rc = ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, NULL);
@@ -57,7 +68,8 @@ static int rank_main(void *arg, int rank) {
   }
   me->call_s = fh_now() - t0;
   fh_copy_text(me->text, sizeof me->text, ncclGetLastError(comm));
-  if (!sh->slow) { /* the failed broadcast left the communicator usable */
+  me->kept_rc = -1;
+  if (sh->slow == 0) { /* the failed broadcast left the communicator usable */
     fh_fill(send, COUNT, rank, 3);
     me->kept_rc = ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, NULL);
     if (me->kept_rc == ncclSuccess) me->kept_wrong = fh_check_sum(recv, COUNT, sh->nranks, 3, NULL);
@@ -87,7 +99,7 @@ static int file_has(const char *path, const char *needle) {
 }
 
 static void run_case(struct shared *sh, int nranks, int slow) {
-  const char *name = slow ? "slow rank" : "root mismatch";
+  const char *name = slow == 2 ? "late to the drain" : slow ? "slow rank" : "root mismatch";
   memset(sh->r, 0, sizeof sh->r);
   sh->nranks = nranks;
   sh->slow = slow;
@@ -108,6 +120,14 @@ static void run_case(struct shared *sh, int nranks, int slow) {
     }
     FH_EXPECT(me->after_rc == ncclSuccess && me->after_wrong == 0, "%s, %d ranks: rank %d's new communicator failed",
               name, nranks, r);
+    if (slow == 2) {
+      FH_EXPECT(me->rc == ncclInvalidUsage && fh_text_has(me->text, "cannot be kept") &&
+                    fh_text_has(me->text, "rank 0 had already returned"),
+                "late to the drain: rank %d: rc %d: %s", r, me->rc, me->text);
+      FH_EXPECT(r == 0 || me->call_s > 2.5, "late to the drain: rank %d failed after %.2f s, before rank 0 came", r,
+                me->call_s);
+      continue;
+    }
     if (slow) {
       FH_EXPECT(me->rc == ncclSuccess && me->wrong == 0, "slow rank: rank %d failed (%s) or is wrong (%zu)", r,
                 me->text, me->wrong);
@@ -125,8 +145,12 @@ static void run_case(struct shared *sh, int nranks, int slow) {
   char log[128];
   snprintf(log, sizeof log, "%s/rank0.log", sh->log_dir);
   FH_EXPECT(file_has(log, "stall report"), "%s, %d ranks: rank 0 logged no stall report", name, nranks);
-  if (slow)
+  if (slow == 1)
     FH_EXPECT(file_has(log, "rank 1: not waiting in an operation"), "slow rank: the report does not show rank 1 idle");
+  if (slow == 2)
+    FH_EXPECT(file_has(log, "rank 0: not waiting in an operation") && file_has(log, "waiting") &&
+                  file_has(log, "for rank 0"),
+              "late to the drain: the report does not show rank 0 idle and rank 1 waiting for it");
   for (int r = 0; r < nranks; r++) {
     snprintf(log, sizeof log, "%s/rank%d.log", sh->log_dir, r);
     unlink(log);
@@ -145,6 +169,7 @@ int main(int argc, char **argv) {
   fh_shm_snapshot_take(&snap);
   for (int nranks = 2; nranks <= MAX_RANKS; nranks++) run_case(sh, nranks, 0);
   run_case(sh, 2, 1);
+  run_case(sh, 2, 2);
   rmdir(sh->log_dir);
   fh_shm_check_leaks(&snap, "stall");
   fh_note("stall reports, %s: %s", mode, fh_failures ? "FAILED" : "passed");
