@@ -88,6 +88,7 @@ struct dccl_coll_comm {
   double alpha_ns; /* per pipeline step latency (between hosts, where ring 0 crosses them: its slowest hop) */
   double alpha_intra_ns; /* one hand-off between ranks of a host (measured on ring 0's hops inside a host) */
   double bw_bytes_per_ns;
+  double bw_net_bytes_per_ns; /* a ring step's rate between hosts (network or copies, the slower); 0: one host */
   /* The communicator's failure state, owned by core. */
   _Atomic int *abort_flag; /* nonzero: every wait stops */
   _Atomic int *dead_rank;  /* -1, or the rank whose death was reported */

@@ -105,6 +105,48 @@ static ncclResult_t pass_tokens(struct dccl_coll_comm *c, struct dccl_conn *next
   return ncclSuccess;
 }
 
+/* Ranks on several hosts: the rate of a ring step between hosts. Every rank hands PROBE_BW_SLOTS full slots to
+ * its ring 0 neighbour while taking as many from the other, copying each in and out as the executor does, so the
+ * slowest link (a network one, or a copy) paces them all, as in a ring all-reduce. One slot first, untimed. The
+ * rank's figure is bytes over its time; the slowest rank's is used. */
+#define PROBE_BW_SLOTS 8
+static ncclResult_t pass_slots(struct dccl_coll_comm *c, struct dccl_conn *next, struct dccl_conn *prev,
+                               double *bytes_per_ns) {
+  uint64_t chunk = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE), nslots = PROBE_BW_SLOTS + 1;
+  char *buf = calloc(1, chunk);
+  if (!buf) return dccl_error(ncclSystemError, "cost model probe: out of memory");
+  struct dccl_waiter w;
+  dccl_waiter_init(&w, c->oversubscribed);
+  uint64_t sent = 0, received = 0, t0 = 0;
+  ncclResult_t res = ncclSuccess;
+  while (res == ncclSuccess && (received < nslots || sent < nslots || !next->transport->send_flushed(next))) {
+    res = progress(next);
+    if (res == ncclSuccess) res = progress(prev);
+    int moved = 0;
+    struct dccl_send_slot s;
+    struct dccl_recv_slot r;
+    if (res == ncclSuccess && sent < nslots && dccl_conn_send_slot(next, chunk, DCCL_PROTO_BULK, &s)) {
+      memcpy(s.payload, buf, chunk);
+      dccl_conn_send_post(next, &s, chunk, sent++, 0);
+      moved = 1;
+    }
+    if (res == ncclSuccess && received < nslots && dccl_conn_recv_slot(prev, &r)) {
+      memcpy(buf, r.payload, r.h.bytes < chunk ? r.h.bytes : chunk);
+      dccl_conn_recv_done(prev);
+      if (++received == 1) t0 = (uint64_t)dccl_now_ns(); /* the untimed first slot is in */
+      moved = 1;
+    }
+    if (moved)
+      dccl_waiter_reset(&w);
+    else if (res == ncclSuccess && dccl_waiter_idle(&w))
+      res = check_stalled(c, received < nslots ? prev : next);
+  }
+  uint64_t dt = (uint64_t)dccl_now_ns() - t0;
+  *bytes_per_ns = res == ncclSuccess && dt ? (double)(PROBE_BW_SLOTS * chunk) / (double)dt : 0;
+  free(buf);
+  return res;
+}
+
 /* A property of the host: measured once per process (a child inherits the figure). */
 static double copy_bw;
 static pthread_once_t copy_bw_once = PTHREAD_ONCE_INIT;
@@ -131,6 +173,7 @@ ncclResult_t dccl_tune_probe(struct dccl_coll_comm *c, double mine[DCCL_TUNE_PRO
     uint64_t timed;
     DCCLCHECK(pass_tokens(c, next, prev, warm + lap * PROBE_LAPS, warm, &ns, &timed, mine + 2));
     mine[0] = ns / (double)timed;
+    if (c->nhosts > 1 && dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS) <= 0) DCCLCHECK(pass_slots(c, next, prev, mine + 4));
   }
   if (dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS) <= 0 && copies_for_host(c)) {
     pthread_once(&copy_bw_once, copy_bw_measure);

@@ -39,30 +39,35 @@ void dccl_tune_agree(struct dccl_coll_comm *c, const double *all) {
   const int f = DCCL_TUNE_PROBE_FIELDS;
   c->alpha_ns = 0;
   c->bw_bytes_per_ns = 1e9;
+  c->bw_net_bytes_per_ns = 0;
   for (int r = 0; r < c->nranks; r++) {
     if (all[f * r] > c->alpha_ns) c->alpha_ns = all[f * r];
     if (all[f * r + 1] > 0 && all[f * r + 1] < c->bw_bytes_per_ns) c->bw_bytes_per_ns = all[f * r + 1];
+    if (all[f * r + 4] > 0 && (c->bw_net_bytes_per_ns == 0 || all[f * r + 4] < c->bw_net_bytes_per_ns))
+      c->bw_net_bytes_per_ns = all[f * r + 4];
   }
   double intra = intra_handoff_ns(c, all);
   c->alpha_intra_ns = intra > 0 && intra < c->alpha_ns ? intra : c->alpha_ns;
   int64_t a = dccl_param_int(DCCL_PARAM_TUNE_ALPHA_NS), b = dccl_param_int(DCCL_PARAM_TUNE_BW_MBPS);
   if (a > 0) c->alpha_ns = c->alpha_intra_ns = (double)a;
   if (b > 0) c->bw_bytes_per_ns = (double)b / 1000.0;
-  DCCL_INFO(DCCL_TUNE, "cost model: step %.0f ns, hand-off inside a host %.0f ns, copy %.2f GB/s", c->alpha_ns,
-            c->alpha_intra_ns, c->bw_bytes_per_ns);
+  if (b > 0) c->bw_net_bytes_per_ns = 0; /* the copy rate stands for both links */
+  DCCL_INFO(DCCL_TUNE, "cost model: step %.0f ns, hand-off inside a host %.0f ns, copy %.2f GB/s, ring step between "
+            "hosts %.2f GB/s", c->alpha_ns, c->alpha_intra_ns, c->bw_bytes_per_ns, c->bw_net_bytes_per_ns);
 }
 
 /* Ranks on several hosts: the two-level model (model.c) with the measured constants: the probe's step (as slow as
  * ring 0's slowest hop, one between hosts) for a hand-off between hosts, the hand-off timed between neighbours of
- * one host for the rest; the copy bandwidth for both links (the network's own is not measured). It differs from
- * the one-level formulas below in the trees' depth, (depth(H) + 1) host heaps and depth(H) network hops, and in
- * charging each hand-off at its own link's speed. */
+ * one host for the rest; the copy rate inside a host, and between hosts the ring step's rate with full slots
+ * (copies included). It differs from the one-level formulas below in the trees' depth, (depth(H) + 1) host heaps
+ * and depth(H) network hops, and in charging each link at its own speed. */
 static double predict_hosts_ns(const struct dccl_coll_comm *comm, int algo, size_t bytes) {
   double intra = comm->alpha_intra_ns > 0 ? comm->alpha_intra_ns : comm->alpha_ns;
   struct dccl_model m = {.nhosts = comm->nhosts, .ranks_per_host = comm->ranks_per_host, .nics_per_host = 1,
                          .nchannels = 1, .chunk_bytes = (double)dccl_param_int(DCCL_PARAM_CHUNK_SIZE),
                          .alpha_intra_ns = intra, .bw_intra = comm->bw_bytes_per_ns, .tree_inner_moves = 3,
-                         .alpha_inter_ns = comm->alpha_ns, .bw_nic = comm->bw_bytes_per_ns};
+                         .alpha_inter_ns = comm->alpha_ns,
+                         .bw_nic = comm->bw_net_bytes_per_ns > 0 ? comm->bw_net_bytes_per_ns : comm->bw_bytes_per_ns};
   return dccl_model_allreduce_ns(&m, algo, (double)bytes);
 }
 

@@ -75,13 +75,23 @@ int main(void) {
   struct dccl_coll_comm agreed = {.nranks = 4, .peers = peers, .nhosts = 2, .ranks_per_host = 2};
   agreed.rings[0].order = order;
   double all[4 * DCCL_TUNE_PROBE_FIELDS] = {
-      1900, 5, 1000, 9e9,   /* rank 0: sent at 1000 on average; its receives come from rank 3 (another host) */
-      2000, 4, 5000, 1300,  /* rank 1: received rank 0's at 1300 */
-      1950, 5, 100, -7e9,   /* rank 2: its receives come from rank 1 (another host, another clock) */
-      1990, 5, 8000, 500};  /* rank 3: received rank 2's at 500 */
+      1900, 5, 1000, 9e9, 1.5,  /* rank 0: sent at 1000 on average; its receives come from rank 3 (another host) */
+      2000, 4, 5000, 1300, 1.2, /* rank 1: received rank 0's at 1300 */
+      1950, 5, 100, -7e9, 0,    /* rank 2: its receives come from rank 1 (another host, another clock) */
+      1990, 5, 8000, 500, 1.4}; /* rank 3: received rank 2's at 500 */
   dccl_tune_agree(&agreed, all);
   check(agreed.alpha_ns == 2000 && agreed.bw_bytes_per_ns == 4, "the slowest step and copy: %.0f ns, %.1f",
         agreed.alpha_ns, agreed.bw_bytes_per_ns);
+  check(agreed.bw_net_bytes_per_ns == 1.2, "the slowest ring step between hosts (0: not measured): %.1f",
+        agreed.bw_net_bytes_per_ns);
+  /* The live model charges the network at that rate: with a slow network the ring's time grows. */
+  struct dccl_coll_comm slow_net = agreed;
+  slow_net.alpha_intra_ns = 400;
+  double with_net = dccl_tune_predict_ns(&slow_net, DCCL_ALGO_RING, (size_t)gib);
+  slow_net.bw_net_bytes_per_ns = 0;
+  double copy_only = dccl_tune_predict_ns(&slow_net, DCCL_ALGO_RING, (size_t)gib);
+  check(with_net > 3 * copy_only, "a 1.2 GB/s network (vs 4 GB/s copies) makes the ring's 1 GiB over three times "
+        "slower: %.0f against %.0f ns", with_net, copy_only);
   check(agreed.alpha_intra_ns == 400, "the slowest hand-off inside a host: %.0f ns, want 400", agreed.alpha_intra_ns);
   peers[1].real_host_hash = 8; /* rank 1 on another machine: its clock says nothing about rank 0's */
   dccl_tune_agree(&agreed, all);
