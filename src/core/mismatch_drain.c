@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/params.h"
 #include "util/wait.h"
 
 void dccl_drain_request(struct dccl_comm *comm, int same_collective, uint64_t seq, const char *text) {
@@ -122,14 +123,18 @@ static ncclResult_t drain_links(struct dccl_comm *comm, const struct drain_row *
  * NULL: no note), so that a stall report after DCCL_STALL_REPORT_MS names a rank that does not come: one that
  * returned from the collective joins only at its next call. */
 static ncclResult_t wait_for(struct dccl_comm *comm, int peer, const struct dccl_slot_header *call) {
-  int64_t start = dccl_now_ns();
+  int64_t start = dccl_now_ns(), timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
   for (;;) {
     uint8_t byte;
     int timed_out;
     DCCLCHECK(dccl_bootstrap_recv_by(comm->bootstrap, peer, DRAIN_TAG, &byte, 1, dccl_now_ns() + NOTE_EVERY_NS,
                                      &timed_out));
     if (!timed_out) return ncclSuccess;
-    if (call) dccl_stall_note(comm, call, peer, (uint64_t)(dccl_now_ns() - start));
+    int64_t waited = dccl_now_ns() - start;
+    if (timeout_s > 0 && waited > timeout_s * 1000000000ll)
+      return dccl_error(ncclSystemError, "timed out: rank %d did not come to drain for %lld s (DCCL_TIMEOUT)", peer,
+                        (long long)timeout_s);
+    if (call) dccl_stall_note(comm, call, peer, (uint64_t)waited);
   }
 }
 

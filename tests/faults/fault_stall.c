@@ -11,7 +11,8 @@
  *         1024, is done before anyone sees it, sleeps 3 s, then calls an all-reduce. Rank 1's broadcast fails
  *         and waits for rank 0 to meet and drain: the report (logged by rank 0's monitor thread while its caller
  *         sleeps) shows rank 0 not in an operation and rank 1 waiting for it; when rank 0 calls, both calls fail
- *         saying the communicator cannot be kept because rank 0 had returned from the broadcast. */
+ *         saying the communicator cannot be kept because rank 0 had returned from the broadcast.
+ *   late, DCCL_TIMEOUT=1: the same; rank 1 gives up waiting after 1 s ("rank 0 did not come to drain"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ struct rank_report {
 
 struct shared {
   ncclUniqueId id, id2;
-  int nranks, slow; /* 0: root mismatch, 1: slow rank, 2: late to the drain */
+  int nranks, slow; /* 0: root mismatch, 1: slow rank, 2: late to the drain, 3: the same with DCCL_TIMEOUT=1 */
   char log_dir[64];
   struct rank_report r[MAX_RANKS];
 };
@@ -52,7 +53,7 @@ static int rank_main(void *arg, int rank) {
   if (!send || !recv) return 11;
   fh_fill(send, COUNT, rank, 1);
   double t0 = fh_now();
-  if (sh->slow == 2) {
+  if (sh->slow >= 2) {
     me->rc = ncclBroadcast(send, recv, rank == 0 ? 2 * COUNT : COUNT, ncclFloat, 0, comm, NULL);
     if (rank == 0 && me->rc == ncclSuccess) {
       fh_sleep(3.0);
@@ -99,11 +100,15 @@ static int file_has(const char *path, const char *needle) {
 }
 
 static void run_case(struct shared *sh, int nranks, int slow) {
-  const char *name = slow == 2 ? "late to the drain" : slow ? "slow rank" : "root mismatch";
+  const char *name = slow == 3   ? "late to the drain, DCCL_TIMEOUT=1"
+                     : slow == 2 ? "late to the drain"
+                     : slow      ? "slow rank"
+                                 : "root mismatch";
+  if (slow == 3) setenv("DCCL_TIMEOUT", "1", 1);
   memset(sh->r, 0, sizeof sh->r);
   sh->nranks = nranks;
   sh->slow = slow;
-  setenv("DCCL_STALL_REPORT_MS", slow ? "1000" : "500", 1);
+  setenv("DCCL_STALL_REPORT_MS", slow == 3 ? "300" : slow ? "1000" : "500", 1);
   if (fh_unique_id(&sh->id) != ncclSuccess || fh_unique_id(&sh->id2) != ncclSuccess) {
     FH_FAIL("ncclGetUniqueId failed");
     return;
@@ -120,6 +125,12 @@ static void run_case(struct shared *sh, int nranks, int slow) {
     }
     FH_EXPECT(me->after_rc == ncclSuccess && me->after_wrong == 0, "%s, %d ranks: rank %d's new communicator failed",
               name, nranks, r);
+    if (slow == 3) {
+      FH_EXPECT(me->rc != ncclSuccess, "%s: rank %d's call succeeded", name, r);
+      FH_EXPECT(r == 0 || (fh_text_has(me->text, "did not come to drain") && me->call_s < 2.5),
+                "%s: rank %d after %.2f s: %s", name, r, me->call_s, me->text);
+      continue;
+    }
     if (slow == 2) {
       FH_EXPECT(me->rc == ncclInvalidUsage && fh_text_has(me->text, "cannot be kept") &&
                     fh_text_has(me->text, "rank 0 had already returned"),
@@ -170,6 +181,8 @@ int main(int argc, char **argv) {
   for (int nranks = 2; nranks <= MAX_RANKS; nranks++) run_case(sh, nranks, 0);
   run_case(sh, 2, 1);
   run_case(sh, 2, 2);
+  run_case(sh, 2, 3);
+  unsetenv("DCCL_TIMEOUT");
   rmdir(sh->log_dir);
   fh_shm_check_leaks(&snap, "stall");
   fh_note("stall reports, %s: %s", mode, fh_failures ? "FAILED" : "passed");
