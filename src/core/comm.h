@@ -48,6 +48,7 @@ struct dccl_comm {
   struct dccl_bootstrap *bootstrap;
   struct dccl_peer_info *peers; /* nranks entries */
   int nhosts;                   /* distinct host_hash values */
+  int ranks_per_host;           /* the busiest host's ranks */
 
   /* Lazily made connection cache: a list that only grows until destroy. Lookups are lock-free (the head is
    * published with release after the entry is complete); conn_lock orders insertions against an abort from

@@ -79,6 +79,7 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
       return dccl_error(ncclSystemError, "out of memory");
     }
     comm->nhosts = dccl_ring_order(hosts, n, ring->order);
+    comm->ranks_per_host = dccl_ring_busiest_host(hosts, ring->order, n);
     for (int i = 0; i < n; i++)
       if (ring->order[i] == comm->rank) ring->pos = i;
     ring->next = ring->order[(ring->pos + 1) % n];

@@ -48,12 +48,7 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   c->nranks = comm->nranks;
   c->oversubscribed = comm->oversubscribed;
   c->nhosts = comm->nhosts;
-  c->ranks_per_host = 1;
-  for (int r = 0; r < comm->nranks; r++) {
-    int same = 0;
-    for (int q = 0; q < comm->nranks; q++) same += comm->peers[q].host_hash == comm->peers[r].host_hash;
-    if (same > c->ranks_per_host) c->ranks_per_host = same;
-  }
+  c->ranks_per_host = comm->ranks_per_host;
   c->peers = comm->peers;
   c->abort_flag = &comm->abort_flag;
   c->dead_rank = &comm->dead_rank;

@@ -14,6 +14,15 @@ int dccl_ring_order(const uint64_t *host_hash, int nranks, int *order) {
   return nhosts;
 }
 
+int dccl_ring_busiest_host(const uint64_t *host_hash, const int *order, int nranks) {
+  int busiest = 0, run = 0;
+  for (int i = 0; i < nranks; i++) {
+    run = i > 0 && host_hash[order[i]] == host_hash[order[i - 1]] ? run + 1 : 1;
+    if (run > busiest) busiest = run;
+  }
+  return busiest;
+}
+
 int dccl_ring_host_crossings(const uint64_t *host_hash, const int *order, int nranks) {
   int crossings = 0;
   for (int i = 0; i < nranks; i++)

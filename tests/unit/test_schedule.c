@@ -228,6 +228,11 @@ static void test_ring_order(void) {
   CHECK(dccl_ring_host_crossings(hosts, identity, 4) == 4, "the naive order crosses 4 times");
   uint64_t one[3] = {5, 5, 5};
   CHECK(dccl_ring_order(one, 3, order) == 1 && dccl_ring_host_crossings(one, order, 3) == 0, "one host");
+  CHECK(dccl_ring_busiest_host(one, order, 3) == 3, "one host of 3: the busiest has 3");
+  uint64_t uneven[6] = {7, 8, 7, 9, 7, 8}; /* three ranks on host 7, two on 8, one on 9 */
+  int order6[6];
+  CHECK(dccl_ring_order(uneven, 6, order6) == 3 && dccl_ring_busiest_host(uneven, order6, 6) == 3,
+        "uneven hosts: the busiest has 3, got %d", dccl_ring_busiest_host(uneven, order6, 6));
 }
 
 /* Device rings take one channel per 128 KiB, at most 32 below 256 MiB and every device channel from there. */
