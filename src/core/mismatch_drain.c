@@ -2,8 +2,9 @@
  *
  * When ranks call the same collective (same sequence number) with different arguments, every rank fails that
  * collective with the verdict naming both calls, and the communicator is kept: the ranks meet over the bootstrap
- * (not the data links), each tells how many slots it has put into every collective link, each receiver takes and
- * drops slots until it has taken all its sender put in, and a barrier ends it. The links are then empty and their
+ * (not the data links): each checks in with rank 0, which answers once all have come with whether every rank can
+ * keep; each sender tells each receiver how many slots it has put into their collective link, each receiver takes
+ * and drops slots until it has taken that many, and a barrier ends it. The links are then empty and their
  * counters agree at both ends, as after any collective, so the next call runs as usual.
  *
  * That needs every rank to fail the same collective. A rank that had already returned from it, or fails inside a
@@ -62,14 +63,10 @@ ncclResult_t dccl_drain_error(struct dccl_comm *comm, int kind, uint64_t seq) {
   return dccl_error(ncclInvalidUsage, "%s", text);
 }
 
-/* What each rank tells the others first, and then one row per collective link it sends on. */
+/* What each rank tells the others when it comes to the meeting. */
 struct drain_hello {
-  int32_t keep, nsend;
+  int32_t keep, pad;
   uint64_t seq; /* the collective this rank fails */
-};
-struct drain_row {
-  int32_t peer, lane;
-  uint64_t tail; /* slots put into the link */
 };
 
 static int drained_lane(const struct dccl_conn_entry *e) { return e->lane < DCCL_LANE_P2P && e->conn.transport; }
@@ -78,13 +75,14 @@ static ncclResult_t progress(struct dccl_conn *c) {
   return c->transport->moves_bytes ? c->transport->progress(c) : ncclSuccess;
 }
 
-/* Takes and drops slots until each receive link has taken what its sender put in, and each send link has handed
- * its slots on. Stops on an abort (a rank died, the communicator failed) or a broken link. */
-static ncclResult_t drain_links(struct dccl_comm *comm, const struct drain_row *rows, int stride) {
+/* Takes and drops slots until each receive link has taken what its sender put in (targets[i] for the i-th drained
+ * receive link in the list), and each send link has handed its slots on. Stops on an abort (a rank died, the
+ * communicator failed) or a broken link. */
+static ncclResult_t drain_links(struct dccl_comm *comm, const uint64_t *targets) {
   struct dccl_waiter w;
   dccl_waiter_init(&w, comm->oversubscribed);
   for (;;) {
-    int busy = 0, moved = 0;
+    int busy = 0, moved = 0, i = 0;
     for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next) {
       if (!drained_lane(e)) continue;
       struct dccl_conn *c = &e->conn;
@@ -93,11 +91,7 @@ static ncclResult_t drain_links(struct dccl_comm *comm, const struct drain_row *
         if (!c->transport->send_flushed(c)) busy = 1;
         continue;
       }
-      uint64_t target = c->own_counter; /* the sender's row for this link */
-      for (int i = 0; i < stride; i++) {
-        const struct drain_row *r = &rows[(size_t)c->peer * (size_t)stride + (size_t)i];
-        if (r->peer == comm->rank && r->lane == c->lane) target = r->tail;
-      }
+      uint64_t target = targets[i++];
       struct dccl_recv_slot slot;
       while (c->own_counter < target && dccl_conn_recv_slot(c, &slot)) {
         dccl_conn_recv_done(c);
@@ -116,18 +110,19 @@ static ncclResult_t drain_links(struct dccl_comm *comm, const struct drain_row *
   }
 }
 
-#define DRAIN_TAG 0x44000000u         /* bootstrap messages of the meeting (connect.c's are 0x43...) */
-#define NOTE_EVERY_NS 100000000ll     /* a stall note stays fresh for 200 ms (stall_report.c) */
+#define DRAIN_TAG 0x44000000u      /* bootstrap messages of the meeting (connect.c's are 0x43...) */
+#define DRAIN_TAIL_TAG(lane) (DRAIN_TAG | 0x100u | (uint32_t)(lane))
+#define NOTE_EVERY_NS 100000000ll  /* a stall note stays fresh for 200 ms (stall_report.c) */
 
-/* Waits for `peer`'s check-in, noting between waits what this rank waits for (`call`: the collective it failed;
- * NULL: no note), so that a stall report after DCCL_STALL_REPORT_MS names a rank that does not come: one that
- * returned from the collective joins only at its next call. */
-static ncclResult_t wait_for(struct dccl_comm *comm, int peer, const struct dccl_slot_header *call) {
+/* Receives `peer`'s meeting message, noting between waits what this rank waits for (`call`: the collective it
+ * failed; NULL: no note), so that a stall report after DCCL_STALL_REPORT_MS names a rank that does not come: one
+ * that returned from the collective joins only at its next call. DCCL_TIMEOUT ends the wait. */
+static ncclResult_t wait_for(struct dccl_comm *comm, int peer, void *data, size_t size,
+                             const struct dccl_slot_header *call) {
   int64_t start = dccl_now_ns(), timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
   for (;;) {
-    uint8_t byte;
     int timed_out;
-    DCCLCHECK(dccl_bootstrap_recv_by(comm->bootstrap, peer, DRAIN_TAG, &byte, 1, dccl_now_ns() + NOTE_EVERY_NS,
+    DCCLCHECK(dccl_bootstrap_recv_by(comm->bootstrap, peer, DRAIN_TAG, data, size, dccl_now_ns() + NOTE_EVERY_NS,
                                      &timed_out));
     if (!timed_out) return ncclSuccess;
     int64_t waited = dccl_now_ns() - start;
@@ -138,37 +133,51 @@ static ncclResult_t wait_for(struct dccl_comm *comm, int peer, const struct dccl
   }
 }
 
-/* The meeting's first step, the only one that may wait long: every rank checks in with rank 0, which answers once
- * all have. After it every rank is in the meeting, so its exchanges run at once. */
-static ncclResult_t check_in(struct dccl_comm *comm, const struct dccl_slot_header *call) {
-  uint8_t byte = 1;
+/* The meeting's first step, the only one that may wait long: every rank sends its hello to rank 0, which answers
+ * each with all of them once all have come. */
+static ncclResult_t check_in(struct dccl_comm *comm, struct drain_hello *hello, const struct dccl_slot_header *call) {
+  size_t all = (size_t)comm->nranks * sizeof(*hello);
   if (comm->rank != 0) {
-    DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, 0, DRAIN_TAG, &byte, 1));
-    return wait_for(comm, 0, call);
+    DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, 0, DRAIN_TAG, &hello[comm->rank], sizeof(*hello)));
+    return wait_for(comm, 0, hello, all, call);
   }
-  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(wait_for(comm, r, call));
-  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, r, DRAIN_TAG, &byte, 1));
+  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(wait_for(comm, r, &hello[r], sizeof(*hello), call));
+  for (int r = 1; r < comm->nranks; r++) DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, r, DRAIN_TAG, hello, all));
+  return ncclSuccess;
+}
+
+/* Each sender tells each receiver, link by link, how many slots it put in; the receivers' targets, in list order. */
+static ncclResult_t exchange_tails(struct dccl_comm *comm, uint64_t *targets) {
+  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
+    if (drained_lane(e) && e->is_send)
+      DCCLCHECK(dccl_bootstrap_send(comm->bootstrap, e->peer, DRAIN_TAIL_TAG(e->lane), &e->conn.own_counter,
+                                    sizeof(uint64_t)));
+  int i = 0;
+  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
+    if (drained_lane(e) && !e->is_send)
+      DCCLCHECK(dccl_bootstrap_recv(comm->bootstrap, e->peer, DRAIN_TAIL_TAG(e->lane), &targets[i++],
+                                    sizeof(uint64_t)));
   return ncclSuccess;
 }
 
 /* Every rank: says whether it can keep, and if all can, drains. Returns 1 when kept; else *why says why not. */
 static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64_t failed,
                           const struct dccl_slot_header *call, char *why, size_t len) {
-  int n = comm->nranks, nsend = 0;
-  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next) nsend += drained_lane(e) && e->is_send;
+  int n = comm->nranks, nrecv = 0, kept = 0;
+  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next) nrecv += drained_lane(e) && !e->is_send;
+  /* Everything this rank needs is allocated before it says it can keep. */
   struct drain_hello *hello = calloc((size_t)n, sizeof(*hello));
-  struct drain_row *rows = NULL;
-  int kept = 0;
+  uint64_t *targets = calloc((size_t)(nrecv ? nrecv : 1), sizeof(*targets));
   if (!hello) {
+    free(targets);
     snprintf(why, len, "out of memory");
-    return 0;
+    return 0; /* the others learn nothing, as from a rank that never comes: DCCL_TIMEOUT ends their wait */
   }
-  hello[comm->rank] = (struct drain_hello){keep, nsend, seq};
-  if (check_in(comm, call) != ncclSuccess || dccl_bootstrap_allgather(comm->bootstrap, hello, sizeof(*hello)) != ncclSuccess) {
+  hello[comm->rank] = (struct drain_hello){.keep = keep && targets, .seq = seq};
+  if (check_in(comm, hello, call) != ncclSuccess) {
     snprintf(why, len, "the ranks could not meet to drain: %s", dccl_last_error());
     goto out;
   }
-  int stride = 0;
   for (int r = 0; r < n; r++) {
     if (!hello[r].keep) {
       snprintf(why, len,
@@ -181,30 +190,19 @@ static int meet_and_drain(struct dccl_comm *comm, int keep, uint64_t seq, uint64
       snprintf(why, len, "rank %d had already returned from that call", r);
       goto out;
     }
-    if (hello[r].nsend > stride) stride = hello[r].nsend;
   }
-  rows = calloc((size_t)n * (size_t)(stride ? stride : 1), sizeof(*rows));
-  if (!rows) {
-    snprintf(why, len, "out of memory"); /* the others fail at the next meeting, which this rank never joins */
-    goto out;
-  }
-  for (size_t k = 0; k < (size_t)n * (size_t)stride; k++) rows[k].peer = -1; /* a rank's unused rows match no link */
-  int i = 0;
-  for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
-    if (drained_lane(e) && e->is_send)
-      rows[(size_t)comm->rank * (size_t)stride + (size_t)i++] = (struct drain_row){e->peer, e->lane, e->conn.own_counter};
-  if (stride && dccl_bootstrap_allgather(comm->bootstrap, rows, (size_t)stride * sizeof(*rows)) != ncclSuccess) {
+  if (exchange_tails(comm, targets) != ncclSuccess) {
     snprintf(why, len, "the ranks could not exchange their link counters: %s", dccl_last_error());
     goto out;
   }
-  if (drain_links(comm, rows, stride) != ncclSuccess || dccl_bootstrap_barrier(comm->bootstrap) != ncclSuccess) {
+  if (drain_links(comm, targets) != ncclSuccess || dccl_bootstrap_barrier(comm->bootstrap) != ncclSuccess) {
     snprintf(why, len, "draining the links failed: %s", dccl_last_error());
     goto out;
   }
   kept = 1;
 out:
   free(hello);
-  free(rows);
+  free(targets);
   return kept;
 }
 
