@@ -31,6 +31,10 @@ enum dccl_op_kind {
   DCCL_OP_RECV,
 };
 /* DCCL_ALGO_ORDERED: deterministic mode's reductions (collectives/plan.c, plan_ordered). */
+/* Where the direct all-reduce reaches every rank's buffers: every rank's GPU side is on this GPU and its board
+ * mapped here; in one process any buffer is an address here, across processes only buffers in windows
+ * (ncclCommWindowRegister) are mapped. */
+enum dccl_direct_reach { DCCL_DIRECT_NONE = 0, DCCL_DIRECT_ONE_PROCESS = 1, DCCL_DIRECT_WINDOWS = 2 };
 /* DCCL_ALGO_DIRECT: device all-reduce reading every rank's buffers in place (plan.c, plan_direct). */
 enum dccl_algo {
   DCCL_ALGO_AUTO = 0,
@@ -77,7 +81,7 @@ struct dccl_coll_comm {
   const struct dccl_peer_info *peers; /* for messages naming a rank's host and pid */
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
-  int direct_ok;     /* every rank in this process on this GPU, with its direct board: the direct all-reduce runs */
+  int direct_ok;     /* enum dccl_direct_reach: whose buffers the direct all-reduce can read (0: none) */
   int deterministic; /* DCCL_DETERMINISTIC: reductions in rank order, the same bits on every path */
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;

@@ -42,6 +42,7 @@ struct dccl_op {
   int proto; /* enum dccl_proto the slots of this operation ask for (a link without LL carries bulk) */
   int stream_out; /* the output exceeds the caches: copy into it with non-temporal stores */
   int on_device;  /* device buffers: runs in a kernel on `stream` (collectives/device/) */
+  int send_win, recv_win; /* the mapped windows holding the buffers (DCCL_DIRECT_WINDOWS), or -1 */
   void *stream;   /* the user's cudaStream_t */
   uint64_t seq;
   /* Posted before this one on the same links (the comm's previous collective, or the previous send/recv to the

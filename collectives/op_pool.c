@@ -40,6 +40,7 @@ struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm) {
   if (!op && !(op = malloc(op_bytes(comm)))) return NULL;
   memset(op, 0, offsetof(struct dccl_op, ch));
   op->comm = comm;
+  op->send_win = op->recv_win = -1;
   return op;
 }
 

@@ -190,11 +190,14 @@ static void plan_ring(struct dccl_op *op, uint64_t range) {
 
 static ncclResult_t plan_lanes(struct dccl_op *op);
 
-/* The direct all-reduce needs every rank's buffers in this address space (comm->direct_ok) and a premultiply that
- * is the same on every rank (an average), since each rank applies it to every rank's input. Every rank answers
- * alike: these depend on the call and the communicator only. */
+/* The direct all-reduce needs every rank's buffers where this rank's kernel reaches them (comm->direct_ok: in one
+ * process, any buffer; across processes, buffers in windows) and a premultiply that is the same on every rank (an
+ * average), since each rank applies it to every rank's input. Every rank answers alike from the call and the
+ * communicator, provided each passes buffers in windows where one does: the rule NCCL's symmetric windows set. */
 static int direct_possible(const struct dccl_op *op) {
-  return op->kind == DCCL_OP_ALLREDUCE && op->comm->direct_ok && op->comm->nranks <= DCCL_CONN_SLOTS &&
+  int reach = op->comm->direct_ok == DCCL_DIRECT_ONE_PROCESS ||
+              (op->comm->direct_ok == DCCL_DIRECT_WINDOWS && op->send_win >= 0 && op->recv_win >= 0);
+  return op->kind == DCCL_OP_ALLREDUCE && reach && op->comm->nranks <= DCCL_CONN_SLOTS &&
          (!op->redop.has_pre || op->redop.called == ncclAvg);
 }
 
@@ -231,8 +234,9 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
   }
   if (op->on_device)
     return dccl_error(ncclInvalidUsage,
-                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported for the all-reduce of ranks sharing one "
-                      "process and one GPU only (and no per-rank premultiply) so far",
+                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the all-reduce of ranks on one "
+                      "GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
+                      "ncclCommWindowRegister), without a per-rank premultiply, so far",
                       dccl_op_name(op->kind));
   plan_oneshot(op);
   struct dccl_op_channel *ch = &op->ch[0];

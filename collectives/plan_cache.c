@@ -1,5 +1,5 @@
 /* The plan cache: a collective's plan and bound connections depend only on (kind, count, type, root, the
- * reduction named) and the communicator (the reduction: a per-rank premultiply rules out the direct all-reduce), so an application that repeats a call (every training step does) plans it once. Each entry is a
+ * reduction named, whether the buffers lie in windows) and the communicator (the reduction: a per-rank premultiply rules out the direct all-reduce), so an application that repeats a call (every training step does) plans it once. Each entry is a
  * copy of a planned, bound op; a hit copies its channels into the new op, skipping planning, the cost model and
  * the connection lookups. Connections live as long as the communicator, so cached pointers stay valid. */
 #include <stddef.h>
@@ -12,6 +12,7 @@
 
 struct plan_entry {
   int kind, root, algo, proto, nchannels, on_device, called;
+  int in_windows; /* both buffers in mapped windows: the direct all-reduce across processes */
   size_t count;
   ncclDataType_t type;
   struct dccl_op_channel ch[]; /* nchannels */
@@ -26,13 +27,17 @@ static int cacheable(const struct dccl_op *op) {
   return op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV;
 }
 
+static int in_windows(const struct dccl_op *op) {
+  return op->send_win >= 0 && op->recv_win >= 0;
+}
+
 int dccl_plan_cache_get(struct dccl_op *op) {
   struct dccl_plan_cache *c = op->comm->plan_cache;
   if (!c || !cacheable(op)) return 0;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     const struct plan_entry *e = c->entry[i];
     if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root ||
-        e->on_device != op->on_device || e->called != op->redop.called)
+        e->on_device != op->on_device || e->called != op->redop.called || e->in_windows != in_windows(op))
       continue;
     op->algo = e->algo;
     op->proto = e->proto;
@@ -58,6 +63,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   e->kind = op->kind;
   e->on_device = op->on_device;
   e->called = op->redop.called;
+  e->in_windows = in_windows(op);
   e->root = op->root;
   e->algo = op->algo;
   e->proto = op->proto;

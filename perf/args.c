@@ -30,6 +30,8 @@ static void usage(const char *prog) {
       "  -M, --mpi_baseline <0|1>     also time the same operation through MPI (out-of-place)\n"
       "  -T, --timeout <seconds>      abort the run after this long (default: never)\n"
       "  -B, --bootstrap <mpi|uid>    communicator from dcclCommInitMPI, or ncclGetUniqueId + MPI_Bcast\n"
+      "  -R, --local_register <0|1|2> device buffers: 1 ncclCommRegister, 2 windows (ncclCommWindowRegister, which\n"
+      "                               ranks of one GPU in several processes read in place); default 0\n"
       "  -h, --help\n",
       prog);
 }
@@ -94,6 +96,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
                                            {"mpi_baseline", required_argument, 0, 'M'},
                                            {"timeout", required_argument, 0, 'T'},
                                            {"bootstrap", required_argument, 0, 'B'},
+                                           {"local_register", required_argument, 0, 'R'},
                                            {"host", no_argument, 0, 'H'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
@@ -110,7 +113,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
 
   opterr = 0;
   int c, one;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:t:g:z:J:M:T:B:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:t:g:z:J:M:T:B:R:h", longopts, NULL)) != -1) {
     const char *bad = NULL;
     switch (c) {
       case 'b':
@@ -181,6 +184,9 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
           o->use_unique_id = 0;
         else
           bad = "-B wants mpi or uid";
+        break;
+      case 'R':
+        if (parse_int(optarg, 0, 2, &o->register_mode)) bad = "-R wants 0, 1 or 2";
         break;
       case 'H':
         o->host_buffers = 1;

@@ -355,6 +355,29 @@ static void free_guarded(unsigned char *p) {
   if (p) free(p - PERF_GUARD_BYTES);
 }
 
+/* -R: the device buffers (guards included) registered, or made windows (every rank at once, as NCCL asks). */
+static void register_buffers(struct perf_run *run, int mode, void *regs[2]) {
+  if (!run->mem.on_device || !mode) return;
+  unsigned char *bufs[2] = {run->mem.dev_send, run->mem.dev_recv};
+  for (int i = 0; i < 2; i++) {
+    if (mode == 1)
+      PERF_NCCL_CHECK(ncclCommRegister(run->comm, bufs[i], run->mem.bytes, &regs[i]));
+    else
+      PERF_NCCL_CHECK(ncclCommWindowRegister(run->comm, bufs[i], run->mem.bytes, (ncclWindow_t *)&regs[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
+  }
+}
+
+static void deregister_buffers(struct perf_run *run, int mode, void *regs[2]) {
+  for (int i = 0; i < 2; i++) {
+    if (!regs[i]) continue;
+    if (mode == 1)
+      PERF_NCCL_CHECK(ncclCommDeregister(run->comm, regs[i]));
+    else
+      PERF_NCCL_CHECK(ncclCommWindowDeregister(run->comm, (ncclWindow_t)regs[i]));
+  }
+}
+
 int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   MPI_Init(&argc, &argv);
   struct perf_run run;
@@ -399,9 +422,14 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
+  void *regs[2] = {NULL, NULL};
+  register_buffers(&run, opts.register_mode, regs);
   char created_by[200];
-  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers", how, slowest * 1e3,
-           run.mem.on_device ? "device" : "host");
+  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers%s", how, slowest * 1e3,
+           run.mem.on_device ? "device" : "host",
+           !run.mem.on_device || !opts.register_mode ? ""
+           : opts.register_mode == 1                 ? " (ncclCommRegister)"
+                                                     : " (in windows)");
   perf_print_header(&opts, coll, created_by, MPI_COMM_WORLD);
 
   run.send = alloc_guarded(opts.max_bytes);
@@ -423,6 +451,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     printf("# Avg bus bandwidth    : %g \n#\n", run.busbw_rows ? run.busbw_sum / run.busbw_rows : 0.0);
     fflush(stdout);
   }
+  deregister_buffers(&run, opts.register_mode, regs);
   PERF_NCCL_CHECK(ncclCommDestroy(run.comm));
   error_comm = NULL;
   free_guarded(run.send);

@@ -63,6 +63,7 @@ struct perf_options {
   int timeout_s;     /* -T: the whole run is aborted after this many seconds; 0: never */
   int use_unique_id; /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
   int host_buffers;  /* --host: host memory even where a GPU is present */
+  int register_mode; /* -R: device buffers registered (1) or in windows (2) */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);

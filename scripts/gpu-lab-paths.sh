@@ -4,8 +4,10 @@
 #   direct: ranks of one process (perf/inproc_allreduce, 2 and 4 ranks, float32 sum 8 B-1 GiB): the direct
 #           all-reduce (each rank reads its slice of every input in place) against the ring and the default;
 #   staged: ranks in processes of their own under MPS (all_reduce_perf, 2 and 4 ranks, 8 B-1 GiB): the FIFOs in GPU
-#           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings).
-# Every run checks its results. Prints one line per size and configuration; the logs go to OUT_DIR.
+#           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
+#           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
+# Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
+# OUT_DIR. PATHS_PARTS (default "direct staged") picks the parts.
 # Usage: scripts/gpu-lab-paths.sh BUILD_DIR OUT_DIR
 set -uo pipefail
 build=$1
@@ -13,8 +15,9 @@ out=$2
 mkdir -p "$out"
 status=0
 rounds=${ROUNDS:-2}
+parts=${PATHS_PARTS:-direct staged}
 
-for round in $(seq "$rounds"); do
+[[ " $parts " == *" direct "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for algo in direct ring default; do
       name=direct.np$np.$algo.r$round
@@ -26,6 +29,7 @@ for round in $(seq "$rounds"); do
   done
 done
 
+[[ " $parts " == *" staged "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -33,10 +37,11 @@ trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT)
 for round in $(seq "$rounds"); do
   for np in 2 4; do
-    for transport in p2p shm; do
+    for transport in p2p windows shm; do
       name=staged.np$np.$transport.r$round
       DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
-        "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 > "$out/$name.log" 2>&1 ||
+        "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 -R $([ $transport = windows ] && echo 2 || echo 0) \
+        -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 2097152 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"

@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "util/cuda_api.h"
+#include "util/cuda_peer_mem.h"
 #include "util/error.h"
 #include "util/params.h"
 
@@ -52,7 +54,9 @@ struct dccl_dev_comm {
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
   CUdeviceptr board;               /* device memory: this rank's direct slots, one per channel */
-  CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path) */
+  CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path), then
+                                      the windows' table (DCCL_MAX_WINDOWS rows of struct dccl_win_peer) */
+  struct dccl_peer_mem_map *board_maps; /* by rank: the boards of ranks in other processes, mapped here */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
@@ -194,18 +198,66 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   return ncclSuccess;
 }
 
-uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm) {
-  return comm->dev ? (uint64_t)comm->dev->board : 0;
+ncclResult_t dccl_dev_comm_board_export(const struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e) {
+  memset(e, 0, sizeof(*e));
+  if (!comm->dev) return ncclSuccess;
+  DCCLCHECK(enter(comm->dev->ctx));
+  int fd = -1;
+  DCCLCHECK(dccl_peer_mem_export((void *)(uintptr_t)comm->dev->board, 1, e, &fd));
+  if (fd >= 0) close(fd); /* cuMemAlloc memory: a legacy handle, never a descriptor */
+  return ncclSuccess;
 }
 
-ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards) {
+ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
+                                      const int32_t *pids) {
   struct dccl_dev_comm *dev = comm->dev;
-  size_t bytes = (size_t)comm->nranks * sizeof(uint64_t);
+  int n = comm->nranks, own_process = 1;
   DCCLCHECK(enter(dev->ctx));
-  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->boards, bytes), "cuMemAlloc of the direct boards' table");
-  dev->device_bytes += bytes;
-  DCCL_CUCHECK(dccl_cu.memcpy_htod(dev->boards, boards, bytes), "writing the direct boards' table");
-  comm->direct_ok = 1;
+  uint64_t *boards = calloc((size_t)n, sizeof(uint64_t));
+  dev->board_maps = calloc((size_t)n, sizeof(*dev->board_maps));
+  if (!boards || !dev->board_maps) {
+    free(boards);
+    return dccl_error(ncclSystemError, "out of memory");
+  }
+  ncclResult_t res = ncclSuccess;
+  for (int r = 0; r < n && res == ncclSuccess; r++) {
+    if (pids[r] == (int32_t)getpid()) { /* the address is ours too */
+      boards[r] = exports[r].base;
+      continue;
+    }
+    own_process = 0;
+    res = dccl_peer_mem_import(&exports[r], -1, dev->ordinal, &dev->board_maps[r]);
+    boards[r] = dev->board_maps[r].base;
+  }
+  /* The boards' addresses, then the windows' table (struct dccl_win_peer), empty until windows are registered. */
+  size_t bytes = (size_t)n * sizeof(uint64_t) + (size_t)DCCL_MAX_WINDOWS * n * sizeof(struct dccl_win_peer);
+  if (res == ncclSuccess && (res = dccl_cu_result(dccl_cu.mem_alloc(&dev->boards, bytes), "cuMemAlloc of the direct "
+                                                  "boards' table")) == ncclSuccess) {
+    dev->device_bytes += bytes;
+    res = dccl_cu_result(dccl_cu.memset_d8(dev->boards, 0, bytes), "clearing the direct boards' table");
+    if (res == ncclSuccess)
+      res = dccl_cu_result(dccl_cu.memcpy_htod(dev->boards, boards, (size_t)n * sizeof(uint64_t)),
+                           "writing the direct boards' table");
+  }
+  free(boards);
+  if (res == ncclSuccess) comm->direct_ok = own_process ? DCCL_DIRECT_ONE_PROCESS : DCCL_DIRECT_WINDOWS;
+  return res;
+}
+
+/* Written on a stream of its own that does not wait for the legacy stream, so no kernel of the user's (which may
+ * spin, waiting for a peer that is itself registering) delays it. The row's entries are not in use yet. */
+ncclResult_t dccl_dev_comm_set_window(struct dccl_coll_comm *comm, int index, const struct dccl_win_peer *row) {
+  struct dccl_dev_comm *dev = comm->dev;
+  if (!dev || !dev->boards) return dccl_error(ncclInternalError, "no direct boards for a window");
+  DCCLCHECK(enter(dev->ctx));
+  size_t bytes = (size_t)comm->nranks * sizeof(*row);
+  CUdeviceptr at = dev->boards + (size_t)comm->nranks * sizeof(uint64_t) + (size_t)index * bytes;
+  CUstream s;
+  DCCL_CUCHECK(dccl_cu.stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUresult r = dccl_cu.memcpy_htod_async(at, row, bytes, s);
+  if (r == CUDA_SUCCESS) r = dccl_cu.stream_synchronize(s);
+  dccl_cu.stream_destroy(s);
+  DCCL_CUCHECK(r, "writing a window's row of the direct table");
   return ncclSuccess;
 }
 
@@ -252,6 +304,8 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
   if (dev->board) dccl_cu.mem_free(dev->board);
   if (dev->boards) dccl_cu.mem_free(dev->boards);
+  for (int r = 0; dev->board_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->board_maps[r]);
+  free(dev->board_maps);
   comm->direct_ok = 0;
   free(dev);
   comm->dev = NULL;
@@ -341,6 +395,8 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->rank = comm->rank;
   t->proto = (uint32_t)op->proto;
   t->channel = (uint32_t)c;
+  t->send_win = (int16_t)op->send_win;
+  t->recv_win = (int16_t)op->recv_win;
   t->boards = (struct dccl_direct_slot *const *)(uintptr_t)dev->boards;
   t->call = dccl_op_call_header(op);
 }

@@ -5,8 +5,11 @@
 #define DCCL_DEV_EXEC_H_
 
 #include <stddef.h>
+#include <string.h>
 
+#include "collectives/device/dev_work.h"
 #include "collectives/op.h"
+#include "util/cuda_peer_mem.h"
 
 struct dccl_dev_comm;
 
@@ -15,11 +18,14 @@ struct dccl_dev_comm;
  * here synchronises the device). `ranks_on_gpu`: the most ranks of the communicator on one GPU, which share its
  * CTAs; comm->dev_nchannels is lowered to what each may use. */
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu);
-/* This rank's direct board (struct dccl_direct_slot per channel, GPU memory), as an address for the peers. */
-uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm);
-/* Every rank's board (boards[r], addresses valid in this process): the direct all-reduce may run
- * (comm->direct_ok). Called at creation when every rank lives in this process on this GPU. */
-ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards);
+/* How a peer maps this rank's direct board (struct dccl_direct_slot per channel, GPU memory). */
+ncclResult_t dccl_dev_comm_board_export(const struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e);
+/* Every rank's board (exports[r], from process pids[r]; those of other processes are mapped here): the direct
+ * all-reduce may run (comm->direct_ok). Called at creation when every rank's GPU side is on this GPU. */
+ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
+                                      const int32_t *pids);
+/* Window `index` of every rank, as this process reaches it (row[r]), for the direct kernels. */
+ncclResult_t dccl_dev_comm_set_window(struct dccl_coll_comm *comm, int index, const struct dccl_win_peer *row);
 /* Memory this state holds: device (the rings' orders) and pinned host (launch work, status words). */
 void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes, uint64_t *pinned_bytes);
 /* Waits for the communicator's launched kernels (not for captured ones: graphs may replay them later), then frees. */
@@ -46,9 +52,20 @@ static inline ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, voi
   (void)comm, (void)cu_ctx, (void)ordinal, (void)ranks;
   return ncclSuccess;
 }
-static inline uint64_t dccl_dev_comm_board(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
-static inline ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const uint64_t *boards) {
-  (void)comm, (void)boards;
+static inline ncclResult_t dccl_dev_comm_board_export(const struct dccl_coll_comm *comm,
+                                                      struct dccl_peer_mem_export *e) {
+  (void)comm;
+  memset(e, 0, sizeof(*e));
+  return ncclSuccess;
+}
+static inline ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm,
+                                                    const struct dccl_peer_mem_export *exports, const int32_t *pids) {
+  (void)comm, (void)exports, (void)pids;
+  return ncclInvalidUsage;
+}
+static inline ncclResult_t dccl_dev_comm_set_window(struct dccl_coll_comm *comm, int index,
+                                                    const struct dccl_win_peer *row) {
+  (void)comm, (void)index, (void)row;
   return ncclInvalidUsage;
 }
 static inline void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_bytes,

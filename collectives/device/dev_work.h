@@ -25,17 +25,27 @@ struct dccl_dev_redop {
 };
 
 /* The direct all-reduce's meeting point: each rank has one of these per channel in its GPU memory, and every rank
- * of the communicator reads every rank's (they share one address space). A channel's CTA publishes the call's
- * buffers, then `seq`; reads every peer's once their `seq` reaches it; reduces; then sets `done` and waits for
- * every peer's. `ops` counts the channel's direct operations, on the device, so a replayed graph continues the
- * count; `aborted` tells the peers this rank gave up (they stop instead of waiting). Only the owning rank's CTA of
- * that channel writes its slot. */
+ * of the communicator reads every rank's (in its own process, or mapped from another's). A channel's CTA publishes
+ * the call's buffers, then `seq`; reads every peer's once their `seq` reaches it; reduces; then sets `done` and
+ * waits for every peer's. `ops` counts the channel's direct operations, on the device, so a replayed graph
+ * continues the count; `aborted` tells the peers this rank gave up (they stop instead of waiting). Only the owning
+ * rank's CTA of that channel writes its slot. Buffers are the owner's addresses; `send_win`/`recv_win` name the
+ * window holding each (ncclCommWindowRegister), through which a reader in another process finds it, or are -1
+ * where every rank shares the owner's address space. */
 struct dccl_direct_slot {
   uint64_t ops, seq, done, aborted;
   const char *sendbuff;
   char *recvbuff;
   struct dccl_slot_header call; /* the call's fingerprint: ranks that called differently fail, naming both */
-  uint64_t pad[5];              /* 128 bytes: a slot's polled words share no line with another channel's */
+  int32_t send_win, recv_win;
+  uint64_t pad[4]; /* 128 bytes: a slot's polled words share no line with another channel's */
+};
+
+/* Where window w of rank r lies: at `owner` in rank r's process and at `local` in this one. The table of a
+ * communicator's windows, DCCL_MAX_WINDOWS rows of nranks entries, follows its board table in device memory. */
+#define DCCL_MAX_WINDOWS 64
+struct dccl_win_peer {
+  uint64_t owner, local;
 };
 
 /* One channel of one operation: the unit a CTA runs. */
@@ -52,7 +62,9 @@ struct dccl_dev_task {
   uint32_t proto; /* enum dccl_proto: LL (one step's payload of at most DCCL_DEV_LL_BYTES) or bulk */
   struct dccl_slot_header call; /* its slots' header but bytes and seq: their kind and the call's fingerprint */
   uint32_t channel;              /* direct: which slot of each board is this task's */
-  struct dccl_direct_slot *const *boards; /* direct: every rank's board (DCCL_MAX_CHANNELS slots), by rank */
+  int16_t send_win, recv_win;    /* direct: the windows holding this rank's buffers, or -1 (one process) */
+  struct dccl_direct_slot *const *boards; /* direct: every rank's board (DCCL_MAX_CHANNELS slots), by rank; the
+                                             windows' table (struct dccl_win_peer) follows the nranks entries */
 };
 
 /* Where the kernel reports what stopped it; host-mapped, read by ncclCommGetAsyncError. */

@@ -373,7 +373,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 }
 
 
-// The direct all-reduce (DCCL_SCHED_DIRECT_ALLREDUCE), for ranks sharing one address space on one GPU: no FIFO,
+// The direct all-reduce (DCCL_SCHED_DIRECT_ALLREDUCE), for ranks on one GPU (in one process, or in windows): no FIFO,
 // no copy through a slot. Channel c of the operation covers [begin, begin + count); rank r reduces slice r of it
 // from every rank's input, in rank order, and writes the result into every rank's output: each input element is
 // read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
@@ -400,6 +400,14 @@ __device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *
   }
 }
 
+// Rank p's buffer at `at` (its address) as this process sees it: through window `win`'s mapping, or as it is.
+__device__ __forceinline__ const char *dev_direct_here(const dccl_dev_task &t, const char *at, int32_t win, int p) {
+  if (win < 0) return at;
+  const dccl_win_peer *wins = (const dccl_win_peer *)(t.boards + t.sched.nranks);
+  const dccl_win_peer e = wins[(size_t)win * t.sched.nranks + p];
+  return (const char *)(uintptr_t)(e.local + ((uint64_t)(uintptr_t)at - e.owner));
+}
+
 template <int TYPE>
 __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   const dccl_dev_task &t = cta->task;
@@ -412,6 +420,8 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     mine->ops = k;
     mine->sendbuff = t.sendbuff;
     mine->recvbuff = t.recvbuff;
+    mine->send_win = t.send_win;
+    mine->recv_win = t.recv_win;
     mine->call = t.call;
     dccl_st_release_gpu_u64(&mine->seq, k);
     // This rank's slice of the channel's range: whole 16-byte packs, so every rank's pointers stay aligned.
@@ -431,8 +441,8 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
         ok = 0;
         break;
       }
-      a.srcs[p] = their->sendbuff + off;
-      a.dsts[p] = their->recvbuff + off;
+      a.srcs[p] = dev_direct_here(t, their->sendbuff, their->send_win, p) + off;
+      a.dsts[p] = (char *)dev_direct_here(t, their->recvbuff, their->recv_win, p) + off;
     }
     a.nsrcs = a.ndsts = n;
     a.own = me;

@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll_comm.h"
+#include "collectives/device/dev_work.h"
 #include "core/comm_config.h"
 #include "dccl.h"
 #include "transports/transport.h"
@@ -96,6 +97,11 @@ struct dccl_comm {
   struct dccl_reg_handle *regs;
   _Atomic int nregs; /* lets the per-step lookup skip the lock when nothing is registered */
 
+  /* Windows (ncclCommWindowRegister, core/comm_window.c): all of them, and the mapped ones by their slot (window
+   * i on every rank). */
+  struct dccl_window *window_list;
+  struct dccl_window *windows[DCCL_MAX_WINDOWS];
+
   int finalized, destroyed;
 
   /* Nonblocking communicators (config.blocking = 0): creation runs on a thread of its own, and a progress thread
@@ -128,6 +134,10 @@ void dccl_comm_fill_views(struct dccl_comm *comm);
 int dccl_comm_is_registered(struct dccl_comm *comm, const void *ptr, uint64_t bytes);
 /* Frees the handles the user did not deregister (at destroy). */
 void dccl_comm_free_registrations(struct dccl_comm *comm);
+/* The mapped window holding [ptr, ptr+bytes) (its slot), or -1 (src/core/comm_window.c). */
+int dccl_comm_window_of(const struct dccl_comm *comm, const void *ptr, size_t bytes);
+/* Unmaps and frees the windows the user did not deregister (at destroy, once no kernel runs). */
+void dccl_comm_free_windows(struct dccl_comm *comm);
 
 /* Validates a user's handle: NULL, destroyed, or used in a forked child are refused with a reason. */
 ncclResult_t dccl_comm_check(struct dccl_comm *comm, const char *call);

@@ -216,23 +216,3 @@ ncclResult_t ncclMemFree(void *ptr) {
   if (!ptr) return ncclSuccess;
   return dccl_cuda_mem_free(ptr);
 }
-
-/* A window is, today, a registered range (ncclCommRegister: the user's promise that it stays allocated, which
- * zero-copy paths rely on). NCCL makes it collective so it can map the range for every peer; DCCL does not map
- * windows for peers yet (the direct path, issue 11), so no rank waits for the others here. Inside a group too. */
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommWindowRegister"));
-  if (!win) return dccl_error(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
-  if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
-    return dccl_error(ncclInvalidArgument, "ncclCommWindowRegister: unknown flags 0x%x", (unsigned)winFlags);
-  void *handle = NULL;
-  DCCLCHECK(ncclCommRegister(comm, buff, size, &handle));
-  *win = (ncclWindow_t)handle;
-  return ncclSuccess;
-}
-
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  DCCLCHECK(dccl_comm_check(comm, "ncclCommWindowDeregister"));
-  if (!win) return dccl_error(ncclInvalidArgument, "ncclCommWindowDeregister: win is NULL");
-  return ncclCommDeregister(comm, (void *)win);
-}

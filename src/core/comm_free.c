@@ -59,7 +59,8 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     if (goodbye) dccl_bootstrap_say_goodbye(comm->bootstrap);
     dccl_bootstrap_close(comm->bootstrap); /* stops the monitor thread before anything it reads is freed */
   }
-  dccl_dev_comm_free(&comm->coll); /* waits for the kernels, which use the links */
+  dccl_dev_comm_free(&comm->coll); /* waits for the kernels, which use the links and windows */
+  dccl_comm_free_windows(comm);
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {
     struct dccl_conn_entry *next = e->next;

@@ -107,13 +107,13 @@ static int device_links_everywhere(struct dccl_comm *comm) {
   return 1;
 }
 
-/* Every rank in this process on this rank's GPU: their buffers are addresses here (the direct all-reduce). Every
+/* Every rank on this rank's GPU (in this process or others): the direct all-reduce can meet on their boards. Every
  * rank answers alike from the peer infos. */
-static int one_process_one_gpu(const struct dccl_comm *comm) {
+static int one_gpu(const struct dccl_comm *comm) {
   const struct dccl_peer_info *me = &comm->peers[comm->rank];
   for (int r = 0; r < comm->nranks; r++) {
     const struct dccl_peer_info *p = &comm->peers[r];
-    if (p->pid != me->pid || p->real_host_hash != me->real_host_hash || !p->has_device ||
+    if (p->real_host_hash != me->real_host_hash || !p->has_device ||
         memcmp(p->device_uuid, me->device_uuid, sizeof(me->device_uuid)))
       return 0;
   }
@@ -142,29 +142,38 @@ static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
     DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
     dccl_dev_comm_free(&comm->coll);
   }
-  /* Each rank's GPU side, channels and direct board (an address its peers can use if they share its process). */
+  /* Each rank's GPU side, channels and direct board (how its peers map it). */
   struct side {
-    int32_t ready, nchannels;
-    uint64_t board;
+    int32_t ready, nchannels, pid, pad;
+    struct dccl_peer_mem_export board;
   } *all = calloc((size_t)comm->nranks, sizeof(*all));
-  uint64_t *boards = calloc((size_t)comm->nranks, sizeof(uint64_t));
-  if (!all || !boards) {
+  struct dccl_peer_mem_export *boards = calloc((size_t)comm->nranks, sizeof(*boards));
+  int32_t *pids = calloc((size_t)comm->nranks, sizeof(*pids));
+  if (!all || !boards || !pids) {
     free(all);
     free(boards);
+    free(pids);
     return dccl_error(ncclSystemError, "out of memory");
   }
-  all[comm->rank] = (struct side){comm->coll.dev != NULL, comm->coll.dev_nchannels, dccl_dev_comm_board(&comm->coll)};
+  struct side *me = &all[comm->rank];
+  *me = (struct side){comm->coll.dev != NULL, comm->coll.dev_nchannels, (int32_t)getpid(), 0, {0}};
+  if (me->ready && dccl_dev_comm_board_export(&comm->coll, &me->board) != ncclSuccess) {
+    DCCL_WARN(DCCL_INIT, "device buffers will be refused: %s", dccl_last_error());
+    me->ready = 0;
+  }
   ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   int not_ready = -1;
   for (int r = 0; r < comm->nranks && res == ncclSuccess; r++) {
     if (!all[r].ready && not_ready < 0) not_ready = r;
     if (all[r].nchannels < comm->coll.dev_nchannels) comm->coll.dev_nchannels = all[r].nchannels;
     boards[r] = all[r].board;
+    pids[r] = all[r].pid;
   }
   free(all);
-  if (res == ncclSuccess && not_ready < 0 && one_process_one_gpu(comm))
-    res = dccl_dev_comm_set_boards(&comm->coll, boards);
+  if (res == ncclSuccess && not_ready < 0 && one_gpu(comm))
+    res = dccl_dev_comm_set_boards(&comm->coll, boards, pids);
   free(boards);
+  free(pids);
   if (res != ncclSuccess) return res;
   if (not_ready >= 0)
     DCCL_INFO(DCCL_INIT, "no device links: rank %d has no usable GPU side (device buffers will be refused)", not_ready);

@@ -118,6 +118,10 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
   op->count = count;
   op->type = type;
   op->esize = esize;
+  if (kind == DCCL_OP_ALLREDUCE && c->on_device && comm->coll.direct_ok == DCCL_DIRECT_WINDOWS) {
+    op->send_win = dccl_comm_window_of(comm, sendbuff, count * esize);
+    op->recv_win = dccl_comm_window_of(comm, recvbuff, count * esize);
+  }
   if (redop) op->redop = *redop; else dccl_redop_builtin(&op->redop, ncclSum, type, 1);
   op->root = root;
   op->peer = peer;

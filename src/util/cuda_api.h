@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include "dccl.h"
+#include "util/error.h"
 
 struct dccl_cuda_api {
   __typeof__(cuModuleLoadData) *module_load_data;
@@ -42,6 +43,9 @@ struct dccl_cuda_api {
   __typeof__(cuMemUnmap) *mem_unmap;
   __typeof__(cuMemSetAccess) *mem_set_access;
   __typeof__(cuMemRetainAllocationHandle) *mem_retain_allocation_handle;
+  __typeof__(cuMemExportToShareableHandle) *mem_export_to_shareable_handle;
+  __typeof__(cuMemImportFromShareableHandle) *mem_import_from_shareable_handle;
+  __typeof__(cuMemcpyHtoDAsync) *memcpy_htod_async;
   __typeof__(cuPointerGetAttribute) *pointer_get_attribute;
   __typeof__(cuIpcGetMemHandle) *ipc_get_mem_handle;
   __typeof__(cuIpcOpenMemHandle) *ipc_open_mem_handle;
@@ -61,6 +65,12 @@ extern struct dccl_cuda_api dccl_cu;
 ncclResult_t dccl_cuda_api_load(void);
 /* The driver's text for a result code. */
 const char *dccl_cuda_error_text(CUresult r);
+
+/* A driver result as DCCL's: on failure records "what: error text (code)" and gives ncclUnhandledCudaError. */
+static inline ncclResult_t dccl_cu_result(CUresult r, const char *what) {
+  if (r == CUDA_SUCCESS) return ncclSuccess;
+  return dccl_error(ncclUnhandledCudaError, "%s: %s (%d)", what, dccl_cuda_error_text(r), (int)r);
+}
 
 /* Checks a driver call; on failure records "what: error text (code)" and returns ncclUnhandledCudaError. */
 #define DCCL_CUCHECK(call, what)                                                                             \

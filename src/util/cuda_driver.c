@@ -197,6 +197,12 @@ void dccl_cuda_set_current(void *ctx) {
   if (ctx && dccl_cuda_available()) (void)cu.ctx_set_current(ctx);
 }
 
+void *dccl_cuda_get_current(void) {
+  void *ctx = NULL;
+  if (!dccl_cuda_available() || cu.ctx_get_current(&ctx) != CU_SUCCESS) return NULL;
+  return ctx;
+}
+
 void *dccl_cuda_entry(const char *name, int abi_version) {
   if (!dccl_cuda_available()) return NULL;
   void *fn = NULL;

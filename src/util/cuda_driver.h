@@ -46,5 +46,7 @@ void dccl_cuda_primary_ctx_release(int ordinal);
 void *dccl_cuda_entry(const char *name, int abi_version);
 /* Makes ctx current on the calling thread (a DCCL thread about to touch the device); NULL: nothing. */
 void dccl_cuda_set_current(void *ctx);
+/* The calling thread's current context, or NULL (none, or no driver). */
+void *dccl_cuda_get_current(void);
 
 #endif

@@ -77,6 +77,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   # A rank process killed while its peers' kernels wait for it (tests/cuda/gpu_peer_death.c).
   add_executable(gpu_peer_death ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_peer_death.c)
   target_link_libraries(gpu_peer_death PRIVATE dccl_fault_harness dccl CUDA::cudart)
+  add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
+  target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 
   # Ranks in processes of their own (coll_suite --device: every collective, type and reduction at small sizes,
   # checked as on the host), under MPS through mpirun and through the TCP bootstrap (--fork), and a few cases
@@ -93,6 +95,15 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                     --colls allreduce,broadcast,reduce ENV DCCL_TIMEOUT=60)
     endif()
     dccl_gpu_test(suite_fork_3ranks_mps COMMAND ${mps} ${suite} --fork 3 --timeout 270 ENV DCCL_TIMEOUT=60)
+    # Windows between processes: the direct all-reduce reading the other processes' buffers in place
+    # (tests/cuda/gpu_windows.c), cudaMalloc and ncclMemAlloc memory.
+    set(windows $<TARGET_FILE:gpu_windows>)
+    dccl_gpu_test(windows_2ranks_cudamalloc COMMAND ${mps} ${windows} 2 cudamalloc ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(windows_4ranks_memalloc COMMAND ${mps} ${windows} 4 memalloc ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(windows_3ranks_cudamalloc_deterministic COMMAND ${mps} ${windows} 3 cudamalloc deterministic
+                  ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${windows} 2 memalloc deterministic
+                  ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
     dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle)
     dccl_gpu_test(peer_death_idle_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> idle)

@@ -1,0 +1,130 @@
+/* A device allocation of one process mapped into another (util/cuda_peer_mem.h). */
+#include "util/cuda_peer_mem.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "util/cuda_api.h"
+
+_Static_assert(sizeof(CUipcMemHandle) <= sizeof(((struct dccl_peer_mem_export *)0)->ipc), "IPC handle size");
+
+/* The cuMem allocation at `at`, or 0 when `at` is not cuMem memory (the handle is released: only its value is
+ * compared). */
+static CUmemGenericAllocationHandle cumem_at(CUdeviceptr at) {
+  CUmemGenericAllocationHandle h = 0;
+  if (dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)at) != CUDA_SUCCESS) return 0;
+  dccl_cu.mem_release(h);
+  return h;
+}
+
+ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
+  *fd = -1;
+  memset(e, 0, sizeof(*e));
+  DCCLCHECK(dccl_cuda_api_load());
+  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, base = 0;
+  size_t size = 0;
+  int ordinal = -1;
+  unsigned int type = 0;
+  if (dccl_cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_DEVICE ||
+      dccl_cu.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS)
+    return dccl_error(ncclInvalidUsage, "%p is not device memory: only device memory can be mapped for peers", ptr);
+  DCCL_CUCHECK(dccl_cu.mem_get_address_range(&base, &size, p), "cuMemGetAddressRange");
+  if (p + bytes > base + size)
+    return dccl_error(ncclInvalidUsage, "[%p, +%zu) runs past its allocation (which ends at %p)", ptr, bytes,
+                      (void *)(uintptr_t)(base + size));
+  e->device = ordinal;
+  e->base = base;
+  e->bytes = size;
+  CUmemGenericAllocationHandle first = cumem_at(base);
+  if (first) {
+    /* A reserved range may hold several allocations (expandable segments): one file descriptor names one. */
+    if (cumem_at(base + size - 1) != first)
+      return dccl_error(ncclInvalidUsage,
+                        "%p lies in a range of several cuMem allocations, which one peer mapping cannot cover", ptr);
+    CUmemGenericAllocationHandle h;
+    DCCL_CUCHECK(dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)base), "cuMemRetainAllocationHandle");
+    int exported = -1;
+    CUresult r = dccl_cu.mem_export_to_shareable_handle(&exported, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    dccl_cu.mem_release(h);
+    if (r != CUDA_SUCCESS)
+      return dccl_error(ncclInvalidUsage,
+                        "%p: its cuMem allocation cannot be exported as a file descriptor (%s), so processes cannot "
+                        "share it (allocate with ncclMemAlloc, or a POSIX handle type)",
+                        ptr, dccl_cuda_error_text(r));
+    e->kind = DCCL_PEER_MEM_FD;
+    *fd = exported;
+    return ncclSuccess;
+  }
+  CUipcMemHandle h;
+  CUresult r = dccl_cu.ipc_get_mem_handle(&h, base);
+  if (r != CUDA_SUCCESS)
+    return dccl_error(ncclInvalidUsage,
+                      "%p: its allocation cannot be shared with other processes (%s): stream-ordered pools and managed "
+                      "memory cannot; cudaMalloc and ncclMemAlloc memory can",
+                      ptr, dccl_cuda_error_text(r));
+  memcpy(e->ipc, &h, sizeof(h));
+  e->kind = DCCL_PEER_MEM_LEGACY;
+  return ncclSuccess;
+}
+
+static ncclResult_t map_fd(const struct dccl_peer_mem_export *e, int fd, int ordinal, struct dccl_peer_mem_map *m) {
+  CUmemGenericAllocationHandle h;
+  CUresult r = dccl_cu.mem_import_from_shareable_handle(&h, (void *)(uintptr_t)fd,
+                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  close(fd);
+  DCCL_CUCHECK(r, "cuMemImportFromShareableHandle of a peer's allocation");
+  CUdeviceptr va = 0;
+  r = dccl_cu.mem_address_reserve(&va, e->bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS) {
+    r = dccl_cu.mem_map(va, e->bytes, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+      CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, ordinal}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+      r = dccl_cu.mem_set_access(va, e->bytes, &access, 1);
+      if (r != CUDA_SUCCESS) dccl_cu.mem_unmap(va, e->bytes);
+    }
+    if (r != CUDA_SUCCESS) dccl_cu.mem_address_free(va, e->bytes);
+  }
+  dccl_cu.mem_release(h); /* the mapping keeps the memory */
+  DCCL_CUCHECK(r, "mapping a peer's cuMem allocation");
+  m->base = va;
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
+                                  struct dccl_peer_mem_map *m) {
+  memset(m, 0, sizeof(*m));
+  if (e->kind != DCCL_PEER_MEM_FD && fd >= 0) close(fd);
+  ncclResult_t res = dccl_cuda_api_load();
+  if (res != ncclSuccess) {
+    if (e->kind == DCCL_PEER_MEM_FD && fd >= 0) close(fd);
+    return res;
+  }
+  m->bytes = e->bytes;
+  if (e->kind == DCCL_PEER_MEM_FD) {
+    if (fd < 0) return dccl_error(ncclInternalError, "a peer's cuMem allocation came without its file descriptor");
+    DCCLCHECK(map_fd(e, fd, ordinal, m));
+  } else if (e->kind == DCCL_PEER_MEM_LEGACY) {
+    CUipcMemHandle h;
+    memcpy(&h, e->ipc, sizeof(h));
+    CUdeviceptr at = 0;
+    DCCL_CUCHECK(dccl_cu.ipc_open_mem_handle(&at, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                 "cuIpcOpenMemHandle of a peer's allocation");
+    m->base = at;
+  } else {
+    return dccl_error(ncclInternalError, "a peer's allocation of unknown kind %d", (int)e->kind);
+  }
+  m->kind = e->kind;
+  return ncclSuccess;
+}
+
+void dccl_peer_mem_close(struct dccl_peer_mem_map *m) {
+  if (!m->base) return;
+  if (m->kind == DCCL_PEER_MEM_LEGACY) {
+    dccl_cu.ipc_close_mem_handle(m->base);
+  } else if (m->kind == DCCL_PEER_MEM_FD) {
+    dccl_cu.mem_unmap(m->base, m->bytes);
+    dccl_cu.mem_address_free(m->base, m->bytes);
+  }
+  m->base = 0;
+}

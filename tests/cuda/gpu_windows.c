@@ -1,0 +1,243 @@
+/* Windows between processes on one GPU (ncclCommWindowRegister, src/core/comm_window.c): rank processes forked by
+ * the parent before anyone touches CUDA register their buffers as windows and all-reduce from them in place (the
+ * direct all-reduce, each rank reading the other processes' inputs through its mappings). Memory of both kinds:
+ * cudaMalloc (legacy IPC handles) and ncclMemAlloc (cuMem, its file descriptor passed over a Unix socket). Buffers
+ * sit at offsets inside their allocations, in two windows (send, receive) or one (in place). Checked, for each
+ * kind: float32 sums of 2, 1001 and 4M elements (the rank-order sum's exact bits), bf16 and average, in place,
+ * buffers outside windows (the FIFO algorithms), a deregistered window's slot reused, a CUDA graph of a window
+ * all-reduce replayed with new inputs. `deterministic` checks that the direct path is what ran: under
+ * DCCL_DETERMINISTIC=1 (which serves device buffers of several processes only through the direct all-reduce) the
+ * window call succeeds with the rank-order sum's exact bits, and a call on buffers outside windows is refused.
+ * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic]  (under tests/cuda/with_mps.sh)
+ * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ok.h"
+#include "dccl.h"
+#include "fault_harness.h"
+
+#define MAX_RANKS 8
+#define BIG ((size_t)4 << 20) /* elements */
+
+struct shared {
+  ncclUniqueId id;
+  int nranks, memalloc, deterministic;
+};
+
+static void *dev_alloc(int memalloc, size_t bytes) {
+  void *p = NULL;
+  if (memalloc) {
+    if (ncclMemAlloc(&p, bytes) != ncclSuccess) FH_FAIL("ncclMemAlloc: %s", ncclGetLastError(NULL));
+  } else {
+    CUDA_OK(cudaMalloc(&p, bytes));
+  }
+  return p;
+}
+static void dev_free(int memalloc, void *p) {
+  if (memalloc) ncclMemFree(p); else cudaFree(p);
+}
+
+/* Rank r's input at i: small integers (exact in any order), or values whose float sum depends on the order. */
+static float value(int r, size_t i, int tricky) {
+  if (!tricky) return (float)((i * 7 + (size_t)r * 13) % 97) - 40.0f;
+  static const float big[4] = {1.0e8f, -1.0e8f, 3.0f, 0.25f};
+  return big[(r + i) % 4] * (1.0f + (float)(i % 5) * 0.1f) + (float)r * 0.5f;
+}
+
+/* Fills this rank's input on the device and checks the output against the rank-order float sum (exact bits). */
+static int run_float(ncclComm_t comm, int rank, int nranks, float *send, float *recv, size_t n, int tricky,
+                     ncclRedOp_t op, cudaStream_t s, const char *what) {
+  float *host = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) host[i] = value(rank, i, tricky);
+  CUDA_OK(cudaMemcpy(send, host, n * sizeof(float), cudaMemcpyHostToDevice));
+  ncclResult_t res = ncclAllReduce(send, recv, n, ncclFloat, op, comm, s);
+  int bad = 0;
+  if (res != ncclSuccess) {
+    FH_FAIL("rank %d %s: ncclAllReduce: %s", rank, what, ncclGetLastError(comm));
+    bad = 1;
+  } else {
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(host, recv, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n && bad < 3; i++) {
+      float want = value(0, i, tricky);
+      for (int r = 1; r < nranks; r++) want += value(r, i, tricky);
+      if (op == ncclAvg) want /= (float)nranks;
+      if (memcmp(&want, &host[i], sizeof(float)))
+        FH_FAIL("rank %d %s: element %zu is %.9g, want %.9g", rank, what, i, host[i], want), bad++;
+    }
+  }
+  free(host);
+  return bad == 0;
+}
+
+/* bf16 is a float's top half: exact for the small integers used here. */
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+static int run_bf16(ncclComm_t comm, int rank, int nranks, void *send, void *recv, size_t n, cudaStream_t s) {
+  uint16_t *host = malloc(n * sizeof(*host));
+  for (size_t i = 0; i < n; i++) host[i] = to_bf16((float)((i + (size_t)rank) % 9));
+  CUDA_OK(cudaMemcpy(send, host, n * sizeof(*host), cudaMemcpyHostToDevice));
+  int ok = ncclAllReduce(send, recv, n, ncclBfloat16, ncclSum, comm, s) == ncclSuccess;
+  FH_EXPECT(ok, "rank %d bf16: %s", rank, ncclGetLastError(comm));
+  if (ok) {
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(host, recv, n * sizeof(*host), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n && ok; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += (float)((i + (size_t)r) % 9);
+      ok = from_bf16(host[i]) == want;
+      FH_EXPECT(ok, "rank %d bf16: element %zu is %g, want %g", rank, i, from_bf16(host[i]), want);
+    }
+  }
+  free(host);
+  return ok;
+}
+
+/* A graph of one window all-reduce, replayed three times with new inputs written before each replay. */
+static void run_graph(ncclComm_t comm, int rank, int nranks, float *send, float *recv, size_t n, cudaStream_t s) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ncclResult_t res = ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, s);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  FH_EXPECT(res == ncclSuccess, "rank %d: captured all-reduce: %s", rank, ncclGetLastError(comm));
+  if (res != ncclSuccess) return;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  float *host = malloc(n * sizeof(float));
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < n; i++) host[i] = (float)(rank * 100 + round * 10) + (float)(i % 7);
+    CUDA_OK(cudaMemcpyAsync(send, host, n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaMemcpyAsync(host, recv, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < n; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += (float)(r * 100 + round * 10) + (float)(i % 7);
+      if (host[i] != want) {
+        FH_FAIL("rank %d: graph replay %d: element %zu is %g, want %g", rank, round, i, host[i], want);
+        break;
+      }
+    }
+  }
+  free(host);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
+static ncclComm_t init(const struct shared *sh, int rank) {
+  ncclComm_t comm = NULL;
+  if (ncclCommInitRank(&comm, sh->nranks, sh->id, rank) != ncclSuccess) {
+    FH_FAIL("rank %d: ncclCommInitRank: %s", rank, ncclGetLastError(NULL));
+    return NULL;
+  }
+  return comm;
+}
+
+/* Every case but the deterministic one, on the buffers given. */
+static void run_default(ncclComm_t comm, int rank, int n, int memalloc, float *send, float *recv, size_t bytes,
+                        cudaStream_t s) {
+  ncclWindow_t wsend, wrecv, wspare;
+  FH_EXPECT(ncclCommWindowRegister(comm, send, bytes, &wsend, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess &&
+                ncclCommWindowRegister(comm, recv, bytes, &wrecv, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess,
+            "rank %d: ncclCommWindowRegister: %s", rank, ncclGetLastError(comm));
+  run_float(comm, rank, n, send, recv, 2, 0, ncclSum, s, "8 bytes");
+  run_float(comm, rank, n, send, recv, 1001, 0, ncclSum, s, "1001 floats");
+  run_float(comm, rank, n, send, recv, BIG, 0, ncclSum, s, "16 MiB");
+  run_float(comm, rank, n, send, recv, 4096, 0, ncclAvg, s, "average");
+  run_float(comm, rank, n, send, send, 4099, 0, ncclSum, s, "in place");
+  run_bf16(comm, rank, n, send, recv, 1 << 20, s);
+  run_graph(comm, rank, n, send, recv, 65536, s);
+  /* Buffers outside windows take the FIFO algorithms. */
+  float *outside = dev_alloc(memalloc, 8192 * sizeof(float));
+  run_float(comm, rank, n, outside, outside + 4096, 4096, 0, ncclSum, s, "outside windows");
+  /* A slot given back and taken again: the receive window is deregistered and registered anew. */
+  FH_EXPECT(ncclCommWindowDeregister(comm, wrecv) == ncclSuccess, "rank %d: deregister: %s", rank,
+            ncclGetLastError(comm));
+  FH_EXPECT(ncclCommWindowRegister(comm, recv, bytes, &wspare, 0) == ncclSuccess, "rank %d: register again: %s", rank,
+            ncclGetLastError(comm));
+  run_float(comm, rank, n, send, recv, 12345, 0, ncclSum, s, "after the slot's reuse");
+  FH_EXPECT(ncclCommWindowDeregister(comm, wsend) == ncclSuccess && ncclCommWindowDeregister(comm, wspare) ==
+                ncclSuccess, "rank %d: deregister: %s", rank, ncclGetLastError(comm));
+  dev_free(memalloc, outside);
+}
+
+/* The direct path is what ran: with DCCL_DETERMINISTIC=1 only it serves device buffers of several processes. */
+static void run_deterministic(ncclComm_t comm, int rank, int n, int memalloc, float *send, float *recv, size_t bytes,
+                              cudaStream_t s) {
+  ncclWindow_t wsend, wrecv;
+  FH_EXPECT(ncclCommWindowRegister(comm, send, bytes, &wsend, 0) == ncclSuccess &&
+                ncclCommWindowRegister(comm, recv, bytes, &wrecv, 0) == ncclSuccess,
+            "rank %d: ncclCommWindowRegister: %s", rank, ncclGetLastError(comm));
+  run_float(comm, rank, n, send, recv, 100003, 1, ncclSum, s, "deterministic, rank-order bits");
+  float *outside = dev_alloc(memalloc, 4096);
+  ncclResult_t res = ncclAllReduce(outside, outside, 16, ncclFloat, ncclSum, comm, s);
+  FH_EXPECT(res == ncclInvalidUsage, "rank %d: a deterministic all-reduce outside windows returned %d, want "
+            "ncclInvalidUsage (%s)", rank, (int)res, ncclGetLastError(comm));
+  FH_EXPECT(ncclCommWindowDeregister(comm, wsend) == ncclSuccess && ncclCommWindowDeregister(comm, wrecv) ==
+                ncclSuccess, "rank %d: deregister: %s", rank, ncclGetLastError(comm));
+  dev_free(memalloc, outside);
+}
+
+static int rank_main(void *arg, int rank) {
+  const struct shared *sh = arg;
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ncclComm_t comm = init(sh, rank);
+  if (!comm) return 1;
+  /* One allocation: the send buffer 4 KiB in, the receive buffer after it; a window each. */
+  size_t bytes = BIG * sizeof(float), span = 2 * bytes + (16 << 10);
+  char *base = dev_alloc(sh->memalloc, span);
+  float *send = (float *)(base + 4096), *recv = (float *)(base + 8192 + bytes);
+  if (sh->deterministic)
+    run_deterministic(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
+  else
+    run_default(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
+  FH_EXPECT(ncclCommDestroy(comm) == ncclSuccess, "rank %d: destroy", rank);
+  dev_free(sh->memalloc, base);
+  return fh_failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 0;
+  if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || (strcmp(argv[2], "cudamalloc") && strcmp(argv[2], "memalloc")) ||
+      (argc == 4 && strcmp(argv[3], "deterministic"))) {
+    fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic]\n", MAX_RANKS);
+    return 2;
+  }
+  /* No CUDA in the parent: its children fork from it. */
+  if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
+    printf("SKIP: no usable GPU\n");
+    return 77;
+  }
+  struct shared *sh = fh_shared_alloc(sizeof(*sh));
+  sh->nranks = n;
+  sh->memalloc = !strcmp(argv[2], "memalloc");
+  sh->deterministic = argc == 4;
+  if (sh->deterministic) setenv("DCCL_DETERMINISTIC", "1", 1); /* read once per process: before the children start */
+  if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
+  int status[MAX_RANKS], killed[MAX_RANKS];
+  fh_run_ranks(rank_main, sh, n, 240, status, killed);
+  for (int r = 0; r < n; r++) {
+    char buf[64];
+    FH_EXPECT(fh_status_ok(status[r]), "rank %d: %s%s", r, fh_status_str(status[r], buf, sizeof(buf)),
+              killed[r] ? " (killed at the deadline)" : "");
+  }
+  printf("gpu_windows %d ranks, %s%s: %s\n", n, argv[2], sh->deterministic ? ", deterministic" : "",
+         fh_failures ? "FAILED" : "passed");
+  return fh_failures ? 1 : 0;
+}
