@@ -7,7 +7,8 @@
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
-# OUT_DIR. PATHS_PARTS (default "direct staged") picks the parts.
+# OUT_DIR. PATHS_PARTS (default "direct staged") picks the parts, PATHS_STAGED (default "p2p windows shm") the
+# staged part's configurations.
 # Usage: scripts/gpu-lab-paths.sh BUILD_DIR OUT_DIR
 set -uo pipefail
 build=$1
@@ -37,7 +38,7 @@ trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT)
 for round in $(seq "$rounds"); do
   for np in 2 4; do
-    for transport in p2p windows shm; do
+    for transport in ${PATHS_STAGED:-p2p windows shm}; do
       name=staged.np$np.$transport.r$round
       DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
         "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 -R $([ $transport = windows ] && echo 2 || echo 0) \
