@@ -28,6 +28,10 @@ struct dccl_op_channel {
   int needs_progress; /* some connection's transport has a progress function (set when bound) */
 };
 
+/* A buffer the call does not use on this rank (a broadcast's input off the root, a reduce's output): as good as in a
+ * window for the direct algorithms, and never read through one. */
+#define DCCL_WINDOW_UNUSED (-2)
+
 struct dccl_op {
   struct dccl_coll_comm *comm;
   int kind;
@@ -42,7 +46,8 @@ struct dccl_op {
   int proto; /* enum dccl_proto the slots of this operation ask for (a link without LL carries bulk) */
   int stream_out; /* the output exceeds the caches: copy into it with non-temporal stores */
   int on_device;  /* device buffers: runs in a kernel on `stream` (collectives/device/) */
-  int send_win, recv_win; /* the mapped windows holding the buffers (DCCL_DIRECT_WINDOWS), or -1 */
+  int send_win, recv_win; /* the mapped windows holding the buffers (DCCL_DIRECT_WINDOWS), -1, or
+                             DCCL_WINDOW_UNUSED */
   void *stream;   /* the user's cudaStream_t */
   uint64_t seq;
   /* Posted before this one on the same links (the comm's previous collective, or the previous send/recv to the
@@ -61,6 +66,12 @@ struct dccl_op {
   int nchannels;
   struct dccl_op_channel ch[DCCL_MAX_CHANNELS]; /* last: only the first nchannels are initialised */
 };
+
+/* Both buffers lie in mapped windows (or are unused): the direct algorithms can reach them from other processes. */
+static inline int dccl_op_in_windows(const struct dccl_op *op) {
+  return (op->send_win >= 0 || op->send_win == DCCL_WINDOW_UNUSED) &&
+         (op->recv_win >= 0 || op->recv_win == DCCL_WINDOW_UNUSED);
+}
 
 /* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */
 ncclResult_t dccl_op_plan(struct dccl_op *op);

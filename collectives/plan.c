@@ -196,13 +196,13 @@ static ncclResult_t plan_lanes(struct dccl_op *op);
  * communicator, provided each passes buffers in windows where one does: the rule NCCL's symmetric windows set. */
 static int direct_possible(const struct dccl_op *op) {
   int reach = op->comm->direct_ok == DCCL_DIRECT_ONE_PROCESS ||
-              (op->comm->direct_ok == DCCL_DIRECT_WINDOWS && op->send_win >= 0 && op->recv_win >= 0);
-  return op->kind == DCCL_OP_ALLREDUCE && reach && op->comm->nranks <= DCCL_CONN_SLOTS &&
+              (op->comm->direct_ok == DCCL_DIRECT_WINDOWS && dccl_op_in_windows(op));
+  return op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && reach && op->comm->nranks <= DCCL_CONN_SLOTS &&
          (!op->redop.has_pre || op->redop.called == ncclAvg);
 }
 
-/* Direct: channel c covers a range of the elements (as the rings split them); the kernel splits it among the
- * ranks. No links: the ranks meet on their boards. */
+/* Direct: channel c covers a range of the elements (as the rings split them; of each rank's block for all-gather
+ * and reduce-scatter); the kernel splits it among the ranks. No links: the ranks meet on their boards. */
 static void plan_direct(struct dccl_op *op) {
   int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
   if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
@@ -210,7 +210,9 @@ static void plan_direct(struct dccl_op *op) {
     struct dccl_op_channel *ch = &op->ch[c];
     channel_clear(ch, c);
     channel_range(op->count, nch, c, &ch->sched.begin, &ch->sched.count);
+    ch->sched.algo = DCCL_SCHED_DIRECT;
     ch->sched.rank = op->comm->rank;
+    ch->sched.root = op->root;
   }
   op->nchannels = nch;
 }
@@ -229,13 +231,12 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
   if (op->on_device && direct_possible(op)) { /* rank order at every element, the host's function: the same bits */
     op->algo = DCCL_ALGO_DIRECT;
     plan_direct(op);
-    for (int c = 0; c < op->nchannels; c++) op->ch[c].sched.algo = DCCL_SCHED_DIRECT_ALLREDUCE;
     return ncclSuccess;
   }
   if (op->on_device)
     return dccl_error(ncclInvalidUsage,
-                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the all-reduce of ranks on one "
-                      "GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
+                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the direct reductions of ranks "
+                      "on one GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
                       "ncclCommWindowRegister), without a per-rank premultiply, so far",
                       dccl_op_name(op->kind));
   plan_oneshot(op);
@@ -268,8 +269,10 @@ static int device_algo(const struct dccl_op *op) {
   if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
   int64_t direct_min = dccl_param_int(DCCL_PARAM_DIRECT_MIN_BYTES);
+  /* Direct by default for the all-reduce, whose bars were measured; the other collectives when DCCL_ALGO asks. */
   if (direct_possible(op) && (!strcasecmp(forced, "direct") ||
-                              (direct_min >= 0 && op->count * op->esize >= (uint64_t)direct_min)))
+                              (op->kind == DCCL_OP_ALLREDUCE && direct_min >= 0 &&
+                               op->count * op->esize >= (uint64_t)direct_min)))
     return DCCL_ALGO_DIRECT;
   return op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= 65536 ? DCCL_ALGO_ONESHOT : DCCL_ALGO_RING;
 }
@@ -323,9 +326,15 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
         break;
       case DCCL_OP_BROADCAST:
       case DCCL_OP_REDUCE:
-        if (tree) plan_tree(op, 1, 1); else plan_ring(op, op->count);
+        if (op->algo == DCCL_ALGO_DIRECT) plan_direct(op);
+        else if (tree) plan_tree(op, 1, 1);
+        else plan_ring(op, op->count);
         break;
-      default: /* all-gather and reduce-scatter: the ring only */
+      default: /* all-gather and reduce-scatter: the ring, or direct */
+        if (op->algo == DCCL_ALGO_DIRECT) {
+          plan_direct(op);
+          break;
+        }
         op->algo = DCCL_ALGO_RING;
         plan_ring(op, op->count);
     }
@@ -345,7 +354,7 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     }
     for (int c = 0; c < op->nchannels; c++)
       op->ch[c].sched.algo = op->algo == DCCL_ALGO_ONESHOT ? DCCL_SCHED_ONESHOT_ALLREDUCE
-                             : op->algo == DCCL_ALGO_DIRECT ? DCCL_SCHED_DIRECT_ALLREDUCE
+                             : op->algo == DCCL_ALGO_DIRECT ? DCCL_SCHED_DIRECT
                              : op->algo == DCCL_ALGO_TREE   ? tree_algo[op->kind]
                                                             : ring_algo[op->kind];
   }

@@ -27,17 +27,13 @@ static int cacheable(const struct dccl_op *op) {
   return op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV;
 }
 
-static int in_windows(const struct dccl_op *op) {
-  return op->send_win >= 0 && op->recv_win >= 0;
-}
-
 int dccl_plan_cache_get(struct dccl_op *op) {
   struct dccl_plan_cache *c = op->comm->plan_cache;
   if (!c || !cacheable(op)) return 0;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     const struct plan_entry *e = c->entry[i];
     if (!e || e->kind != op->kind || e->count != op->count || e->type != op->type || e->root != op->root ||
-        e->on_device != op->on_device || e->called != op->redop.called || e->in_windows != in_windows(op))
+        e->on_device != op->on_device || e->called != op->redop.called || e->in_windows != dccl_op_in_windows(op))
       continue;
     op->algo = e->algo;
     op->proto = e->proto;
@@ -63,7 +59,7 @@ void dccl_plan_cache_put(const struct dccl_op *op) {
   e->kind = op->kind;
   e->on_device = op->on_device;
   e->called = op->redop.called;
-  e->in_windows = in_windows(op);
+  e->in_windows = dccl_op_in_windows(op);
   e->root = op->root;
   e->algo = op->algo;
   e->proto = op->proto;

@@ -68,9 +68,9 @@ enum dccl_sched_algo {
   DCCL_SCHED_ORDERED_ALLREDUCE,     /* two-shot: slice r gathered and reduced at rank r, then sent to all */
   DCCL_SCHED_ORDERED_REDUCE,        /* every input gathered and reduced at the root */
   DCCL_SCHED_ORDERED_REDUCESCATTER, /* block r gathered and reduced at rank r */
-  /* Kernels only, ranks sharing one address space: rank r reduces slice r of every input in place and writes it
-   * into every output (collectives/device/kernels.cu, dev_direct). */
-  DCCL_SCHED_DIRECT_ALLREDUCE,
+  /* Kernels only, ranks reading each other's buffers: e.g. the all-reduce's rank r reduces slice r of every input
+   * in place and writes it into every output (collectives/device/kernels.cu, dev_direct). */
+  DCCL_SCHED_DIRECT,
 };
 
 /* Everything a schedule needs, for one rank on one channel. Ring schedules: connection 0 receives from the ring's
@@ -358,7 +358,7 @@ DCCL_SCHED_FN uint64_t dccl_sched_nsteps(const struct dccl_sched *s, int stream)
     case DCCL_SCHED_ONESHOT_ALLREDUCE: return stream == 0 ? 2 * dccl_chain_nsteps(s) : 0;
     case DCCL_SCHED_ORDERED_ALLREDUCE: return stream == 0 ? dccl_ordered_allreduce_nsteps(s) : 0;
     case DCCL_SCHED_ORDERED_REDUCESCATTER: return stream == 0 ? dccl_ordered_reducescatter_nsteps(s) : 0;
-    case DCCL_SCHED_DIRECT_ALLREDUCE: return stream == 0; /* one pass, no slots */
+    case DCCL_SCHED_DIRECT: return stream == 0; /* one pass, no slots */
     default: return stream == 0 ? dccl_chain_nsteps(s) : 0;
   }
 }

@@ -41,6 +41,15 @@ struct dccl_direct_slot {
   uint64_t pad[4]; /* 128 bytes: a slot's polled words share no line with another channel's */
 };
 
+/* What a direct operation does (DCCL_SCHED_DIRECT; collectives/device/kernels.cu, dev_direct). */
+enum dccl_direct_op {
+  DCCL_DIRECT_OP_ALLREDUCE,     /* rank r reduces slice r of every input, writes it into every output */
+  DCCL_DIRECT_OP_REDUCESCATTER, /* rank r reduces block r of every input into its own output */
+  DCCL_DIRECT_OP_ALLGATHER,     /* rank r copies its input into block r of every output */
+  DCCL_DIRECT_OP_BROADCAST,     /* rank r copies slice r of the root's input into every output */
+  DCCL_DIRECT_OP_REDUCE,        /* rank r reduces slice r of every input into the root's output */
+};
+
 /* Where window w of rank r lies: at `owner` in rank r's process and at `local` in this one. The table of a
  * communicator's windows, DCCL_MAX_WINDOWS rows of nranks entries, follows its board table in device memory. */
 #define DCCL_MAX_WINDOWS 64
@@ -62,6 +71,7 @@ struct dccl_dev_task {
   uint32_t proto; /* enum dccl_proto: LL (one step's payload of at most DCCL_DEV_LL_BYTES) or bulk */
   struct dccl_slot_header call; /* its slots' header but bytes and seq: their kind and the call's fingerprint */
   uint32_t channel;              /* direct: which slot of each board is this task's */
+  uint32_t direct_op;            /* direct: enum dccl_direct_op */
   int16_t send_win, recv_win;    /* direct: the windows holding this rank's buffers, or -1 (one process) */
   struct dccl_direct_slot *const *boards; /* direct: every rank's board (DCCL_MAX_CHANNELS slots), by rank; the
                                              windows' table (struct dccl_win_peer) follows the nranks entries */

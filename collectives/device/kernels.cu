@@ -373,7 +373,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 }
 
 
-// The direct all-reduce (DCCL_SCHED_DIRECT_ALLREDUCE), for ranks on one GPU (in one process, or in windows): no FIFO,
+// The direct all-reduce (DCCL_SCHED_DIRECT), for ranks on one GPU (in one process, or in windows): no FIFO,
 // no copy through a slot. Channel c of the operation covers [begin, begin + count); rank r reduces slice r of it
 // from every rank's input, in rank order, and writes the result into every rank's output: each input element is
 // read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
@@ -424,11 +424,14 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     mine->recv_win = t.recv_win;
     mine->call = t.call;
     dccl_st_release_gpu_u64(&mine->seq, k);
-    // This rank's slice of the channel's range: whole 16-byte packs, so every rank's pointers stay aligned.
+    // This rank's slice of the channel's range: whole 16-byte packs, so every rank's pointers stay aligned. Block
+    // operations (reduce-scatter, all-gather) take the channel's range of this rank's block instead.
     uint64_t unit = 16 / t.esize, per = dccl_div_up(dccl_div_up(t.sched.count, (uint64_t)n), unit) * unit;
     uint64_t lo = (uint64_t)me * per < t.sched.count ? (uint64_t)me * per : t.sched.count;
     uint64_t hi = lo + per < t.sched.count ? lo + per : t.sched.count;
-    uint64_t off = (t.sched.begin + lo) * t.esize;
+    const int block_op = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_ALLGATHER;
+    if (block_op) lo = 0, hi = t.sched.count;
+    uint64_t off = (t.sched.begin + lo) * t.esize, block_off = ((uint64_t)me * t.sched.block) * t.esize + off;
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
       const dccl_direct_slot *their = t.boards[p] + t.channel;
@@ -441,10 +444,18 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
         ok = 0;
         break;
       }
-      a.srcs[p] = dev_direct_here(t, their->sendbuff, their->send_win, p) + off;
-      a.dsts[p] = (char *)dev_direct_here(t, their->recvbuff, their->recv_win, p) + off;
+      const char *in = dev_direct_here(t, their->sendbuff, their->send_win, p);
+      char *out = (char *)dev_direct_here(t, their->recvbuff, their->recv_win, p);
+      switch (t.direct_op) {
+        case DCCL_DIRECT_OP_REDUCESCATTER: a.srcs[p] = in + block_off; if (p == me) a.dsts[0] = out + off; break;
+        case DCCL_DIRECT_OP_ALLGATHER: a.dsts[p] = out + block_off; if (p == me) a.srcs[0] = in + off; break;
+        case DCCL_DIRECT_OP_BROADCAST: a.dsts[p] = out + off; if (p == t.sched.root) a.srcs[0] = in + off; break;
+        case DCCL_DIRECT_OP_REDUCE: a.srcs[p] = in + off; if (p == t.sched.root) a.dsts[0] = out + off; break;
+        default: a.srcs[p] = in + off; a.dsts[p] = out + off;
+      }
     }
-    a.nsrcs = a.ndsts = n;
+    a.nsrcs = t.direct_op == DCCL_DIRECT_OP_ALLGATHER || t.direct_op == DCCL_DIRECT_OP_BROADCAST ? 1 : n;
+    a.ndsts = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_REDUCE ? 1 : n;
     a.own = me;
     a.round_own = 1; // as the one-shot: a premultiplied input is rounded to its type before the sum
     a.n = hi - lo;
@@ -497,7 +508,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       cta.seq[0][i] = cta.seq[1][i] = c ? c->nops : 0;
     }
     __syncthreads();
-    if (cta.task.sched.algo == DCCL_SCHED_DIRECT_ALLREDUCE) {
+    if (cta.task.sched.algo == DCCL_SCHED_DIRECT) {
       dev_direct<TYPE>(w, &cta);
       __syncthreads();
       if (cta.stop) break;

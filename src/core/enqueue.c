@@ -96,6 +96,20 @@ static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
   return limit >= 0 && bytes >= (uint64_t)limit;
 }
 
+/* The windows holding a collective's buffers, for the direct algorithms between processes. A buffer the call does
+ * not use on this rank (a broadcast's input off the root, a reduce's output) counts as in one. */
+static void find_windows(struct dccl_comm *comm, struct dccl_op *op) {
+  if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) return;
+  size_t bytes = op->count * op->esize, n = (size_t)comm->nranks;
+  size_t in = op->kind == DCCL_OP_REDUCESCATTER ? bytes * n : bytes;
+  size_t out = op->kind == DCCL_OP_ALLGATHER ? bytes * n : bytes;
+  int root = comm->rank == op->root;
+  op->send_win = op->kind == DCCL_OP_BROADCAST && !root ? DCCL_WINDOW_UNUSED
+                                                        : dccl_comm_window_of(comm, op->sendbuff, in);
+  op->recv_win = op->kind == DCCL_OP_REDUCE && !root ? DCCL_WINDOW_UNUSED
+                                                     : dccl_comm_window_of(comm, op->recvbuff, out);
+}
+
 static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kind, const void *sendbuff, void *recvbuff,
                            size_t count, ncclDataType_t type, size_t esize, const struct dccl_redop *redop, int root,
                            int peer) {
@@ -118,13 +132,10 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
   op->count = count;
   op->type = type;
   op->esize = esize;
-  if (kind == DCCL_OP_ALLREDUCE && c->on_device && comm->coll.direct_ok == DCCL_DIRECT_WINDOWS) {
-    op->send_win = dccl_comm_window_of(comm, sendbuff, count * esize);
-    op->recv_win = dccl_comm_window_of(comm, recvbuff, count * esize);
-  }
   if (redop) op->redop = *redop; else dccl_redop_builtin(&op->redop, ncclSum, type, 1);
   op->root = root;
   op->peer = peer;
+  if (c->on_device && comm->coll.direct_ok == DCCL_DIRECT_WINDOWS) find_windows(comm, op);
   if (kind == DCCL_OP_SEND) op->seq = comm->p2p_send_seq[peer]++;
   else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
   else op->seq = comm->coll_seq++;

@@ -52,7 +52,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_1rank COMMAND gpu_colls 1)
   foreach(n 2 3 4)
     dccl_gpu_test(colls_${n}ranks COMMAND gpu_colls ${n})
-    foreach(algo ring tree oneshot)
+    foreach(algo ring tree oneshot direct)
       dccl_gpu_test(colls_${n}ranks_${algo} COMMAND gpu_colls ${n} ENV DCCL_ALGO=${algo})
     endforeach()
   endforeach()
@@ -64,6 +64,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_2ranks_direct_traced COMMAND ${DCCL_EXPECT_OUTPUT}
                 "ncclAllReduce #[0-9]+ count 1048579 type [a-z0-9]+ root -1 peer -1 algo direct"
                 $<TARGET_FILE:gpu_colls> 2 ENV DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+  # DCCL_ALGO=direct runs every collective but send/recv directly: the trace says so for the reduce-scatter.
+  dccl_gpu_test(colls_3ranks_direct_reducescatter_traced COMMAND ${DCCL_EXPECT_OUTPUT}
+                "ncclReduceScatter #[0-9]+ count [0-9]+ type [a-z0-9]+ root -1 peer -1 algo direct"
+                $<TARGET_FILE:gpu_colls> 3 ENV DCCL_ALGO=direct DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
   # Deterministic mode on GPU buffers: the direct all-reduce's bits are the rank-order sum's, at 3 and 4 ranks.
   foreach(n 3 4)
     dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
@@ -100,6 +104,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     set(windows $<TARGET_FILE:gpu_windows>)
     dccl_gpu_test(windows_2ranks_cudamalloc COMMAND ${mps} ${windows} 2 cudamalloc ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_4ranks_memalloc COMMAND ${mps} ${windows} 4 memalloc ENV DCCL_TIMEOUT=60)
+    dccl_gpu_test(windows_3ranks_cudamalloc_direct COMMAND ${mps} ${windows} 3 cudamalloc
+                  ENV DCCL_TIMEOUT=60 DCCL_ALGO=direct)
     dccl_gpu_test(windows_3ranks_cudamalloc_deterministic COMMAND ${mps} ${windows} 3 cudamalloc deterministic
                   ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${windows} 2 memalloc deterministic

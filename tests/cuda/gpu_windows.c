@@ -5,7 +5,8 @@
  * sit at offsets inside their allocations, in two windows (send, receive) or one (in place). Checked, for each
  * kind: float32 sums of 2, 1001 and 4M elements (the rank-order sum's exact bits), bf16 and average, in place,
  * buffers outside windows (the FIFO algorithms), a deregistered window's slot reused, a CUDA graph of a window
- * all-reduce replayed with new inputs. `deterministic` checks that the direct path is what ran: under
+ * all-reduce replayed with new inputs, reduce-scatter, all-gather, broadcast and reduce (direct under
+ * DCCL_ALGO=direct). `deterministic` checks that the direct path is what ran: under
  * DCCL_DETERMINISTIC=1 (which serves device buffers of several processes only through the direct all-reduce) the
  * window call succeeds with the rank-order sum's exact bits, and a call on buffers outside windows is refused.
  * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic]  (under tests/cuda/with_mps.sh)
@@ -147,6 +148,44 @@ static ncclComm_t init(const struct shared *sh, int rank) {
   return comm;
 }
 
+/* Reduce-scatter, all-gather, broadcast and reduce from windows (the direct algorithms under DCCL_ALGO=direct, the
+ * rings otherwise), n elements per rank block, small integers: exact in any order. */
+static void run_others(ncclComm_t comm, int rank, int nranks, float *send, float *recv, size_t n, cudaStream_t s) {
+  size_t total = n * (size_t)nranks;
+  float *host = malloc(total * sizeof(float));
+  for (int which = 0; which < 4; which++) {
+    static const char *names[4] = {"reduce-scatter", "all-gather", "broadcast from rank 1", "reduce to the last rank"};
+    int root = which == 2 ? 1 % nranks : nranks - 1;
+    size_t in = which == 0 ? total : n, out = which == 1 ? total : n;
+    for (size_t i = 0; i < in; i++) host[i] = value(rank, i, 0);
+    CUDA_OK(cudaMemcpy(send, host, in * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(recv, 0xff, out * sizeof(float)));
+    ncclResult_t res = which == 0   ? ncclReduceScatter(send, recv, n, ncclFloat, ncclSum, comm, s)
+                       : which == 1 ? ncclAllGather(send, recv, n, ncclFloat, comm, s)
+                       : which == 2 ? ncclBroadcast(send, recv, n, ncclFloat, root, comm, s)
+                                    : ncclReduce(send, recv, n, ncclFloat, ncclSum, root, comm, s);
+    FH_EXPECT(res == ncclSuccess, "rank %d %s: %s", rank, names[which], ncclGetLastError(comm));
+    if (res != ncclSuccess) continue;
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(host, recv, out * sizeof(float), cudaMemcpyDeviceToHost));
+    if (which == 3 && rank != root) continue; /* only the root's output is defined */
+    for (size_t i = 0; i < out; i++) {
+      float want = 0;
+      if (which == 0 || which == 3)
+        for (int r = 0; r < nranks; r++) want += value(r, (which == 0 ? (size_t)rank * n : 0) + i, 0);
+      else if (which == 1)
+        want = value((int)(i / n), i % n, 0);
+      else
+        want = value(root, i, 0);
+      if (host[i] != want) {
+        FH_FAIL("rank %d %s: element %zu is %g, want %g", rank, names[which], i, host[i], want);
+        break;
+      }
+    }
+  }
+  free(host);
+}
+
 /* Every case but the deterministic one, on the buffers given. */
 static void run_default(ncclComm_t comm, int rank, int n, int memalloc, float *send, float *recv, size_t bytes,
                         cudaStream_t s) {
@@ -161,6 +200,7 @@ static void run_default(ncclComm_t comm, int rank, int n, int memalloc, float *s
   run_float(comm, rank, n, send, send, 4099, 0, ncclSum, s, "in place");
   run_bf16(comm, rank, n, send, recv, 1 << 20, s);
   run_graph(comm, rank, n, send, recv, 65536, s);
+  run_others(comm, rank, n, send, recv, 100001, s);
   /* Buffers outside windows take the FIFO algorithms. */
   float *outside = dev_alloc(memalloc, 8192 * sizeof(float));
   run_float(comm, rank, n, outside, outside + 4096, 4096, 0, ncclSum, s, "outside windows");
@@ -183,6 +223,8 @@ static void run_deterministic(ncclComm_t comm, int rank, int n, int memalloc, fl
                 ncclCommWindowRegister(comm, recv, bytes, &wrecv, 0) == ncclSuccess,
             "rank %d: ncclCommWindowRegister: %s", rank, ncclGetLastError(comm));
   run_float(comm, rank, n, send, recv, 100003, 1, ncclSum, s, "deterministic, rank-order bits");
+  /* Reduce-scatter and reduce take the direct path too (its rank order): their results match the all-reduce's. */
+  run_others(comm, rank, n, send, recv, 4099, s);
   float *outside = dev_alloc(memalloc, 4096);
   ncclResult_t res = ncclAllReduce(outside, outside, 16, ncclFloat, ncclSum, comm, s);
   FH_EXPECT(res == ncclInvalidUsage, "rank %d: a deterministic all-reduce outside windows returned %d, want "
