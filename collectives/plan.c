@@ -228,14 +228,16 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
   if (comm->nranks - 1 > DCCL_CONN_SLOTS)
     return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 supports at most %d ranks; this communicator has %d",
                       dccl_op_name(op->kind), DCCL_CONN_SLOTS + 1, comm->nranks);
-  if (op->on_device && direct_possible(op)) { /* rank order at every element, the host's function: the same bits */
+  /* Rank order at every element, the host's function: the same bits. (The direct reduce-scatter and reduce would
+   * give them too; they join once they have run on a GPU.) */
+  if (op->on_device && op->kind == DCCL_OP_ALLREDUCE && direct_possible(op)) {
     op->algo = DCCL_ALGO_DIRECT;
     plan_direct(op);
     return ncclSuccess;
   }
   if (op->on_device)
     return dccl_error(ncclInvalidUsage,
-                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the direct reductions of ranks "
+                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the direct all-reduce of ranks "
                       "on one GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
                       "ncclCommWindowRegister), without a per-rank premultiply, so far",
                       dccl_op_name(op->kind));
@@ -269,7 +271,8 @@ static int device_algo(const struct dccl_op *op) {
   if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
   int64_t direct_min = dccl_param_int(DCCL_PARAM_DIRECT_MIN_BYTES);
-  /* Direct by default for the all-reduce, whose bars were measured; the other collectives when DCCL_ALGO asks. */
+  /* Direct by default for the all-reduce, whose bars were measured; the other collectives when DCCL_ALGO asks (their
+   * kernels are built but have not run on a GPU yet: docs/design.md). */
   if (direct_possible(op) && (!strcasecmp(forced, "direct") ||
                               (op->kind == DCCL_OP_ALLREDUCE && direct_min >= 0 &&
                                op->count * op->esize >= (uint64_t)direct_min)))

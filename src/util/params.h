@@ -30,7 +30,8 @@
   X(IB_TIMEOUT, INT, 14, "net_ib ack timeout exponent: 4.096 us * 2^value per retry.")                            \
   X(IB_RETRY_CNT, INT, 7, "net_ib retries before a write fails with `transport retry counter exceeded`.")          \
   X(ALGO, STR, "", "Forces an algorithm: `ring`, `tree` or `oneshot` (all-reduce), or `direct` (device "       \
-                   "all-reduce between ranks of one process on one GPU; elsewhere as empty). Empty: the cost model " \
+                   "collectives between ranks of one GPU reading each other's buffers: one process, or windows; "   \
+                   "elsewhere as empty). Empty: the cost model " \
                    "chooses per call. Creation makes the links of the algorithms that may run (`tree`: also the "  \
                    "broadcast/reduce tree of every root).")                                                        \
   X(RUNTIME_CONNECT, INT, 1, "1: point-to-point links are made by the first ncclSend/ncclRecv between two ranks "  \
