@@ -146,6 +146,17 @@ static void say_hello(struct dccl_comm *comm, const void *buff, size_t size, str
   }
 }
 
+/* Closes and frees what one registration's exchange opened, passing `res` on. */
+static ncclResult_t release_exchange(int *fds, int n, int my_fd, int sock, struct win_hello *all, ncclResult_t res) {
+  for (int r = 0; r < n; r++)
+    if (fds[r] >= 0) close(fds[r]);
+  if (my_fd >= 0) close(my_fd);
+  dccl_fd_socket_close(sock);
+  free(fds);
+  free(all);
+  return res;
+}
+
 /* The collective part, where the direct all-reduce can use windows: every rank learns every range, and if all can
  * be shared, maps them. *index: the window's slot, or -1 when it is not mapped. */
 static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff, size_t size,
@@ -183,7 +194,7 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
     if (res == ncclSuccess) res = map_window(comm, w, all, fds);
     /* Every rank mapped, or none uses the window: the kernels of a rank that did would wait for one that did not. */
     int32_t *oks = calloc((size_t)n, sizeof(int32_t));
-    if (!oks) return dccl_error(ncclSystemError, "out of memory");
+    if (!oks) return release_exchange(fds, n, my_fd, sock, all, dccl_error(ncclSystemError, "out of memory"));
     oks[comm->rank] = res == ncclSuccess;
     char why[256];
     snprintf(why, sizeof(why), "%s", res == ncclSuccess ? "" : dccl_last_error());
@@ -202,13 +213,7 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
       unmap_window(comm, w);
     }
   }
-  for (int r = 0; r < n; r++)
-    if (fds[r] >= 0) close(fds[r]);
-  if (my_fd >= 0) close(my_fd);
-  dccl_fd_socket_close(sock);
-  free(fds);
-  free(all);
-  return res;
+  return release_exchange(fds, n, my_fd, sock, all, res);
 }
 
 /* The driver calls run in the communicator's GPU context; the caller's is given back after. */
