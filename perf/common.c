@@ -438,7 +438,8 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
     fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", run.rank, opts.max_bytes);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  if (run.rank == 0 && opts.json_path && perf_json_open(opts.json_path, &opts, coll, run.nranks) != 0) {
+  if (run.rank == 0 && opts.json_path &&
+      perf_json_open(opts.json_path, &opts, coll, run.nranks, run.mem.on_device) != 0) {
     fprintf(stderr, "cannot write %s\n", opts.json_path);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }

@@ -204,7 +204,8 @@ void perf_print_header(const struct perf_options *opts, const struct perf_collec
 void perf_print_row(const struct perf_row *row);
 /* JSON (layout in docs/performance.md): one object, the run's metadata and then its rows, written as they
  * come. Rank 0 only. */
-int perf_json_open(const char *path, const struct perf_options *opts, const struct perf_collective *coll, int nranks);
+int perf_json_open(const char *path, const struct perf_options *opts, const struct perf_collective *coll, int nranks,
+                   int on_device);
 void perf_json_row(const struct perf_row *row);
 void perf_json_close(void);
 

@@ -184,7 +184,8 @@ static void json_mpi_library(void) {
   json_string(text);
 }
 
-int perf_json_open(const char *path, const struct perf_options *o, const struct perf_collective *coll, int nranks) {
+int perf_json_open(const char *path, const struct perf_options *o, const struct perf_collective *coll, int nranks,
+                   int on_device) {
   json_file = fopen(path, "w");
   if (!json_file) return -1;
   char date[32], host[64] = "";
@@ -197,8 +198,11 @@ int perf_json_open(const char *path, const struct perf_options *o, const struct 
   json_label();
   fprintf(json_file, ",\n  \"nranks\": %d,\n  \"date\": \"%s\",\n  \"host\": ", nranks, date);
   json_string(host);
-  fprintf(json_file, ",\n  \"memory\": \"host\",\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n",
-          o->iters, o->warmup_iters, o->check);
+  static const char *buffers[3] = {"plain", "registered", "windows"};
+  fprintf(json_file, ",\n  \"memory\": \"%s\",\n  \"buffers\": \"%s\",\n", on_device ? "device" : "host",
+          on_device ? buffers[o->register_mode] : "plain");
+  fprintf(json_file, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n", o->iters, o->warmup_iters,
+          o->check);
   fprintf(json_file, "  \"times\": \"%s\",\n", average_names[o->average]);
   json_env();
   fputs("  \"mpi_library\": ", json_file);
