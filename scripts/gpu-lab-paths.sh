@@ -7,8 +7,10 @@
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
-# OUT_DIR. PATHS_PARTS (default "direct staged") picks the parts, PATHS_STAGED (default "p2p windows shm") the
-# staged part's configurations.
+#   others: all-gather, reduce-scatter and broadcast at 256 MiB, 4 ranks in processes under MPS: the ring (p2p)
+#           against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's 40% bars.
+# OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
+# the staged part's configurations.
 # Usage: scripts/gpu-lab-paths.sh BUILD_DIR OUT_DIR
 set -uo pipefail
 build=$1
@@ -16,7 +18,7 @@ out=$2
 mkdir -p "$out"
 status=0
 rounds=${ROUNDS:-2}
-parts=${PATHS_PARTS:-direct staged}
+parts=${PATHS_PARTS:-direct staged others}
 
 [[ " $parts " == *" direct "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -30,22 +32,35 @@ parts=${PATHS_PARTS:-direct staged}
   done
 done
 
-[[ " $parts " == *" staged "* ]] || exit $status
+[[ " $parts " == *" staged "* || " $parts " == *" others "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT)
-for round in $(seq "$rounds"); do
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT -x DCCL_ALGO)
+[[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for transport in ${PATHS_STAGED:-p2p windows shm}; do
       name=staged.np$np.$transport.r$round
-      DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
+      DCCL_ALGO= DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
         "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 -R $([ $transport = windows ] && echo 2 || echo 0) \
         -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 2097152 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
+    done
+  done
+done
+
+[[ " $parts " == *" others "* ]] && for round in $(seq "$rounds"); do
+  for coll in all_gather reduce_scatter broadcast; do
+    for algo in ring direct; do
+      name=others.np4.$coll.$algo.r$round
+      DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = direct ] && echo direct) timeout 120 "${mpi[@]}" -np 4 \
+        "$build/perf/${coll}_perf" -b 256M -e 256M -c 1 -n 20 -w 3 -T 100 \
+        -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
+        "$out/$name.log"
     done
   done
 done

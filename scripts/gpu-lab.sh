@@ -11,7 +11,9 @@
 #          at 1, 2, 4 ranks), the 8-byte latency beside an empty kernel and under graph replay, and the 256 MiB
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
 #   paths: the direct all-reduce (ranks of one process) against the ring, and the staged path (FIFOs in pinned
-#          host memory, DCCL_TRANSPORT=shm) against p2p, 2 and 4 ranks, 8 B-1 GiB (scripts/gpu-lab-paths.sh)
+#          host memory, DCCL_TRANSPORT=shm) and windows (direct between processes) against p2p, 2 and 4 ranks,
+#          8 B-1 GiB; all-gather, reduce-scatter, broadcast direct against the ring (scripts/gpu-lab-paths.sh; all
+#          of it is more than one call: PATHS_PARTS and ROUNDS narrow it)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
 #   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
 #          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under
