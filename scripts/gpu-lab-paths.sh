@@ -37,13 +37,15 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/d
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT -x DCCL_ALGO)
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
+     -x DCCL_ALGO)
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for transport in ${PATHS_STAGED:-p2p windows shm}; do
       name=staged.np$np.$transport.r$round
       DCCL_ALGO= DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
-        "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 -R $([ $transport = windows ] && echo 2 || echo 0) \
+        "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 \
+        -R "$([ $transport = windows ] && echo 2 || echo 0)" \
         -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 2097152 || $1 == 134217728 || $1 == 1073741824) {
@@ -58,7 +60,8 @@ done
       name=others.np4.$coll.$algo.r$round
       DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = direct ] && echo direct) timeout 120 "${mpi[@]}" -np 4 \
         "$build/perf/${coll}_perf" -b 256M -e 256M -c 1 -n 20 -w 3 -T 100 \
-        -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+        -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
+        { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
         "$out/$name.log"
     done
