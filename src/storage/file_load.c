@@ -1,8 +1,10 @@
-/* A file's byte range into host memory (file_load.h): chunks of DCCL_FILE_CHUNK bytes, claimed by DCCL_FILE_THREADS
- * threads in order and read with pread straight into the destination, so the page cache's copy is the only one
- * and several requests are in flight at once (one thread's reads wait on the disk one at a time). pread, not mmap:
- * a file that shrinks while it is read gives a short read, which is an error naming the file, where a mapping
- * would raise SIGBUS in the middle of a copy. */
+/* A file's byte range into memory (file_load.h): chunks of DCCL_FILE_CHUNK bytes, claimed by DCCL_FILE_THREADS
+ * threads in order, so several requests are in flight at once (one thread's reads wait on the disk one at a time).
+ * Host destinations are read with pread straight into place, so the page cache's copy is the only one. GPU
+ * destinations (and host ones under DCCL_FILE_PATH=bounce) go through the bounce: each thread preads into one of two
+ * staging buffers and hands it to a sink (load_sink.h) that copies it on while the thread fills the other. pread,
+ * not mmap: a file that shrinks while it is read gives a short read, which is an error naming the file, where a
+ * mapping would raise SIGBUS in the middle of a copy. */
 #include "storage/file_load.h"
 
 #include <errno.h>
@@ -12,10 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "storage/load_sink.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/params.h"
 
 #define MAX_THREADS 64
@@ -32,8 +38,14 @@ struct dcclLoad {
   ncclResult_t res;
   char error[512];
   int nthreads;
-  _Atomic int running; /* threads not yet finished */
+  struct dccl_load_sink *sink; /* the bounce's, or NULL: pread straight into dst */
+  _Atomic int readers_left;    /* threads still reading: the last one ends the sink's copies */
+  _Atomic int running;         /* threads not yet finished (after the sink's end) */
   pthread_t threads[MAX_THREADS];
+  struct reader_arg {
+    struct dcclLoad *load;
+    int index;
+  } args[MAX_THREADS];
 };
 
 static void fail(struct dcclLoad *l, ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -50,49 +62,101 @@ static void fail(struct dcclLoad *l, ncclResult_t res, const char *fmt, ...) {
   atomic_store(&l->failed, 1);
 }
 
-/* Reads chunk c whole (pread may return less than asked; 0 means the file ended early). */
-static void read_chunk(struct dcclLoad *l, size_t c) {
-  size_t begin = c * l->chunk, end = begin + l->chunk < l->bytes ? begin + l->chunk : l->bytes;
-  while (begin < end && !atomic_load(&l->failed)) {
-    ssize_t n = pread(l->fd, l->dst + begin, end - begin, (off_t)(l->offset + begin));
+/* Reads [begin, end) of the range whole into `to` (pread may return less than asked; 0 means the file ended
+ * early). Without a sink the bytes count as done as they arrive. 0, or -1 after recording the failure. */
+static int read_range(struct dcclLoad *l, char *to, size_t begin, size_t end) {
+  for (size_t at = begin; at < end && !atomic_load(&l->failed);) {
+    ssize_t n = pread(l->fd, to + (at - begin), end - at, (off_t)(l->offset + at));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      fail(l, ncclSystemError, "reading %s at byte %zu: %s", l->name, l->offset + begin, strerror(errno));
-      return;
+      fail(l, ncclSystemError, "reading %s at byte %zu: %s", l->name, l->offset + at, strerror(errno));
+      return -1;
     }
     if (n == 0) {
       fail(l, ncclSystemError,
            "reading %s: it ended at byte %zu, before the %zu bytes asked from byte %zu (the file shrank while it was "
            "read?)",
-           l->name, l->offset + begin, l->bytes, l->offset);
-      return;
+           l->name, l->offset + at, l->bytes, l->offset);
+      return -1;
     }
-    begin += (size_t)n;
-    atomic_fetch_add(&l->done, (size_t)n);
+    at += (size_t)n;
+    if (!l->sink) atomic_fetch_add(&l->done, (size_t)n);
   }
+  return atomic_load(&l->failed) ? -1 : 0;
+}
+
+/* The bounce: chunk c into staging buffer `which` (once its last copy is done), then on to the destination. */
+static void bounce_chunk(struct dcclLoad *l, int thread, int which, size_t begin, size_t end) {
+  const struct dccl_load_sink_ops *ops = l->sink->ops;
+  ncclResult_t res = ops->reuse(l->sink, thread, which);
+  if (res != ncclSuccess) {
+    fail(l, res, "loading %s: %s", l->name, dccl_last_error());
+    return;
+  }
+  char *staging = ops->staging(l->sink, thread, which);
+  if (read_range(l, staging, begin, end) != 0) return;
+  res = ops->put(l->sink, thread, which, l->dst + begin, end - begin);
+  if (res != ncclSuccess) fail(l, res, "loading %s: %s", l->name, dccl_last_error());
+  else atomic_fetch_add(&l->done, end - begin);
 }
 
 static void *reader(void *arg) {
-  struct dcclLoad *l = arg;
+  struct reader_arg *a = arg;
+  struct dcclLoad *l = a->load;
   size_t nchunks = (l->bytes + l->chunk - 1) / l->chunk;
-  for (;;) {
+  for (int which = 0;; which ^= 1) {
     size_t c = atomic_fetch_add(&l->next_chunk, 1);
     if (c >= nchunks || atomic_load(&l->failed)) break;
-    read_chunk(l, c);
+    size_t begin = c * l->chunk, end = begin + l->chunk < l->bytes ? begin + l->chunk : l->bytes;
+    if (l->sink) bounce_chunk(l, a->index, which, begin, end);
+    else read_range(l, l->dst + begin, begin, end);
+  }
+  /* The last reader ends the sink's copies and lets the caller's stream go on, before the load reads as done. */
+  if (atomic_fetch_sub(&l->readers_left, 1) == 1 && l->sink) {
+    ncclResult_t res = l->sink->ops->finish(l->sink);
+    if (res != ncclSuccess) fail(l, res, "loading %s: %s", l->name, dccl_last_error());
   }
   atomic_fetch_sub(&l->running, 1);
   return NULL;
 }
 
 static void load_free(struct dcclLoad *l) {
+  if (l->sink) l->sink->ops->free(l->sink);
   if (l->owned && l->fd >= 0) close(l->fd);
   pthread_mutex_destroy(&l->lock);
   free(l);
 }
 
+/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place. */
+static ncclResult_t choose_path(const char *name, int on_device, int *bounce) {
+  const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
+  if (!strcasecmp(forced, "cufile") || !strcasecmp(forced, "direct"))
+    return dccl_error(ncclInvalidUsage,
+                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use bounce",
+                      name, forced);
+  if (*forced && strcasecmp(forced, "bounce"))
+    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want bounce (or unset)", name, forced);
+  /* GPU memory takes the bounce only when asked, until the bounce has run on a GPU (docs/storage.md). */
+  if (on_device && !*forced)
+    return dccl_error(ncclInvalidUsage,
+                      "loading %s into GPU memory: the bounce that does it has not run on a GPU yet, so it runs only "
+                      "when DCCL_FILE_PATH=bounce asks for it (docs/storage.md); or load into host memory and copy",
+                      name);
+  *bounce = on_device || *forced;
+  DCCL_INFO(DCCL_ALL, "loading %s: %s (%s)", name, *bounce ? "the bounce through pinned staging buffers" : "pread",
+            *forced ? "DCCL_FILE_PATH" : "host memory: read in place");
+  return ncclSuccess;
+}
+
 ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t offset, size_t bytes, void *dst,
-                                  struct dcclLoad **out) {
+                                  void *stream, struct dcclLoad **out) {
   *out = NULL;
+  int on_device = dst && dccl_cuda_is_device_ptr(dst), bounce = 0;
+  ncclResult_t chosen = choose_path(name, on_device, &bounce);
+  if (chosen != ncclSuccess) {
+    if (owned) close(fd);
+    return chosen;
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int err = errno;
@@ -135,11 +199,22 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   if (threads > MAX_THREADS) threads = MAX_THREADS;
   l->nthreads = (size_t)threads < nchunks ? (int)threads : (int)nchunks;
   pthread_mutex_init(&l->lock, NULL);
+  /* Nothing to move, nothing to order: an empty load needs no sink. */
+  ncclResult_t res = !bounce || l->nthreads == 0 ? ncclSuccess
+                     : on_device ? dccl_load_sink_device(l->nthreads, l->chunk, dst, stream, &l->sink)
+                                 : dccl_load_sink_host(l->nthreads, l->chunk, &l->sink);
+  if (res != ncclSuccess) {
+    load_free(l);
+    return dccl_error(res, "loading %s: %s", name, dccl_last_error());
+  }
   atomic_store(&l->running, l->nthreads);
+  atomic_store(&l->readers_left, l->nthreads);
   for (int i = 0; i < l->nthreads; i++) {
-    int err = pthread_create(&l->threads[i], NULL, reader, l);
+    l->args[i] = (struct reader_arg){l, i};
+    int err = pthread_create(&l->threads[i], NULL, reader, &l->args[i]);
     if (err) {
       /* The threads already started finish the load's chunks; the missing ones only make it slower. */
+      atomic_fetch_sub(&l->readers_left, l->nthreads - i);
       atomic_fetch_sub(&l->running, l->nthreads - i);
       l->nthreads = i;
       if (i == 0) {

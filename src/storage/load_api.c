@@ -10,12 +10,10 @@
 #include "util/cuda_driver.h"
 #include "util/error.h"
 
-/* Host buffers only so far; the stream's earlier work (which may still read the buffer) finishes first, as for a
- * host-buffer collective. */
+/* A host destination: the stream's earlier work (which may still read the buffer) finishes first, as for a
+ * host-buffer collective. A GPU destination is ordered on the stream itself (load_sink_cuda.c). */
 static ncclResult_t check_destination(const char *call, const void *buf, cudaStream_t stream) {
-  if (dccl_cuda_is_device_ptr(buf))
-    return dccl_error(ncclInvalidUsage, "%s: %p is GPU memory; loading files into GPU memory is not supported yet "
-                      "(docs/storage.md): load into host memory and copy", call, buf);
+  if (buf && dccl_cuda_is_device_ptr(buf)) return ncclSuccess;
   return dccl_cuda_host_op_on_stream(stream, call);
 }
 
@@ -33,7 +31,7 @@ ncclResult_t dcclFileLoad(const char *path, size_t offset, size_t bytes, void *b
   DCCLCHECK(check_destination("dcclFileLoad", buf, stream));
   int fd;
   DCCLCHECK(open_file("dcclFileLoad", path, &fd));
-  return dccl_file_load_start(fd, 1, path, offset, bytes, buf, load);
+  return dccl_file_load_start(fd, 1, path, offset, bytes, buf, stream, load);
 }
 
 ncclResult_t dcclFileLoadFd(int fd, size_t offset, size_t bytes, void *buf, cudaStream_t stream, dcclLoad_t *load) {
@@ -42,19 +40,20 @@ ncclResult_t dcclFileLoadFd(int fd, size_t offset, size_t bytes, void *buf, cuda
   DCCLCHECK(check_destination("dcclFileLoadFd", buf, stream));
   char name[32];
   snprintf(name, sizeof(name), "file descriptor %d", fd);
-  return dccl_file_load_start(fd, 0, name, offset, bytes, buf, load);
+  return dccl_file_load_start(fd, 0, name, offset, bytes, buf, stream, load);
 }
 
 /* Reads this rank's part (and, on every rank, the few bytes past the last whole part), and waits. */
-static ncclResult_t read_own_part(int rank, int nranks, const char *path, size_t offset, size_t bytes, char *buf) {
+static ncclResult_t read_own_part(int rank, int nranks, const char *path, size_t offset, size_t bytes, char *buf,
+                                  cudaStream_t stream) {
   size_t part = bytes / (size_t)nranks, whole = part * (size_t)nranks;
   int fd;
   DCCLCHECK(open_file("dcclCommFileLoad", path, &fd));
   dcclLoad_t mine = NULL, tail = NULL;
   ncclResult_t res = dccl_file_load_start(fd, 0, path, offset + (size_t)rank * part, part, buf + (size_t)rank * part,
-                                          &mine);
+                                          stream, &mine);
   if (res == ncclSuccess && whole < bytes)
-    res = dccl_file_load_start(fd, 0, path, offset + whole, bytes - whole, buf + whole, &tail);
+    res = dccl_file_load_start(fd, 0, path, offset + whole, bytes - whole, buf + whole, stream, &tail);
   if (mine) {
     ncclResult_t r = dcclLoadWait(mine);
     if (res == ncclSuccess) res = r;
@@ -83,7 +82,7 @@ ncclResult_t dcclCommFileLoad(ncclComm_t comm, const char *path, size_t offset, 
                       path ? path : "(null)", (long long)-all[1], (long long)all[0], (long long)-all[3],
                       (long long)all[2]);
   ncclResult_t res = check_destination("dcclCommFileLoad", buf, stream);
-  if (res == ncclSuccess) res = read_own_part(rank, nranks, path, offset, bytes, buf);
+  if (res == ncclSuccess) res = read_own_part(rank, nranks, path, offset, bytes, buf, stream);
   char why[512];
   snprintf(why, sizeof(why), "%s", res == ncclSuccess ? "" : ncclGetLastError(comm));
   /* Every rank learns whether all read their part before any waits in the all-gather for one that failed: the
@@ -99,5 +98,7 @@ ncclResult_t dcclCommFileLoad(ncclComm_t comm, const char *path, size_t offset, 
   }
   size_t part = bytes / (size_t)nranks;
   if (part == 0) return ncclSuccess; /* fewer bytes than ranks: every rank read them all */
-  return ncclAllGather((char *)buf + (size_t)rank * part, buf, part, ncclChar, comm, NULL);
+  /* GPU memory: the all-gather runs on the caller's stream, after the loads' copies (ordered there). */
+  cudaStream_t on = buf && dccl_cuda_is_device_ptr(buf) ? stream : NULL;
+  return ncclAllGather((char *)buf + (size_t)rank * part, buf, part, ncclChar, comm, on);
 }

@@ -46,6 +46,12 @@ struct dccl_cuda_api {
   __typeof__(cuMemExportToShareableHandle) *mem_export_to_shareable_handle;
   __typeof__(cuMemImportFromShareableHandle) *mem_import_from_shareable_handle;
   __typeof__(cuMemcpyHtoDAsync) *memcpy_htod_async;
+  __typeof__(cuEventCreate) *event_create;
+  __typeof__(cuEventRecord) *event_record;
+  __typeof__(cuEventSynchronize) *event_synchronize;
+  __typeof__(cuEventDestroy) *event_destroy;
+  __typeof__(cuStreamWriteValue32) *stream_write_value32;
+  __typeof__(cuStreamWaitValue32) *stream_wait_value32;
   __typeof__(cuPointerGetAttribute) *pointer_get_attribute;
   __typeof__(cuIpcGetMemHandle) *ipc_get_mem_handle;
   __typeof__(cuIpcOpenMemHandle) *ipc_open_mem_handle;

@@ -81,6 +81,13 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   # A rank process killed while its peers' kernels wait for it (tests/cuda/gpu_peer_death.c).
   add_executable(gpu_peer_death ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_peer_death.c)
   target_link_libraries(gpu_peer_death PRIVATE dccl_fault_harness dccl CUDA::cudart)
+  # Files into GPU memory through the bounce (tests/cuda/gpu_file_load.c), default chunks and many small ones.
+  add_executable(gpu_file_load ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_file_load.c
+                               ${CMAKE_CURRENT_SOURCE_DIR}/cuda/late_writer.cu)
+  target_link_libraries(gpu_file_load PRIVATE dccl CUDA::cudart Threads::Threads)
+  dccl_gpu_test(file_load COMMAND gpu_file_load ENV DCCL_FILE_PATH=bounce)
+  dccl_gpu_test(file_load_small_chunks COMMAND gpu_file_load
+                ENV DCCL_FILE_PATH=bounce DCCL_FILE_CHUNK=65536 DCCL_FILE_THREADS=3)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 

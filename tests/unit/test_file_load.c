@@ -218,6 +218,20 @@ static void collectives(void) {
   CHECK(collective_case(3, 3, 1 << 20, 1, 1));
 }
 
+/* DCCL_FILE_PATH=cufile or direct (not built) and an unknown value are refused at the call, naming the file and
+ * the setting (the case runs under each value). */
+static void path_refused(void) {
+  const char *value = getenv("DCCL_FILE_PATH");
+  const char *path = make_file(shm_dir, "paths", 4096);
+  static char buf[4096];
+  dcclLoad_t load = NULL;
+  ncclResult_t res = dcclFileLoad(path, 0, sizeof buf, buf, NULL, &load);
+  int built_later = value && (!strcmp(value, "cufile") || !strcmp(value, "direct"));
+  CHECK(res == (built_later ? ncclInvalidUsage : ncclInvalidArgument) && load == NULL);
+  CHECK(strstr(ncclGetLastError(NULL), "DCCL_FILE_PATH") != NULL && strstr(ncclGetLastError(NULL), path) != NULL);
+  unlink(path);
+}
+
 int main(void) {
   if (!getcwd(disk_dir, sizeof disk_dir)) return 1;
   int ok = 1;
@@ -230,5 +244,20 @@ int main(void) {
   ok &= run_case("permission denied", permission, NULL);
   ok &= run_case("a file truncated while read", truncated, one_thread);
   ok &= run_case("collective loads, 1-8 ranks", collectives, NULL);
+  /* The bounce (pread into staging buffers, copied on by a sink): the GPU path's pipeline, on host memory. */
+  const char *bounce[] = {"DCCL_FILE_PATH=bounce", NULL};
+  const char *bounce_small[] = {"DCCL_FILE_PATH=bounce", "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=3", NULL};
+  const char *bounce_one[] = {"DCCL_FILE_PATH=bounce", "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=1", NULL};
+  ok &= run_case("ranges, bounce", ranges, bounce);
+  ok &= run_case("ranges, bounce, 4 KiB chunks over 3 threads", ranges, bounce_small);
+  ok &= run_case("progress, bounce", progress, bounce);
+  ok &= run_case("errors at the start, bounce", errors, bounce);
+  ok &= run_case("a file truncated while read, bounce", truncated, bounce_one);
+  ok &= run_case("collective loads, bounce", collectives, bounce_small);
+  const char *cufile[] = {"DCCL_FILE_PATH=cufile", NULL}, *direct[] = {"DCCL_FILE_PATH=direct", NULL};
+  const char *unknown[] = {"DCCL_FILE_PATH=nonsense", NULL};
+  ok &= run_case("DCCL_FILE_PATH=cufile refused", path_refused, cufile);
+  ok &= run_case("DCCL_FILE_PATH=direct refused", path_refused, direct);
+  ok &= run_case("DCCL_FILE_PATH=nonsense refused", path_refused, unknown);
   return ok ? 0 : 1;
 }
