@@ -24,9 +24,11 @@
 #   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)
+#   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, perf/file_load_gpu_perf with 4 ranks
+#          under MPS against pread + cudaMemcpy, warm and cold (about 3 min)
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
-# Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|all|measure] [build dir=build-gpu]
+# Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
 set -uo pipefail
 part=${1:-all}
 [ $# -gt 0 ] && shift
@@ -47,7 +49,7 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          gpu_concurrent gpu_peer_death gpu_windows gpu_file_load coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin; } > "$out/build.log" 2>&1; then
+         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
@@ -78,6 +80,12 @@ case $part in
     tar -czf "$out/paths.tgz" -C "$out" paths && rm -rf "$out/paths"
     ;;
   gloo) bash perf/gloo_vs_dccl.sh "$build" "$out" 3 "2 4" | tee "$out/gloo_vs_dccl.md" || status=1 ;;
+  fileload)
+    file=/var/tmp/dccl-load-4g.bin
+    [ -s "$file" ] || head -c 4G /dev/urandom > "$file"
+    DCCL_FILE_PATH=bounce bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" 4 3 |
+      tee "$out/file_load_gpu_perf.txt" || status=1
+    ;;
   nccl)
     bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1
     if [ "$(nvidia-smi -L | grep -c '^GPU')" = 1 ]; then
