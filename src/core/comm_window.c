@@ -147,13 +147,15 @@ static void say_hello(struct dccl_comm *comm, const void *buff, size_t size, str
 }
 
 /* Closes and frees what one registration's exchange opened, passing `res` on. */
-static ncclResult_t release_exchange(int *fds, int n, int my_fd, int sock, struct win_hello *all, ncclResult_t res) {
-  for (int r = 0; r < n; r++)
+static ncclResult_t release_exchange(int *fds, int n, int my_fd, int sock, struct win_hello *all, int32_t *oks,
+                                     ncclResult_t res) {
+  for (int r = 0; fds && r < n; r++)
     if (fds[r] >= 0) close(fds[r]);
   if (my_fd >= 0) close(my_fd);
   dccl_fd_socket_close(sock);
   free(fds);
   free(all);
+  free(oks);
   return res;
 }
 
@@ -165,12 +167,10 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
   *index = -1;
   struct win_hello *all = calloc((size_t)n, sizeof(*all));
   int *fds = malloc((size_t)n * sizeof(int));
-  if (!all || !fds) {
-    free(all);
-    free(fds);
-    return dccl_error(ncclSystemError, "out of memory");
-  }
-  for (int r = 0; r < n; r++) fds[r] = -1;
+  int32_t *oks = calloc((size_t)n, sizeof(int32_t));
+  for (int r = 0; fds && r < n; r++) fds[r] = -1;
+  if (!all || !fds || !oks)
+    return release_exchange(fds, n, my_fd, sock, all, oks, dccl_error(ncclSystemError, "out of memory"));
   struct win_hello *me = &all[comm->rank];
   say_hello(comm, buff, size, me, &my_fd);
   if (dccl_fd_socket_open((uint64_t)(uintptr_t)comm, &sock, me->fd_socket) != ncclSuccess) me->status = HELLO_FAILED;
@@ -193,8 +193,6 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
     res = swap_fds(comm, sock, all, my_fd, fds);
     if (res == ncclSuccess) res = map_window(comm, w, all, fds);
     /* Every rank mapped, or none uses the window: the kernels of a rank that did would wait for one that did not. */
-    int32_t *oks = calloc((size_t)n, sizeof(int32_t));
-    if (!oks) return release_exchange(fds, n, my_fd, sock, all, dccl_error(ncclSystemError, "out of memory"));
     oks[comm->rank] = res == ncclSuccess;
     char why[256];
     snprintf(why, sizeof(why), "%s", res == ncclSuccess ? "" : dccl_last_error());
@@ -205,7 +203,6 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
                                           "why)", r);
     if (gathered != ncclSuccess) res = gathered;
     else if (!oks[comm->rank]) res = dccl_error(ncclSystemError, "ncclCommWindowRegister: %s", why);
-    free(oks);
     if (res == ncclSuccess) {
       w->mapped = 1;
       *index = me->index;
@@ -213,7 +210,7 @@ static ncclResult_t register_everywhere(struct dccl_comm *comm, const void *buff
       unmap_window(comm, w);
     }
   }
-  return release_exchange(fds, n, my_fd, sock, all, res);
+  return release_exchange(fds, n, my_fd, sock, all, oks, res);
 }
 
 /* The driver calls run in the communicator's GPU context; the caller's is given back after. */
