@@ -1,6 +1,7 @@
 /* The plan cache (collectives/plan_cache.c): a plan is reused only by a call of the same kind, count, type, root,
  * buffers' kind and reduction named. The reduction counts since the direct all-reduce: a plan made for a sum must
- * not serve a premulsum of the same shape, whose per-rank scalars only the FIFO algorithms apply. */
+ * not serve a premulsum of the same shape, whose per-rank scalars only the FIFO algorithms apply; and whether the
+ * buffers lie in windows, which the direct algorithms need across processes. */
 #include <string.h>
 
 #include "collectives/coll_comm.h"
@@ -18,6 +19,7 @@ static void shape(struct dccl_op *op, struct dccl_coll_comm *comm, int called) {
   op->root = -1;
   op->on_device = 1;
   op->redop.called = called;
+  op->send_win = op->recv_win = -1;
 }
 
 int main(void) {
@@ -45,6 +47,22 @@ int main(void) {
   shape(&again, &comm, ncclSum);
   again.on_device = 0;
   check(!dccl_plan_cache_get(&again), "host buffers do not reuse a device plan");
+  /* Buffers in windows (the direct algorithms across processes) plan apart from buffers outside them. */
+  shape(&again, &comm, ncclSum);
+  again.send_win = 0;
+  again.recv_win = 3;
+  check(!dccl_plan_cache_get(&again), "a call in windows does not reuse a plan made outside them");
+  again.algo = DCCL_ALGO_DIRECT;
+  again.nchannels = 2;
+  again.bound = 1;
+  dccl_plan_cache_put(&again);
+  shape(&again, &comm, ncclSum);
+  again.send_win = 5;
+  again.recv_win = DCCL_WINDOW_UNUSED;
+  check(dccl_plan_cache_get(&again) && again.nchannels == 2, "another call in windows finds that plan");
+  shape(&again, &comm, ncclSum);
+  again.send_win = 5;
+  check(!dccl_plan_cache_get(&again) || again.nchannels == 1, "half in a window is outside");
   dccl_plan_cache_free(&comm);
   printf("test_plan_cache: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;

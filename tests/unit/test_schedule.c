@@ -258,6 +258,49 @@ static void test_device_ring_channels(void) {
   free_comms(&comm, 1);
 }
 
+/* Which device collectives run directly: across processes (DCCL_DIRECT_WINDOWS) only calls whose buffers lie in
+ * windows (a buffer the call does not use on this rank counts as in one), by default the all-reduce only, the others
+ * when asked, never a per-rank premultiply; in one process any buffer. */
+static void test_direct_choice(void) {
+  struct dccl_comm comm;
+  uint64_t hosts[4] = {0, 0, 0, 0};
+  make_comms(&comm, 1, hosts);
+  comm.nranks = comm.coll.nranks = 4;
+  comm.coll.dev_nchannels = 8;
+  struct {
+    int reach, kind, algo, send_win, recv_win, premulsum, direct;
+    const char *what;
+  } cases[] = {
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 0, 1, 0, 1, "an all-reduce in windows"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, -1, 1, 0, 0, "an all-reduce from outside a window"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_DIRECT, 0, -1, 0, 0, "a forced direct into no window"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 0, 1, 1, 0, "a per-rank premultiply"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 0, 1, 0, 0, "an all-gather not asked for"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_DIRECT, 0, 1, 0, 1, "an all-gather asked for"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_BROADCAST, DCCL_ALGO_DIRECT, DCCL_WINDOW_UNUSED, 1, 0, 1,
+       "a broadcast off the root (its input unused)"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_REDUCESCATTER, DCCL_ALGO_DIRECT, 0, -1, 0, 0, "a reduce-scatter into no window"},
+      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, -1, -1, 0, 1, "one process, any buffer"},
+      {DCCL_DIRECT_NONE, DCCL_OP_ALLREDUCE, DCCL_ALGO_DIRECT, 0, 1, 0, 0, "no boards"},
+  };
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    comm.coll.direct_ok = cases[i].reach;
+    struct dccl_op op = {.comm = &comm.coll, .kind = cases[i].kind, .count = 100000, .type = ncclFloat32,
+                         .esize = 4, .algo = cases[i].algo, .root = 1, .peer = -1, .on_device = 1,
+                         .send_win = cases[i].send_win, .recv_win = cases[i].recv_win};
+    dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+    if (cases[i].premulsum) op.redop.has_pre = 1, op.redop.called = DCCL_CALLED_PREMULSUM;
+    dccl_op_plan(&op);
+    int direct = op.algo == DCCL_ALGO_DIRECT && op.nchannels > 0 && op.ch[0].sched.algo == DCCL_SCHED_DIRECT;
+    CHECK(direct == cases[i].direct, "%s: %s", cases[i].what, direct ? "direct" : "not direct");
+    if (direct)
+      CHECK(op.ch[0].sched.root == 1 && op.ch[0].sched.block == 100000 && op.ch[0].sched.rank == 0,
+            "%s: the channel's root, block and rank", cases[i].what);
+  }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 /* The trees' shape across hosts: for each tree of an all-reduce and each rooted tree, every rank but the root has a
  * parent that lists it as a child, at most two children each, every rank reaches the root, and exactly H - 1 edges
  * join ranks of different hosts (H hosts; the ring keeps each host's ranks together). */
@@ -321,6 +364,7 @@ int main(void) {
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
   test_ring_order();
   test_device_ring_channels();
+  test_direct_choice();
   test_tree_shapes();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
