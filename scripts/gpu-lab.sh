@@ -25,7 +25,8 @@
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)
 #   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, perf/file_load_gpu_perf with 4 ranks
-#          under MPS against pread + cudaMemcpy, warm and cold (about 3 min)
+#          under MPS against pread + cudaMemcpy, warm and cold, then numpy.fromfile + torch .cuda() on the same file
+#          (perf/file_load_torch.py; about 4 min)
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
@@ -85,6 +86,7 @@ case $part in
     [ -s "$file" ] || head -c 4G /dev/urandom > "$file"
     DCCL_FILE_PATH=bounce bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" 4 3 |
       tee "$out/file_load_gpu_perf.txt" || status=1
+    python3 perf/file_load_torch.py "$file" 3 | tee -a "$out/file_load_gpu_perf.txt" || status=1
     ;;
   nccl)
     bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1
