@@ -68,7 +68,7 @@ static void ranges(cudaStream_t s) {
   unsigned char *dst = base + 3; /* an odd address */
   for (int i = 0; i < 4; i++) {
     size_t offset = 1000 * (size_t)i + 17;
-    CUDA_OK(cudaMemset(base, 0, (41u << 20) + 64));
+    CUDA_OK(cudaMemsetAsync(base, 0, (41u << 20) + 64, s)); /* ordered before the load on s */
     dcclLoad_t load = NULL;
     ncclResult_t res = dcclFileLoad(path, offset, sizes[i], dst, s, &load);
     EXPECT(res == ncclSuccess, "load of %zu bytes: %s", sizes[i], ncclGetLastError(NULL));
