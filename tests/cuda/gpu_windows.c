@@ -54,7 +54,7 @@ static int run_float(ncclComm_t comm, int rank, int nranks, float *send, float *
                      ncclRedOp_t op, cudaStream_t s, const char *what) {
   float *host = malloc(n * sizeof(float));
   for (size_t i = 0; i < n; i++) host[i] = value(rank, i, tricky);
-  CUDA_OK(cudaMemcpy(send, host, n * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpyAsync(send, host, n * sizeof(float), cudaMemcpyHostToDevice, s)); /* ordered before the call */
   ncclResult_t res = ncclAllReduce(send, recv, n, ncclFloat, op, comm, s);
   int bad = 0;
   if (res != ncclSuccess) {
@@ -91,7 +91,7 @@ static float from_bf16(uint16_t h) {
 static int run_bf16(ncclComm_t comm, int rank, int nranks, void *send, void *recv, size_t n, cudaStream_t s) {
   uint16_t *host = malloc(n * sizeof(*host));
   for (size_t i = 0; i < n; i++) host[i] = to_bf16((float)((i + (size_t)rank) % 9));
-  CUDA_OK(cudaMemcpy(send, host, n * sizeof(*host), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpyAsync(send, host, n * sizeof(*host), cudaMemcpyHostToDevice, s));
   int ok = ncclAllReduce(send, recv, n, ncclBfloat16, ncclSum, comm, s) == ncclSuccess;
   FH_EXPECT(ok, "rank %d bf16: %s", rank, ncclGetLastError(comm));
   if (ok) {
@@ -158,8 +158,8 @@ static void run_others(ncclComm_t comm, int rank, int nranks, float *send, float
     int root = which == 2 ? 1 % nranks : nranks - 1;
     size_t in = which == 0 ? total : n, out = which == 1 ? total : n;
     for (size_t i = 0; i < in; i++) host[i] = value(rank, i, 0);
-    CUDA_OK(cudaMemcpy(send, host, in * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(recv, 0xff, out * sizeof(float)));
+    CUDA_OK(cudaMemcpyAsync(send, host, in * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemsetAsync(recv, 0xff, out * sizeof(float), s));
     ncclResult_t res = which == 0   ? ncclReduceScatter(send, recv, n, ncclFloat, ncclSum, comm, s)
                        : which == 1 ? ncclAllGather(send, recv, n, ncclFloat, comm, s)
                        : which == 2 ? ncclBroadcast(send, recv, n, ncclFloat, root, comm, s)
@@ -254,8 +254,8 @@ static int rank_main(void *arg, int rank) {
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 0;
-  if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || (strcmp(argv[2], "cudamalloc") && strcmp(argv[2], "memalloc")) ||
-      (argc == 4 && strcmp(argv[3], "deterministic"))) {
+  int kind_ok = argc >= 3 && (!strcmp(argv[2], "cudamalloc") || !strcmp(argv[2], "memalloc"));
+  if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || !kind_ok || (argc == 4 && strcmp(argv[3], "deterministic"))) {
     fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic]\n", MAX_RANKS);
     return 2;
   }
