@@ -19,11 +19,21 @@ mkdir -p "$out"
 status=0
 rounds=${ROUNDS:-2}
 parts=${PATHS_PARTS:-direct staged others}
+# The device call's time: GPU_LAB_DEADLINE (epoch seconds, set by gpu-lab.sh) skips a run that would not end before
+# it, so the logs gathered so far still come back (a run cut by the call's limit loses them all).
+deadline=${GPU_LAB_DEADLINE:-0}
+fits() { # fits SECONDS NAME
+  local left=$((deadline - $(date +%s)))
+  [ "$deadline" = 0 ] || [ "$left" -ge "$1" ] && return 0
+  echo "skipped $2: $left s left of the call"
+  return 1
+}
 
 [[ " $parts " == *" direct "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for algo in direct ring default; do
       name=direct.np$np.$algo.r$round
+      fits 90 "$name" || continue
       env DCCL_ALGO="$([ $algo = default ] || echo $algo)" timeout 240 "$build/perf/inproc_allreduce" "$np" 8 1G 20 8 \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 262144 || $1 == 16777216 || $1 == 134217728 ||
@@ -43,6 +53,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_
   for np in 2 4; do
     for transport in ${PATHS_STAGED:-p2p windows shm}; do
       name=staged.np$np.$transport.r$round
+      fits "$([ $transport = shm ] && echo 120 || echo 45)" "$name" || continue
       DCCL_ALGO= DCCL_TRANSPORT=$([ $transport = shm ] && echo shm) timeout 240 "${mpi[@]}" -np "$np" \
         "$build/perf/all_reduce_perf" -b 8 -e 1G -f 8 -c 1 -n 10 -w 3 -T 220 \
         -R "$([ $transport = windows ] && echo 2 || echo 0)" \
@@ -58,6 +69,7 @@ done
   for coll in all_gather reduce_scatter broadcast; do
     for algo in ring direct; do
       name=others.np4.$coll.$algo.r$round
+      fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = direct ] && echo direct) timeout 120 "${mpi[@]}" -np 4 \
         "$build/perf/${coll}_perf" -b 256M -e 256M -c 1 -n 20 -w 3 -T 100 \
         -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 ||

@@ -37,6 +37,8 @@ here=$(dirname "${BASH_SOURCE[0]}")
 [ "$part" = measure ] && exec bash "$here/gpu-lab-measure.sh" "$@"
 build=${1:-build-gpu}
 out=${OUT:-gpu-lab-out}
+# The part's time (a device call allows 600 s): the paths part skips runs that would not end before it.
+export GPU_LAB_DEADLINE=${GPU_LAB_DEADLINE:-$(($(date +%s) + ${GPU_LAB_BUDGET_S:-560}))}
 mkdir -p "$out"
 OUT_ABS=$(cd "$out" && pwd)
 {
