@@ -38,8 +38,15 @@ int main(void) {
         "a NULL window pointer is refused");
   check(ncclCommWindowRegister(comms[0], buf[0], sizeof buf[0], &bad, 0x80) == ncclInvalidArgument,
         "unknown flags are refused");
+  check(ncclCommWindowDeregister(comms[0], win[1]) == ncclInvalidArgument &&
+            strstr(ncclGetLastError(comms[0]), "not a window of this communicator") != NULL,
+        "another communicator's window is refused: %s", ncclGetLastError(comms[0]));
   for (int r = 0; r < 2; r++)
     check(ncclCommWindowDeregister(comms[r], win[r]) == ncclSuccess, "rank %d: ncclCommWindowDeregister", r);
+  /* A window left registered is freed with its communicator (ASan runs see no leak). */
+  ncclWindow_t kept = NULL;
+  check(ncclCommWindowRegister(comms[1], buf[1], sizeof buf[1], &kept, 0) == ncclSuccess && kept != NULL,
+        "a window registered again: %s", ncclGetLastError(comms[1]));
   check(ncclCommWindowDeregister(comms[0], win[0]) == ncclInvalidArgument, "a window is deregistered once");
   check(ncclCommWindowDeregister(comms[0], NULL) == ncclInvalidArgument, "a NULL window is refused");
   for (int r = 0; r < 2; r++) ncclCommDestroy(comms[r]);
