@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dccl.h"
+#include "file_load_common.h"
 
 #define MAX_ROUNDS 15
 #define MAX_RANKS 16
@@ -35,25 +36,6 @@ struct shared {
   double seconds[MAX_RANKS];
 };
 static struct shared *sh;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void drop_cache(void) {
-  sync();
-  int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-  if (fd >= 0 && write(fd, "1", 1) == 1) {
-    close(fd);
-    return;
-  }
-  if (fd >= 0) close(fd);
-  fd = open(path, O_RDONLY);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  close(fd);
-}
 
 /* What users do: pread into one pinned buffer, cudaMemcpy to the GPU, request by request. */
 static int baseline(char *dev) {
@@ -134,15 +116,6 @@ static double run(int nranks, int dccl, int collective) {
   return slowest;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp);
-  return v[n / 2];
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: DCCL_FILE_PATH=bounce %s FILE [ranks=4] [rounds=3]\n", argv[0]);
@@ -167,9 +140,9 @@ int main(int argc, char **argv) {
       double base[MAX_ROUNDS], ours[MAX_ROUNDS];
       int n = collective ? nranks : 1;
       for (int i = 0; i < rounds; i++) {
-        if (cold) drop_cache();
+        if (cold) drop_cache(path);
         base[i] = run(n, 0, 0);
-        if (cold) drop_cache();
+        if (cold) drop_cache(path);
         ours[i] = run(n, 1, collective);
         ok &= base[i] > 0 && ours[i] > 0;
       }

@@ -17,32 +17,12 @@
 #include <unistd.h>
 
 #include "dccl.h"
+#include "file_load_common.h"
 
 #define MAX_ROUNDS 15
 
 static const char *path;
 static size_t bytes;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Drops the file's pages: every page cache on the host where root may, else this file's (both keep data safe). */
-static const char *drop_cache(void) {
-  sync();
-  int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-  if (fd >= 0 && write(fd, "1", 1) == 1) {
-    close(fd);
-    return "drop_caches";
-  }
-  if (fd >= 0) close(fd);
-  fd = open(path, O_RDONLY);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  close(fd);
-  return "posix_fadvise(DONTNEED)";
-}
 
 static int baseline_read(char *buf) {
   int fd = open(path, O_RDONLY);
@@ -92,15 +72,6 @@ static double ranks_read(int nranks, int collective) {
   return ok ? now_s() - t0 : -1;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp);
-  return v[n / 2];
-}
-
 static void report(const char *what, double *base, double *ours, int rounds) {
   double b = median(base, rounds), d = median(ours, rounds);
   printf("%-34s %10.3f %10.3f %9.2f %9.2f %8.2fx\n", what, b, d, bytes / b / 1e9, bytes / d / 1e9, b / d);
@@ -122,18 +93,18 @@ int main(int argc, char **argv) {
   char *buf = malloc(bytes);
   if (!buf) return 1;
   memset(buf, 0, bytes);
-  const char *how = drop_cache();
+  const char *how = drop_cache(path);
   printf("# file_load_perf: %s, %zu bytes, %d rounds alternating, cold = %s; medians\n", path, bytes, rounds, how);
   printf("# %-32s %10s %10s %9s %9s %9s\n", "", "base s", "DCCL s", "base GB/s", "DCCL GB/s", "speedup");
   double base[MAX_ROUNDS], ours[MAX_ROUNDS];
   int ok = 1;
   for (int cold = 1; cold >= 0; cold--) {
     for (int i = 0; i < rounds; i++) {
-      if (cold) drop_cache(); else ok &= baseline_read(buf);
+      if (cold) drop_cache(path); else ok &= baseline_read(buf);
       double t = now_s();
       ok &= baseline_read(buf);
       base[i] = now_s() - t;
-      if (cold) drop_cache();
+      if (cold) drop_cache(path);
       t = now_s();
       ok &= dccl_read(buf);
       ours[i] = now_s() - t;
@@ -142,9 +113,9 @@ int main(int argc, char **argv) {
   }
   for (int cold = 1; cold >= 0; cold--) {
     for (int i = 0; i < rounds; i++) {
-      if (cold) drop_cache();
+      if (cold) drop_cache(path);
       base[i] = ranks_read(nranks, 0);
-      if (cold) drop_cache();
+      if (cold) drop_cache(path);
       ours[i] = ranks_read(nranks, 1);
       ok &= base[i] > 0 && ours[i] > 0;
     }

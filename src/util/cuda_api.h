@@ -79,11 +79,11 @@ static inline ncclResult_t dccl_cu_result(CUresult r, const char *what) {
 }
 
 /* Checks a driver call; on failure records "what: error text (code)" and returns ncclUnhandledCudaError. */
-#define DCCL_CUCHECK(call, what)                                                                             \
-  do {                                                                                                       \
-    CUresult cu_res_ = (call);                                                                               \
-    if (cu_res_ != CUDA_SUCCESS)                                                                             \
-      return dccl_error(ncclUnhandledCudaError, "%s: %s (%d)", (what), dccl_cuda_error_text(cu_res_), (int)cu_res_); \
+#define DCCL_CUCHECK(call, what)                     \
+  do {                                               \
+    CUresult cu_res_ = (call);                       \
+    if (cu_res_ != CUDA_SUCCESS)                     \
+      return dccl_cu_result(cu_res_, (what));        \
   } while (0)
 
 #endif
