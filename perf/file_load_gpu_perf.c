@@ -1,14 +1,14 @@
 /* Loading a file into GPU memory, DCCL against what users do today, side by side in one run (docs/storage.md,
  * issue 16's benchmark):
  *   one rank:   one thread pread-ing 64 MiB requests into a pinned buffer and cudaMemcpy-ing each to the GPU,
- *               against dcclFileLoad into the GPU buffer (the bounce: DCCL_FILE_PATH=bounce until it has run on a
- *               GPU); warm page cache, and cold (drop_caches as root, else posix_fadvise(POSIX_FADV_DONTNEED));
+ *               against dcclFileLoad into the GPU buffer (the bounce through pinned staging buffers); warm page
+ *               cache, and cold (drop_caches as root, else posix_fadvise(POSIX_FADV_DONTNEED));
  *   collective: N ranks in processes of their own on GPU 0 (run under MPS), each loading the whole file that way,
  *               against dcclCommFileLoad (each rank reads 1/N, the all-gather on the GPU gives the rest).
  * Every measurement runs in a forked child (the parent never touches CUDA, so it may fork), timed from just before
  * the load to the end of its stream; a collective round is its slowest rank. The loaded bytes are compared with the
  * file after every DCCL load. Rounds alternate the two sides; medians, GB/s, and the ratio baseline / DCCL (time).
- * Usage: DCCL_FILE_PATH=bounce file_load_gpu_perf FILE [ranks=4] [rounds=3] */
+ * Usage: file_load_gpu_perf FILE [ranks=4] [rounds=3] */
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,7 +118,7 @@ static double run(int nranks, int dccl, int collective) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: DCCL_FILE_PATH=bounce %s FILE [ranks=4] [rounds=3]\n", argv[0]);
+    fprintf(stderr, "usage: %s FILE [ranks=4] [rounds=3]\n", argv[0]);
     return 2;
   }
   path = argv[1];

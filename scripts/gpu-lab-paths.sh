@@ -7,8 +7,9 @@
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
-#   others: all-gather, reduce-scatter and broadcast at 256 MiB, 4 ranks in processes under MPS: the ring (p2p)
-#           against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's 40% bars.
+#   others: all-gather, reduce-scatter, broadcast and reduce, 4 KiB-256 MiB, 4 ranks in processes under MPS: the
+#           ring (p2p) against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's
+#           40% bars and where direct starts to win.
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
 # Usage: scripts/gpu-lab-paths.sh BUILD_DIR OUT_DIR
@@ -66,12 +67,12 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_
 done
 
 [[ " $parts " == *" others "* ]] && for round in $(seq "$rounds"); do
-  for coll in all_gather reduce_scatter broadcast; do
+  for coll in all_gather reduce_scatter broadcast reduce; do
     for algo in ring direct; do
       name=others.np4.$coll.$algo.r$round
       fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = direct ] && echo direct) timeout 120 "${mpi[@]}" -np 4 \
-        "$build/perf/${coll}_perf" -b 256M -e 256M -c 1 -n 20 -w 3 -T 100 \
+        "$build/perf/${coll}_perf" -b 4K -e 256M -f 4 -c 1 -n 20 -w 3 -T 100 \
         -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \

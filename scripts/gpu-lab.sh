@@ -86,7 +86,7 @@ case $part in
   fileload)
     file=/var/tmp/dccl-load-4g.bin
     [ -s "$file" ] || head -c 4G /dev/urandom > "$file"
-    DCCL_FILE_PATH=bounce bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" 4 3 |
+    bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" 4 3 |
       tee "$out/file_load_gpu_perf.txt" || status=1
     python3 perf/file_load_torch.py "$file" 3 | tee -a "$out/file_load_gpu_perf.txt" || status=1
     ;;

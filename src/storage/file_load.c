@@ -136,15 +136,9 @@ static ncclResult_t choose_path(const char *name, int on_device, int *bounce) {
                       name, forced);
   if (*forced && strcasecmp(forced, "bounce"))
     return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want bounce (or unset)", name, forced);
-  /* GPU memory takes the bounce only when asked, until the bounce has run on a GPU (docs/storage.md). */
-  if (on_device && !*forced)
-    return dccl_error(ncclInvalidUsage,
-                      "loading %s into GPU memory: the bounce that does it has not run on a GPU yet, so it runs only "
-                      "when DCCL_FILE_PATH=bounce asks for it (docs/storage.md); or load into host memory and copy",
-                      name);
   *bounce = on_device || *forced;
   DCCL_INFO(DCCL_ALL, "loading %s: %s (%s)", name, *bounce ? "the bounce through pinned staging buffers" : "pread",
-            *forced ? "DCCL_FILE_PATH" : "host memory: read in place");
+            *forced ? "DCCL_FILE_PATH" : on_device ? "GPU memory" : "host memory: read in place");
   return ncclSuccess;
 }
 

@@ -57,9 +57,8 @@
   X(FILE_THREADS, INT, 8, "Threads reading one file load (dcclFileLoad) in parallel (1..64).")                  \
   X(FILE_CHUNK, INT, 4194304, "Bytes each file-load thread reads per request (at least 4096).")                    \
   X(FILE_PATH, STR, "", "How a file load moves its bytes: empty (host memory: pread straight into it; GPU memory: "  \
-                        "refused until the bounce has run on a GPU), `bounce` (pread into two pinned staging "      \
-                        "buffers per thread, copied on from there; host destinations too), `cufile` or `direct` "  \
-                        "(not built yet: refused).")                                                               \
+                        "the bounce), `bounce` (pread into two pinned staging buffers per thread, copied on from "  \
+                        "there; host destinations too), `cufile` or `direct` (not built yet: refused).")                                                                          \
   X(DIRECT_MIN_BYTES, INT, 0, "Device all-reduces of at least this many bytes between ranks of one GPU (of one "  \
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot. -1: never (unless DCCL_ALGO=direct).")    \

@@ -85,9 +85,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   add_executable(gpu_file_load ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_file_load.c
                                ${CMAKE_CURRENT_SOURCE_DIR}/cuda/late_writer.cu)
   target_link_libraries(gpu_file_load PRIVATE dccl CUDA::cudart Threads::Threads)
-  dccl_gpu_test(file_load COMMAND gpu_file_load ENV DCCL_FILE_PATH=bounce)
+  dccl_gpu_test(file_load COMMAND gpu_file_load)
   dccl_gpu_test(file_load_small_chunks COMMAND gpu_file_load
-                ENV DCCL_FILE_PATH=bounce DCCL_FILE_CHUNK=65536 DCCL_FILE_THREADS=3)
+                ENV DCCL_FILE_CHUNK=65536 DCCL_FILE_THREADS=3)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 

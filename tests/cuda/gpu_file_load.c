@@ -5,8 +5,7 @@
  * load waited for the kernel), and a copy queued after the load sees them (the stream waited for the load); a
  * missing file refused at the call with the stream left usable; the collective load of 2 and 3 ranks of this
  * process (a thread each) into each rank's GPU buffer.
- * Usage: DCCL_FILE_PATH=bounce gpu_file_load  (GPU destinations need it until the bounce has run on a GPU;
- * DCCL_FILE_CHUNK and DCCL_FILE_THREADS apply) */
+ * Usage: gpu_file_load  (DCCL_FILE_CHUNK and DCCL_FILE_THREADS apply) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

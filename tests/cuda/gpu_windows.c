@@ -64,9 +64,12 @@ static int run_float(ncclComm_t comm, int rank, int nranks, float *send, float *
     CUDA_OK(cudaStreamSynchronize(s));
     CUDA_OK(cudaMemcpy(host, recv, n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n && bad < 3; i++) {
-      float want = value(0, i, tricky);
-      for (int r = 1; r < nranks; r++) want += value(r, i, tricky);
-      if (op == ncclAvg) want /= (float)nranks;
+      /* An average of floats is NCCL's: each input times the float reciprocal of nranks, then the sum. */
+      float inv = 1.0f / (float)nranks, want = 0;
+      for (int r = 0; r < nranks; r++) {
+        float x = op == ncclAvg ? value(r, i, tricky) * inv : value(r, i, tricky);
+        want = r == 0 ? x : want + x;
+      }
       if (memcmp(&want, &host[i], sizeof(float)))
         FH_FAIL("rank %d %s: element %zu is %.9g, want %.9g", rank, what, i, host[i], want), bad++;
     }
