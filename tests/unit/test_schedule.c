@@ -259,8 +259,8 @@ static void test_device_ring_channels(void) {
 }
 
 /* Which device collectives run directly: across processes (DCCL_DIRECT_WINDOWS) only calls whose buffers lie in
- * windows (a buffer the call does not use on this rank counts as in one), by default the all-reduce only, the others
- * when asked, never a per-rank premultiply; in one process any buffer. */
+ * windows (a buffer the call does not use on this rank counts as in one), every collective but send/recv, never a
+ * per-rank premultiply; in one process any buffer. */
 static void test_direct_choice(void) {
   struct dccl_comm comm;
   uint64_t hosts[4] = {0, 0, 0, 0};
@@ -275,7 +275,10 @@ static void test_direct_choice(void) {
       {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, -1, 1, 0, 0, "an all-reduce from outside a window"},
       {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_DIRECT, 0, -1, 0, 0, "a forced direct into no window"},
       {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 0, 1, 1, 0, "a per-rank premultiply"},
-      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 0, 1, 0, 0, "an all-gather not asked for"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 0, 1, 0, 1, "an all-gather in windows"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 0, -1, 0, 0, "an all-gather into no window"},
+      {DCCL_DIRECT_WINDOWS, DCCL_OP_REDUCE, DCCL_ALGO_AUTO, 0, DCCL_WINDOW_UNUSED, 0, 1,
+       "a reduce off the root (its output unused)"},
       {DCCL_DIRECT_WINDOWS, DCCL_OP_ALLGATHER, DCCL_ALGO_DIRECT, 0, 1, 0, 1, "an all-gather asked for"},
       {DCCL_DIRECT_WINDOWS, DCCL_OP_BROADCAST, DCCL_ALGO_DIRECT, DCCL_WINDOW_UNUSED, 1, 0, 1,
        "a broadcast off the root (its input unused)"},
