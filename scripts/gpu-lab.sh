@@ -24,9 +24,9 @@
 #   nccl:  NVIDIA's NCCL against DCCL's libnccl.so.2 under nccl-tests (perf/nccl_vs_dccl.sh, issue 13): every GPU
 #          count the machine has, one rank per GPU; on a one-GPU machine also DCCL alone with 2 ranks on it
 #          (NVD_* narrow it to fit a call)
-#   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, perf/file_load_gpu_perf with 4 ranks
-#          under MPS against pread + cudaMemcpy, warm and cold, then numpy.fromfile + torch .cuda() on the same file
-#          (perf/file_load_torch.py; about 4 min)
+#   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, the disk's rate (dd iflag=direct),
+#          perf/file_load_gpu_perf with 4 ranks under MPS against pread + cudaMemcpy, warm and cold, then
+#          numpy.fromfile + torch .cuda() on the same file (perf/file_load_torch.py; about 4 min)
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]

@@ -58,10 +58,11 @@
   X(FILE_CHUNK, INT, 4194304, "Bytes each file-load thread reads per request (at least 4096).")                    \
   X(FILE_PATH, STR, "", "How a file load moves its bytes: empty (host memory: pread straight into it; GPU memory: "  \
                         "the bounce), `bounce` (pread into two pinned staging buffers per thread, copied on from "  \
-                        "there; host destinations too), `cufile` or `direct` (not built yet: refused).")                                                                          \
+                        "there; host destinations too), `cufile` or `direct` (not built yet: refused).")            \
   X(DIRECT_MIN_BYTES, INT, 0, "Device collectives of at least this many bytes between ranks of one GPU (of one "  \
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
-                              "algorithm); smaller ones take the one-shot. -1: never (unless DCCL_ALGO=direct).")    \
+                              "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
+                              "(unless DCCL_ALGO=direct).")                                                          \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
     "transports or placement (at most 9 ranks; host buffers for now). Every rank must set the same.")               \
