@@ -5,8 +5,8 @@
  * sit at offsets inside their allocations, in two windows (send, receive) or one (in place). Checked, for each
  * kind: float32 sums of 2, 1001 and 4M elements (the rank-order sum's exact bits), bf16 and average, in place,
  * buffers outside windows (the FIFO algorithms), a deregistered window's slot reused, a CUDA graph of a window
- * all-reduce replayed with new inputs, reduce-scatter, all-gather, broadcast and reduce (direct under
- * DCCL_ALGO=direct). `deterministic` checks that the direct path is what ran: under
+ * all-reduce replayed with new inputs, reduce-scatter, all-gather, broadcast and reduce (direct, as by default
+ * since 2026-12-02; DCCL_ALGO=ring would take the rings). `deterministic` checks that the direct path is what ran: under
  * DCCL_DETERMINISTIC=1 (which serves device buffers of several processes only through the direct all-reduce) the
  * window call succeeds with the rank-order sum's exact bits, and a call on buffers outside windows is refused.
  * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic]  (under tests/cuda/with_mps.sh)
@@ -151,8 +151,8 @@ static ncclComm_t init(const struct shared *sh, int rank) {
   return comm;
 }
 
-/* Reduce-scatter, all-gather, broadcast and reduce from windows (the direct algorithms under DCCL_ALGO=direct, the
- * rings otherwise), n elements per rank block, small integers: exact in any order. */
+/* Reduce-scatter, all-gather, broadcast and reduce from windows (the direct algorithms unless DCCL_ALGO names
+ * another), n elements per rank block, small integers: exact in any order. */
 static void run_others(ncclComm_t comm, int rank, int nranks, float *send, float *recv, size_t n, cudaStream_t s) {
   size_t total = n * (size_t)nranks;
   float *host = malloc(total * sizeof(float));
