@@ -6,10 +6,10 @@
 #   staged: ranks in processes of their own under MPS (all_reduce_perf, 2 and 4 ranks, 8 B-1 GiB): the FIFOs in GPU
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
-# Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 #   others: all-gather, reduce-scatter, broadcast and reduce, 4 KiB-256 MiB, 4 ranks in processes under MPS: the
 #           ring (p2p) against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's
 #           40% bars and where direct starts to win.
+# Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
 # Usage: scripts/gpu-lab-paths.sh BUILD_DIR OUT_DIR
