@@ -82,6 +82,7 @@ struct dccl_coll_comm {
   int nchannels;
   int dev_nchannels; /* channels of a device-buffer collective (one CTA each) */
   int direct_ok;     /* enum dccl_direct_reach: whose buffers the direct all-reduce can read (0: none) */
+  int dev_net;       /* some device links go over a network transport: bulk slots only (its proxy reads headers) */
   int deterministic; /* DCCL_DETERMINISTIC: reductions in rank order, the same bits on every path */
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;

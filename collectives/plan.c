@@ -348,8 +348,10 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     static const int tree_algo[] = {[DCCL_OP_ALLREDUCE] = DCCL_SCHED_TREE_ALLREDUCE,
                                     [DCCL_OP_BROADCAST] = DCCL_SCHED_TREE_BROADCAST,
                                     [DCCL_OP_REDUCE] = DCCL_SCHED_TREE_REDUCE};
-    /* Kernels speak LL in the small one-shot all-reduce only: one step each way, staged in shared memory. */
+    /* Kernels speak LL in the small one-shot all-reduce only: one step each way, staged in shared memory. Not over
+     * a network transport, whose proxy reads each slot's header to send it. */
     if (op->on_device && op->algo == DCCL_ALGO_ONESHOT && op->count * op->esize <= DCCL_DEV_LL_BYTES &&
+        !op->comm->dev_net &&
         strcasecmp(dccl_param_str(DCCL_PARAM_PROTO), "bulk") != 0) {
       op->proto = DCCL_PROTO_LL;
       chunk = op->count > 0 ? op->count : 1;

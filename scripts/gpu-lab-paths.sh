@@ -9,6 +9,10 @@
 #   others: all-gather, reduce-scatter, broadcast and reduce, 4 KiB-256 MiB, 4 ranks in processes under MPS: the
 #           ring (p2p) against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's
 #           40% bars and where direct starts to win.
+#   net:    issue 15: 4 ranks in processes under MPS as two pretend hosts of 2 (DCCL_HOSTID=A,A,B,B: device links
+#           over sockets between them) against one host (p2p only), all-reduce float32 8 B-256 MiB, with the
+#           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)
+#           measured first as the socket path's ceiling.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -43,13 +47,14 @@ fits() { # fits SECONDS NAME
   done
 done
 
-[[ " $parts " == *" staged "* || " $parts " == *" others "* ]] || exit $status
+[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO)
+     -x DCCL_ALGO -x DCCL_HOSTID)
+export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for transport in ${PATHS_STAGED:-p2p windows shm}; do
@@ -80,4 +85,19 @@ done
     done
   done
 done
+
+[[ " $parts " == *" net "* ]] && {
+  "$build/tests/test_transport_socket" 2>&1 | grep -E "TCP baseline|socket transport:" | tee "$out/net.tcp.log"
+  for round in $(seq "$rounds"); do
+    for hosts in two one; do
+      name=net.np4.$hosts.r$round
+      fits 60 "$name" || continue
+      DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,A,B,B) timeout 150 "${mpi[@]}" -np 4 \
+        "$build/perf/all_reduce_perf" -b 8 -e 256M -f 4 -c 1 -n 10 -w 3 -T 120 -J "$out/$name.json" \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
+        "$out/$name.log"
+    done
+  done
+}
 exit $status

@@ -12,8 +12,9 @@
 #          all-reduce over fence scopes, slot sizes and channel counts (about 5 min)
 #   paths: the direct all-reduce (ranks of one process) against the ring, and the staged path (FIFOs in pinned
 #          host memory, DCCL_TRANSPORT=shm) and windows (direct between processes) against p2p, 2 and 4 ranks,
-#          8 B-1 GiB; all-gather, reduce-scatter, broadcast direct against the ring (scripts/gpu-lab-paths.sh; all
-#          of it is more than one call: PATHS_PARTS and ROUNDS narrow it)
+#          8 B-1 GiB; all-gather, reduce-scatter, broadcast direct against the ring; two pretend hosts (device links
+#          over sockets) against one, beside loopback TCP (scripts/gpu-lab-paths.sh; all of it is more than one
+#          call: PATHS_PARTS and ROUNDS narrow it)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
 #   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
 #          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under
@@ -52,7 +53,8 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          gpu_concurrent gpu_peer_death gpu_windows gpu_file_load coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf; } > "$out/build.log" 2>&1; then
+         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf \
+         test_transport_socket; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1

@@ -56,6 +56,7 @@ struct dccl_conn {
   int peer;    /* the rank at the other end */
   int is_send; /* 1: this side produces into the FIFO */
   int lane;    /* which of the pair's links this is (channel, or a p2p lane) */
+  int device;  /* 1: a device link (kernels at both ends fill and drain the FIFO); set before setup() */
   struct dccl_conn_desc desc;     /* the FIFO's layout, this side's copy */
   char *regions[DCCL_REGIONS];    /* this process's mapping of each region; NULL until the transport binds them */
   void *priv;                     /* the transport's own state */
@@ -101,7 +102,8 @@ struct dccl_transport {
    * use a network transport between them, although shm could reach. */
   int host_local;
   /* Which buffers its links carry: DCCL_BUFFERS_HOST (0 means that too), DCCL_BUFFERS_DEVICE, or both. A device
-   * link's FIFO is read and written by kernels. */
+   * link's FIFO is read and written by kernels; where the transport also moves bytes (moves_bytes), no caller
+   * waits on the link, so core's link pump (transports/link_pump.h) progresses it. */
   int buffers;
   /* 1 when progress() moves the bytes (sockets, RDMA), so the executor calls it while it waits. */
   int moves_bytes;

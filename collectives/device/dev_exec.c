@@ -269,7 +269,7 @@ void dccl_dev_comm_memory(const struct dccl_coll_comm *comm, uint64_t *device_by
 /* CTAs of uncaptured launches not seen exiting yet, counted on 32 bits that wrap. The count assumes a
  * communicator's kernels run in launch order, as their shared links require anyway. */
 static uint32_t ctas_running(const struct dccl_dev_comm *dev) {
-  return dev->launched_ctas - __atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&dev->launched_ctas, __ATOMIC_RELAXED) - __atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE);
 }
 
 static int block_idle(const struct dccl_dev_comm *dev, const struct work_block *b) {
@@ -527,7 +527,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");
-  if (!captured) dev->launched_ctas += (uint32_t)nctas;
+  if (!captured) __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
   if (b) {
     b->captured = captured;
     b->ticket = dev->launched_ctas;

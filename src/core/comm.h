@@ -56,6 +56,9 @@ struct dccl_comm {
    * another thread walking the list. */
   _Atomic(struct dccl_conn_entry *) conns;
   pthread_mutex_t conn_lock;
+  /* Progresses the device links a network transport carries (core/device_pump.c); made with the first of them
+   * (under conn_lock), NULL until then. */
+  struct dccl_link_pump *pump;
 
   uint64_t coll_seq; /* collectives issued so far: every rank issues the same sequence */
   uint64_t *p2p_send_seq, *p2p_recv_seq; /* per peer */
@@ -115,6 +118,13 @@ struct dccl_comm {
 
 enum dccl_init_state { DCCL_INIT_READY = 0, DCCL_INIT_PENDING, DCCL_INIT_FAILED };
 
+/* Device links over a network transport (core/device_pump.c): the pump moves their bytes, since only kernels
+ * wait on them. pump_link adds a made link (a no-op for others); kick follows a launch; stop runs once the
+ * communicator's kernels are done, before its links close, and first moves out what its send links still hold. */
+ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c);
+void dccl_comm_pump_kick(struct dccl_comm *comm);
+void dccl_comm_pump_stop(struct dccl_comm *comm);
+
 /* Starts the progress thread of a nonblocking communicator; from then on it owns comm->coll.queue. */
 ncclResult_t dccl_progress_thread_start(struct dccl_comm *comm);
 /* Waits until the communicator's posted operations are done (or failed), then stops the thread. */
@@ -159,6 +169,8 @@ ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatch
 /* Whether some transport carries device buffers between ranks a and b (from their peer infos alone: every rank
  * gives the same answer). */
 int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b);
+/* 1 when some pair of ranks would link device buffers over a network transport (the same answer on every rank). */
+int dccl_comm_device_net(struct dccl_comm *comm);
 /* Point-to-point links ahead of use (p2p_links.c). Under DCCL_RUNTIME_CONNECT=0 appends the links to every peer
  * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
 ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);

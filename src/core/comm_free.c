@@ -60,6 +60,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     dccl_bootstrap_close(comm->bootstrap); /* stops the monitor thread before anything it reads is freed */
   }
   dccl_dev_comm_free(&comm->coll); /* waits for the kernels, which use the links and windows */
+  dccl_comm_pump_stop(comm);        /* the kernels are done: what they sent leaves, then the links may close */
   dccl_comm_free_windows(comm);
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {

@@ -107,13 +107,13 @@ static int device_links_everywhere(struct dccl_comm *comm) {
   return 1;
 }
 
-/* Every rank on this rank's GPU (in this process or others): the direct all-reduce can meet on their boards. Every
- * rank answers alike from the peer infos. */
+/* Every rank on this rank's GPU (in this process or others) and on one host as DCCL_HOSTID sees it: the direct
+ * all-reduce can meet on their boards. Every rank answers alike from the peer infos. */
 static int one_gpu(const struct dccl_comm *comm) {
   const struct dccl_peer_info *me = &comm->peers[comm->rank];
   for (int r = 0; r < comm->nranks; r++) {
     const struct dccl_peer_info *p = &comm->peers[r];
-    if (p->real_host_hash != me->real_host_hash || !p->has_device ||
+    if (p->real_host_hash != me->real_host_hash || p->host_hash != me->host_hash || !p->has_device ||
         memcmp(p->device_uuid, me->device_uuid, sizeof(me->device_uuid)))
       return 0;
   }
@@ -180,6 +180,13 @@ static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
   else if (!(*device_links = device_links_everywhere(comm)))
     DCCL_INFO(DCCL_INIT, "no device links: some ranks cannot reach each other's GPU memory (device buffers will be "
                          "refused between them)");
+  else if ((comm->coll.dev_net = dccl_comm_device_net(comm))) {
+    /* Each channel's links are TCP streams a proxy thread serves: a few carry what the network can take. */
+    int cap = clamp_channels(dccl_param_int(DCCL_PARAM_DEV_NET_NCHANNELS));
+    if (comm->coll.dev_nchannels > cap) comm->coll.dev_nchannels = cap;
+    DCCL_INFO(DCCL_INIT, "device links between hosts go over the network (%d channels, FIFOs in pinned host memory)",
+              comm->coll.dev_nchannels);
+  }
   return ncclSuccess;
 }
 
@@ -303,7 +310,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   struct dccl_peer_info *me = &comm->peers[comm->rank];
   me->rank = comm->rank;
   me->pid = (int)getpid();
-  DCCLCHECK(dccl_host_identity(me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
+  DCCLCHECK(dccl_host_identity(comm->rank, me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
   describe_self(comm, me);
   if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
     me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;

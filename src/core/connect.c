@@ -66,11 +66,12 @@ static const char *forced_for(const char *forced, int buffers) {
   return !t || (t->buffers & buffers) ? forced : NULL;
 }
 
-/* The same answer on both ends: it depends only on the two peer infos, the lane and the (uniform) environment.
- * Device links (lanes from DCCL_LANE_DEVICE) take only transports that carry device buffers. */
-static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane, const struct dccl_transport **out) {
-  const struct dccl_peer_info *me = &comm->peers[comm->rank], *them = &comm->peers[peer];
-  int buffers = lane >= DCCL_LANE_DEVICE ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST;
+/* The transport of a link between ranks `from` and `peer`. The same answer on both ends: it depends only on the two
+ * peer infos, the buffers and the (uniform) environment. Device links (lanes from DCCL_LANE_DEVICE) take only
+ * transports that carry device buffers. */
+static ncclResult_t transport_between(struct dccl_comm *comm, int from, int peer, int buffers,
+                                      const struct dccl_transport **out) {
+  const struct dccl_peer_info *me = &comm->peers[from], *them = &comm->peers[peer];
   const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), buffers);
   if (forced) {
     *out = dccl_transport_find(forced);
@@ -78,7 +79,7 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
       return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
     if (!can_connect(*out, me, them))
       return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s, but it cannot reach rank %d (host %s) from rank %d%s",
-                        forced, peer, them->hostname, comm->rank, (*out)->unreachable);
+                        forced, peer, them->hostname, from, (*out)->unreachable);
     return ncclSuccess;
   }
   for (int i = 0; i < dccl_transport_count(); i++) {
@@ -92,9 +93,23 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
     return dccl_error(ncclInvalidUsage,
                       "device buffers between rank %d and rank %d (host %s): no device transport links them (this "
                       "build moves device buffers only between ranks of one host)",
-                      comm->rank, peer, them->hostname);
+                      from, peer, them->hostname);
   return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
-                    dccl_transport_names(), peer, them->hostname, comm->rank);
+                    dccl_transport_names(), peer, them->hostname, from);
+}
+
+static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane, const struct dccl_transport **out) {
+  return transport_between(comm, comm->rank, peer, lane >= DCCL_LANE_DEVICE ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST,
+                           out);
+}
+
+int dccl_comm_device_net(struct dccl_comm *comm) {
+  for (int a = 0; a < comm->nranks; a++)
+    for (int b = a + 1; b < comm->nranks; b++) {
+      const struct dccl_transport *t;
+      if (transport_between(comm, a, b, DCCL_BUFFERS_DEVICE, &t) == ncclSuccess && t->moves_bytes) return 1;
+    }
+  return 0;
 }
 
 static uint32_t tag(int round, int lane, int sender_is_send) {
@@ -188,9 +203,10 @@ static ncclResult_t fall_back(struct fresh_link *fl, int n) {
                         c->transport->fallback);
     }
     close_conn(c);
-    int peer = c->peer, is_send = c->is_send, lane = c->lane;
+    int peer = c->peer, is_send = c->is_send, lane = c->lane, device = c->device;
     struct dccl_transport_ctx *ctx_keep = c->ctx;
-    *c = (struct dccl_conn){.transport = next, .ctx = ctx_keep, .peer = peer, .is_send = is_send, .lane = lane};
+    *c = (struct dccl_conn){
+        .transport = next, .ctx = ctx_keep, .peer = peer, .is_send = is_send, .lane = lane, .device = device};
     fb[m++].e = f->e;
   }
   ncclResult_t res = setup_round(fb, m, ROUND_FALLBACK);
@@ -213,6 +229,7 @@ static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req
     e->peer = e->conn.peer = reqs[i].peer;
     e->is_send = e->conn.is_send = reqs[i].is_send;
     e->lane = e->conn.lane = reqs[i].lane;
+    e->conn.device = e->lane >= DCCL_LANE_DEVICE;
     e->conn.ctx = &comm->tctx;
     fl[(*n)++].e = e;
     DCCLCHECK(choose_transport(comm, e->peer, e->lane, &e->conn.transport));
@@ -220,8 +237,9 @@ static ncclResult_t add_fresh(struct dccl_comm *comm, const struct dccl_conn_req
   return ncclSuccess;
 }
 
-/* Publishes a made link in its communicator's list (lookups are lock-free: release after the entry is done). */
-static void publish(struct dccl_conn_entry *e) {
+/* Publishes a made link in its communicator's list (lookups are lock-free: release after the entry is done), and
+ * hands a device link a network transport carries to the communicator's pump. */
+static ncclResult_t publish(struct dccl_conn_entry *e) {
   struct dccl_comm *comm = dccl_comm_of_tctx(e->conn.ctx);
   DCCL_INFO(DCCL_INIT, "connected %s rank %d lane %d via %s", e->is_send ? "to" : "from", e->peer, e->lane,
             e->conn.transport->name);
@@ -229,6 +247,7 @@ static void publish(struct dccl_conn_entry *e) {
   e->next = atomic_load_explicit(&comm->conns, memory_order_relaxed);
   atomic_store_explicit(&comm->conns, e, memory_order_release);
   pthread_mutex_unlock(&comm->conn_lock);
+  return dccl_comm_pump_link(comm, &e->conn);
 }
 
 ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches) {
@@ -249,8 +268,9 @@ ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatch
   DCCLCHECKGOTO(connect_round(fl, n), res, out);
   DCCLCHECKGOTO(fall_back(fl, n), res, out);
   for (int i = 0; i < n; i++) {
-    publish(fl[i].e);
-    fl[i].e = NULL;
+    struct dccl_conn_entry *e = fl[i].e;
+    fl[i].e = NULL; /* listed now: the communicator closes it */
+    DCCLCHECKGOTO(publish(e), res, out);
   }
 out:
   for (int i = 0; i < n; i++)

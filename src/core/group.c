@@ -180,6 +180,13 @@ static ncclResult_t post_and_wait(struct dccl_op *head) {
   return res == ncclSuccess && detached ? ncclInProgress : res;
 }
 
+/* One kernel for `comm`'s device operations in `list`; a pump moving its network links looks at once. */
+static ncclResult_t launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  ncclResult_t res = dccl_dev_launch(comm, list, stream);
+  dccl_comm_pump_kick(dccl_comm_of_coll(comm));
+  return res;
+}
+
 /* Launches the group's device operations, one kernel per communicator on its operations' stream, and takes them
  * out of the list (the kernels' work holds what they need). Returns at once. */
 static ncclResult_t launch_device_ops(struct dccl_op **head) {
@@ -202,7 +209,7 @@ static ncclResult_t launch_device_ops(struct dccl_op **head) {
                          "%s and %s of one communicator in one group are on different streams: DCCL launches a "
                          "group's device operations of a communicator as one kernel on one stream",
                          dccl_op_name(op->kind), dccl_op_name(o->kind));
-    if (res == ncclSuccess) res = dccl_dev_launch(op->comm, *head, op->stream);
+    if (res == ncclSuccess) res = launch(op->comm, *head, op->stream);
   }
   for (struct dccl_op **p = head; *p;) {
     struct dccl_op *op = *p;
@@ -221,7 +228,7 @@ static ncclResult_t run_ops(struct dccl_op *head) {
   /* The common case, one collective whose plan came from the cache: nothing to match or connect. */
   if (!head->next && head->bound) {
     if (!head->on_device) return post_and_wait(head);
-    ncclResult_t res = dccl_dev_launch(head->comm, head, head->stream);
+    ncclResult_t res = launch(head->comm, head, head->stream);
     dccl_op_put(head);
     return res;
   }

@@ -1,5 +1,5 @@
 /* The proxy thread's loop: work while there is work, then spin, yield, and finally sleep on the descriptors. */
-#define _GNU_SOURCE /* pthread_setname_np */
+#define _GNU_SOURCE /* pthread_setname_np, ppoll */
 #include "proxy/proxy.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -22,7 +23,9 @@ static void sleep_until_woken(struct dccl_proxy *p) {
   atomic_thread_fence(memory_order_seq_cst); /* ordered before arm()'s re-check of the work (see wake) */
   if (!p->ops->arm(p->arg) && !atomic_load(&p->stop)) {
     struct pollfd fds[2] = {{.fd = p->wake_fd, .events = POLLIN}, {.fd = p->sleep_fd, .events = POLLIN}};
-    (void)poll(fds, p->sleep_fd >= 0 ? 2 : 1, PROXY_SLEEP_MS);
+    int64_t us = p->max_sleep_us > 0 ? p->max_sleep_us : PROXY_SLEEP_MS * 1000ll;
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    (void)ppoll(fds, p->sleep_fd >= 0 ? 2 : 1, &ts, NULL);
   }
   atomic_store(&p->sleeping, 0);
   uint64_t v;
@@ -60,8 +63,9 @@ static void *proxy_main(void *arg) {
 }
 
 ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops *ops, void *arg, int sleep_fd,
-                              int oversubscribed) {
+                              int oversubscribed, int max_sleep_us) {
   memset(p, 0, sizeof(*p));
+  p->max_sleep_us = max_sleep_us;
   p->ops = ops;
   p->arg = arg;
   p->sleep_fd = sleep_fd;

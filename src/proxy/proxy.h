@@ -24,12 +24,14 @@ struct dccl_proxy {
   int wake_fd;  /* eventfd */
   int sleep_fd; /* the transport's notification descriptor, or -1 */
   _Atomic int oversubscribed; /* no spinning: the cores are needed by the ranks */
+  int max_sleep_us;           /* > 0: an idle thread looks again after this long even if nothing woke it */
   const struct dccl_proxy_ops *ops;
   void *arg;
 };
 
+/* max_sleep_us > 0 bounds each sleep, for work that arrives without a wake (a kernel writing host memory). */
 ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops *ops, void *arg, int sleep_fd,
-                              int oversubscribed);
+                              int oversubscribed, int max_sleep_us);
 /* The thread is named DCCL_PROXY_THREAD_NAME (/proc/self/task/TID/comm), so tools and tests can tell it apart. */
 #define DCCL_PROXY_THREAD_NAME "dccl-proxy"
 /* Whether the proxy may spin while idle; read when it next falls idle. Any thread. */

@@ -42,7 +42,23 @@ static void read_boot_id(char *out, size_t len) {
   out[strcspn(out, "\r\n")] = '\0';
 }
 
-ncclResult_t dccl_host_identity(char hostname[64], char host_id[64], uint64_t *host_hash, uint64_t *real_host_hash) {
+/* DCCL_HOSTID's id for `rank`: the whole value, or with commas (`A,A,B,B`) the rank's entry, the last one for ranks
+ * past the list, so ranks of one process can be on different pretend hosts. Copies at most 63 bytes. */
+static void pretend_id(const char *value, int rank, char out[64]) {
+  const char *start = value;
+  for (int i = 0; i < rank; i++) {
+    const char *comma = strchr(start, ',');
+    if (!comma) break;
+    start = comma + 1;
+  }
+  size_t n = strcspn(start, ",");
+  if (n > 63) n = 63;
+  memcpy(out, start, n);
+  out[n] = '\0';
+}
+
+ncclResult_t dccl_host_identity(int rank, char hostname[64], char host_id[64], uint64_t *host_hash,
+                                uint64_t *real_host_hash) {
   if (!hostname || !host_id || !host_hash || !real_host_hash)
     return dccl_error(ncclInvalidArgument, "dccl_host_identity: NULL argument");
   char name[256];
@@ -59,8 +75,8 @@ ncclResult_t dccl_host_identity(char hostname[64], char host_id[64], uint64_t *h
 
   const char *override = dccl_param_str(DCCL_PARAM_HOSTID);
   if (override && override[0]) {
-    *host_hash = dccl_fnv1a64(DCCL_FNV1A_INIT, override, strlen(override));
-    copy_truncated(host_id, override);
+    pretend_id(override, rank, host_id);
+    *host_hash = dccl_fnv1a64(DCCL_FNV1A_INIT, host_id, strlen(host_id));
   } else {
     *host_hash = *real_host_hash;
     copy_truncated(host_id, real_id);

@@ -15,8 +15,11 @@ uint64_t dccl_fnv1a64(uint64_t hash, const void *data, size_t len);
  *  hostname        gethostname(), NUL-terminated;
  *  real_host_hash  hash of hostname + boot id: equal only for processes under one running kernel, which is what
  *                  shared memory needs;
- *  host_id/host_hash  DCCL_HOSTID if set (to split or merge "hosts" for testing), else the real identity.
- * host_id is the human-readable identity behind host_hash (truncated to fit; the hash covers all of it). */
-ncclResult_t dccl_host_identity(char hostname[64], char host_id[64], uint64_t *host_hash, uint64_t *real_host_hash);
+ *  host_id/host_hash  DCCL_HOSTID if set (to split or merge "hosts" for testing; a comma-separated list gives
+ *                  `rank` its entry), else the real identity.
+ * host_id is the human-readable identity behind host_hash (truncated to fit; the hash covers all of it, except
+ * a DCCL_HOSTID entry, which is cut at 63 bytes). */
+ncclResult_t dccl_host_identity(int rank, char hostname[64], char host_id[64], uint64_t *host_hash,
+                                uint64_t *real_host_hash);
 
 #endif

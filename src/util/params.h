@@ -17,7 +17,8 @@
   X(SOCKET_FAMILY, STR, "", "Address family: AF_INET or AF_INET6. Empty: either.")                                 \
   X(SOCKET_NSTREAMS, INT, 2, "TCP streams per socket connection; data is striped across them.")                    \
   X(HOSTID, STR, "", "Overrides this process's host identity (default: hostname + boot id). Ranks with different " \
-                     "ids are treated as different hosts.")                                                        \
+                     "ids are treated as different hosts. A comma-separated list (`A,A,B,B`) gives rank r entry r " \
+                     "(the last for ranks past it): pretend hosts among the ranks of one process.")              \
   X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm`, `ib` or `socket`. Empty: shm "     \
                         "within a host; between hosts net_ib where both have an active RDMA port, else sockets. "  \
                         "Device buffers: `shm` (or `staged`) stages them through pinned shared host memory, "     \
@@ -71,6 +72,11 @@
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
+  X(DEV_NET_NCHANNELS, INT, 4, "Channels of a device-buffer collective whose device links include network ones "  \
+                                "(sockets: FIFOs in pinned host memory, moved by a proxy thread per rank).")      \
+  X(DEV_NET_POLL_US, INT, 50, "Microseconds a rank's proxy thread for device links over the network sleeps at "   \
+                              "most while no kernel it knows of runs: the longest a replayed CUDA graph waits for " \
+                              "it to look.")                                                                     \
   X(DEV_MEM_LIMIT, INT, 67108864, "Bytes of GPU memory one rank's device links of one communicator may hold: the " \
     "device channels are lowered until they fit.")                                                               \
   X(DEV_FENCE, STR, "auto", "Ordering of a device link's counters: `auto` (GPU scope between kernels on one GPU, "  \

@@ -35,8 +35,13 @@ static void test_registered(void) {
     check(all_ops_set(t), "%s has an op left NULL", t->name);
     check(dccl_transport_find(t->name) == t, "%s not found by its name", t->name);
     int device_only = !strcmp(t->name, "p2p") || !strcmp(t->name, "staged");
-    check(t->buffers == (device_only ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST), "%s carries buffers %d", t->name,
-          t->buffers);
+    int want_buffers = device_only ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST;
+#ifdef DCCL_HAVE_DEVICE_CODE
+    if (!strcmp(t->name, "socket")) want_buffers |= DCCL_BUFFERS_DEVICE; /* device links between hosts */
+#endif
+    check(t->buffers == want_buffers, "%s carries buffers %d, want %d", t->name, t->buffers, want_buffers);
+    /* Pretend hosts (DCCL_HOSTID) on one GPU must link over the network, as real hosts would. */
+    check(!device_only || t->host_local, "%s is not limited to one host as DCCL_HOSTID sees it", t->name);
     snprintf(want_names + strlen(want_names), sizeof(want_names) - strlen(want_names), "%s%s", i ? ", " : "",
              want[i]);
   }

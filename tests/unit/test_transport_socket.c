@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport_harness.h"
+#include "transports/link_pump.h"
 #include "transports/net_socket/socket_private.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
@@ -102,7 +103,12 @@ static unsigned char pattern(uint64_t seq, uint64_t j, int lane) {
 
 /* Runs progress; a failure is reported and counted. Like the executor's waits it spins a little, then yields the
  * core (both ends share two cores in CI). */
+static int pumped; /* a link pump progresses the links: the test threads only fill and drain the FIFOs */
 static int pump_idle(struct dccl_conn *c, int *idle) {
+  if (pumped) {
+    sched_yield();
+    return 0;
+  }
   ncclResult_t res = T->progress(c);
   if (res != ncclSuccess) fprintf(stderr, "progress failed (%d): %s\n", res, dccl_last_error());
   if (idle && ++*idle > 64) sched_yield();
@@ -537,6 +543,90 @@ static void test_mismatch_and_abort_wait(void) {
         "too many streams accepted");
 }
 
+/* --- the link pump (transports/link_pump.h): links whose FIFOs kernels fill and drain, so no caller progresses
+ * them --- */
+
+struct pump_report {
+  _Atomic int failures;
+  ncclResult_t res;
+  char text[256];
+};
+static void on_pump_failed(void *arg, ncclResult_t res) {
+  struct pump_report *r = arg;
+  r->res = res;
+  snprintf(r->text, sizeof(r->text), "%s", dccl_last_error());
+  atomic_fetch_add(&r->failures, 1);
+}
+
+static struct dccl_link_pump *pump_of(struct dccl_conn *c, struct pump_report *report) {
+  struct dccl_link_pump_hooks hooks = {.failed = on_pump_failed, .arg = report};
+  struct dccl_link_pump *p = NULL;
+  CHECK(dccl_link_pump_create(&p, &hooks, 200, 0) == ncclSuccess, "pump: %s", dccl_last_error());
+  CHECK(p && dccl_link_pump_add(p, c) == ncclSuccess, "pump add: %s", dccl_last_error());
+  return p;
+}
+
+/* A pump at each end moves 300 slots while this test's threads only fill and drain the FIFOs, as kernels do. The
+ * sender pauses 100 ms before its last 100 slots: both pumps fall asleep (nothing says work is in flight) and must
+ * look again by themselves. The sender frees its pump right after its last post: the free moves what is left
+ * before it returns. Then the sender dies: the receiver's pump reports it once, naming rank 1. */
+static void test_link_pump(void) {
+  struct geometry g = {.nslots = 4, .slot_bytes = 32 << 10, .nstreams = 2};
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
+  pumped = 1;
+  if (child == 0) {
+    struct side s;
+    side_init(&s, 1, 1);
+    if (link_up(&s, sock, &g, 1, NULL) != ncclSuccess) _exit(1);
+    struct pump_report report = {0};
+    _Atomic int no_abort = 0;
+    struct dccl_link_pump *p = pump_of(&s.conn[0], &report);
+    int bad = send_slots(&s.conn[0], 0, 200, 1) != 0;
+    usleep(100000);
+    for (uint64_t i = 200; i < 300 && !bad; i++) { /* posted only: no wait for them to leave */
+      struct dccl_send_slot ss;
+      while (!dccl_conn_send_slot(&s.conn[0], slot_len(i, g.slot_bytes), DCCL_PROTO_BULK, &ss)) sched_yield();
+      for (uint64_t j = 0; j < slot_len(i, g.slot_bytes); j++) ((unsigned char *)ss.payload)[j] = pattern(i, j, 0);
+      dccl_conn_send_post(&s.conn[0], &ss, slot_len(i, g.slot_bytes), i, (uint32_t)(i % 7));
+    }
+    dccl_link_pump_free(p, 20, &no_abort);
+    bad += !T->send_flushed(&s.conn[0]) || atomic_load(&report.failures) != 0;
+    notify(sock);
+    (void)await(sock, 30); /* the receiver has checked everything: now die without a goodbye */
+    _exit(bad ? 3 : (raise(SIGKILL), 4));
+  }
+  struct side s;
+  side_init(&s, 0, 0);
+  CHECK(link_up(&s, sock, &g, 1, NULL) == ncclSuccess, "pump: connect: %s", dccl_last_error());
+  struct pump_report report = {0};
+  _Atomic int no_abort = 0;
+  struct dccl_link_pump *p = pump_of(&s.conn[0], &report);
+  int bad = recv_slots(&s.conn[0], 0, 200, 1);
+  double paused = now_s();
+  bad += recv_slots(&s.conn[0], 200, 1, 1);
+  paused = now_s() - paused; /* the sender's 100 ms, and how long its sleeping pump took to look */
+  bad += recv_slots(&s.conn[0], 201, 99, 1);
+  CHECK(bad == 0, "pump: %d of 300 slots arrived wrong or never", bad);
+  CHECK(paused < 0.5, "pump: slot 200 came %.3f s after slot 199 (a pause of 0.1 s; sleeps are 200 us)", paused);
+  CHECK(await(sock, 30) == 0, "pump: the sender's free returned before its slots had left (or it failed)");
+  notify(sock);
+  double t0 = now_s();
+  while (atomic_load(&report.failures) == 0 && now_s() - t0 < 5) usleep(1000);
+  CHECK(atomic_load(&report.failures) == 1 && report.res == ncclRemoteError && strstr(report.text, "rank 1"),
+        "pump: the dead sender was reported %d times (%d: %s)", atomic_load(&report.failures), report.res,
+        report.text);
+  CHECK(now_s() - t0 < 2, "pump: the death was reported after %.2f s", now_s() - t0);
+  dccl_link_pump_free(p, 20, &no_abort); /* a failed pump flushes nothing: returns at once */
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "pump: the sender failed (status %d)", status);
+  pumped = 0;
+  side_free(&s);
+  close(sock);
+}
+
 int main(void) {
   setenv("DCCL_DEBUG", "NONE", 0); /* the failures provoked here would otherwise fill the log */
   T = dccl_transport_find("socket");
@@ -556,6 +646,7 @@ int main(void) {
   test_abort_or_close(1);
   test_abort_or_close(0);
   test_mismatch_and_abort_wait();
+  test_link_pump();
   run_raw_tcp_baseline();
   run_throughput(1);
   run_throughput(2);

@@ -125,7 +125,7 @@ static ncclResult_t create(const struct dccl_ib_local *dev, int oversubscribed, 
   if (res == ncclSuccess && dccl_gdr_choose(0, &ic->gdr) != ncclSuccess) ic->gdr.path = DCCL_GDR_STAGING;
   if (res == ncclSuccess) {
     read_gids(ic);
-    res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, oversubscribed);
+    res = dccl_proxy_start(&ic->proxy, &ib_proxy_ops, ic, ic->channel->fd, oversubscribed, 0);
   }
   if (res != ncclSuccess) {
     destroy(ic);

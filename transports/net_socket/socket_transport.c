@@ -1,5 +1,6 @@
 /* The TCP socket transport: the fallback that reaches any peer. Each side of a link keeps a private FIFO; the
- * progress function moves filled slots from the sender's FIFO over S TCP streams into the receiver's FIFO. */
+ * progress function moves filled slots from the sender's FIFO over S TCP streams into the receiver's FIFO. Device
+ * links keep the FIFOs in pinned host memory the kernels reach (socket_device.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,9 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
   /* Bulk only: the kernel copies whole slots, so per-unit flags would only double the bytes on the wire. */
   struct dccl_conn_desc desc;
   uint64_t region_bytes = dccl_conn_desc_layout(&desc, nslots, slot_bytes, 0, DCCL_REGION_RECV);
-  /* Page-aligned, so every slot's payload is as aligned as the slot layout allows. */
+  /* Whole pages, so every slot's payload is as aligned as the slot layout allows and a device link can pin it. */
+  region_bytes = (region_bytes + 4095) / 4096 * 4096;
+  sc->fifo_bytes = region_bytes;
   if (posix_memalign(&mem, 4096, region_bytes) != 0) {
     free(sc);
     return dccl_error(ncclSystemError, "out of memory for a socket FIFO of %u x %llu bytes", nslots,
@@ -94,15 +97,25 @@ ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint
   return ncclSuccess;
 }
 
+/* A device link's FIFO has the device geometry (DCCL_DEV_NSLOTS x DCCL_DEV_CHUNK_SIZE), since the kernels at both
+ * ends step through it as through any device link. */
 static ncclResult_t socket_setup(struct dccl_conn *conn, void *info) {
-  int64_t nslots = dccl_param_int(DCCL_PARAM_NSLOTS), slot_bytes = dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  int64_t nslots = dccl_param_int(conn->device ? DCCL_PARAM_DEV_NSLOTS : DCCL_PARAM_NSLOTS);
+  int64_t slot_bytes = dccl_param_int(conn->device ? DCCL_PARAM_DEV_CHUNK_SIZE : DCCL_PARAM_CHUNK_SIZE);
   int64_t nstreams = dccl_param_int(DCCL_PARAM_SOCKET_NSTREAMS);
   if (nslots < 1 || nslots > 0x7fffffff || slot_bytes < 1 || nstreams < 1 || nstreams > DCCL_SOCKET_MAX_STREAMS)
     return dccl_error(ncclInvalidArgument,
-                      "DCCL_NSLOTS (%lld) and DCCL_CHUNK_SIZE (%lld) must be positive and DCCL_SOCKET_NSTREAMS (%lld) "
-                      "within 1..%d",
-                      (long long)nslots, (long long)slot_bytes, (long long)nstreams, DCCL_SOCKET_MAX_STREAMS);
-  return dccl_socket_setup_geometry(conn, info, (uint32_t)nslots, (uint64_t)slot_bytes, (uint32_t)nstreams);
+                      "%s (%lld) and %s (%lld) must be positive and DCCL_SOCKET_NSTREAMS (%lld) within 1..%d",
+                      conn->device ? "DCCL_DEV_NSLOTS" : "DCCL_NSLOTS", (long long)nslots,
+                      conn->device ? "DCCL_DEV_CHUNK_SIZE" : "DCCL_CHUNK_SIZE", (long long)slot_bytes,
+                      (long long)nstreams, DCCL_SOCKET_MAX_STREAMS);
+  DCCLCHECK(dccl_socket_setup_geometry(conn, info, (uint32_t)nslots, (uint64_t)slot_bytes, (uint32_t)nstreams));
+  if (!conn->device) return ncclSuccess;
+#ifdef DCCL_HAVE_DEVICE_CODE
+  return dccl_socket_device_map(conn);
+#else
+  return dccl_error(ncclInvalidUsage, "socket link with rank %d: device buffers need a build with CUDA", conn->peer);
+#endif
 }
 
 /* Send side: opens the S streams to the receiver's listener and introduces each with the link's token. */
@@ -217,6 +230,9 @@ static void socket_close(struct dccl_conn *conn) {
   /* A receive side that never completed: its token and any streams stashed for it go too. */
   struct dccl_socket_comm_state *st = conn->ctx->transport_state[conn->transport->index];
   if (!conn->is_send && !sc->connected && sc->token && st) dccl_socket_forget_token(st, sc->token);
+#ifdef DCCL_HAVE_DEVICE_CODE
+  dccl_socket_device_unmap(conn);
+#endif
   free(sc->fifo);
   free(sc);
   conn->priv = NULL;
@@ -230,6 +246,9 @@ static void socket_comm_free(void *state, int aborted) {
 const struct dccl_transport dccl_transport_socket = {
     .size = sizeof(struct dccl_transport),
     .name = "socket",
+#ifdef DCCL_HAVE_DEVICE_CODE
+    .buffers = DCCL_BUFFERS_HOST | DCCL_BUFFERS_DEVICE, /* device links: FIFOs in pinned host memory */
+#endif
     .moves_bytes = 1,
     .can_connect = socket_can_connect,
     .setup = socket_setup,

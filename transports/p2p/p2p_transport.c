@@ -152,6 +152,7 @@ const struct dccl_transport dccl_transport_p2p = {
     .size = sizeof(struct dccl_transport),
     .name = "p2p",
     .unreachable = " (p2p links ranks on one GPU)",
+    .host_local = 1, /* pretend hosts (DCCL_HOSTID) on one GPU use the network between them */
     .buffers = DCCL_BUFFERS_DEVICE,
     .can_connect = p2p_can_connect,
     .setup = p2p_setup,

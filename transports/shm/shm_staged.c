@@ -156,6 +156,7 @@ const struct dccl_transport dccl_transport_staged = {
     .size = sizeof(struct dccl_transport),
     .name = "staged",
     .unreachable = " (staged links ranks of one host)",
+    .host_local = 1,
     .buffers = DCCL_BUFFERS_DEVICE,
     .can_connect = staged_can_connect,
     .setup = staged_setup,

@@ -1,0 +1,42 @@
+/* A communicator's link pump (transports/link_pump.h): device links over sockets have kernels at both ends and a
+ * transport that moves the bytes, so a thread of the communicator's progresses them. It spins while the
+ * communicator's uncaptured kernels run and otherwise looks every DCCL_DEV_NET_POLL_US, which bounds how long a
+ * replayed CUDA graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel. */
+#include "collectives/device/dev_exec.h"
+#include "core/comm.h"
+#include "transports/link_pump.h"
+#include "util/error.h"
+#include "util/params.h"
+
+static int pump_busy(void *arg) {
+  struct dccl_comm *comm = arg;
+  return dccl_dev_comm_busy(&comm->coll);
+}
+
+static void pump_failed(void *arg, ncclResult_t res) {
+  struct dccl_comm *comm = arg;
+  dccl_comm_set_failed(comm, res, dccl_last_error());
+}
+
+ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c) {
+  if (!c->device || !c->transport->moves_bytes) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&comm->conn_lock);
+  if (!comm->pump) {
+    struct dccl_link_pump_hooks hooks = {.busy = pump_busy, .failed = pump_failed, .arg = comm};
+    res = dccl_link_pump_create(&comm->pump, &hooks, (int)dccl_param_int(DCCL_PARAM_DEV_NET_POLL_US),
+                                comm->oversubscribed);
+  }
+  pthread_mutex_unlock(&comm->conn_lock);
+  return res == ncclSuccess ? dccl_link_pump_add(comm->pump, c) : res;
+}
+
+void dccl_comm_pump_kick(struct dccl_comm *comm) {
+  dccl_link_pump_kick(comm->pump);
+}
+
+void dccl_comm_pump_stop(struct dccl_comm *comm) {
+  int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
+  dccl_link_pump_free(comm->pump, timeout_s > 0 ? (double)timeout_s : 10.0, &comm->abort_flag);
+  comm->pump = NULL;
+}
