@@ -12,7 +12,8 @@
 #   net:    issue 15: 4 ranks in processes under MPS as two pretend hosts of 2 (DCCL_HOSTID=A,A,B,B: device links
 #           over sockets between them) against one host (p2p only), all-reduce float32 8 B-256 MiB, with the
 #           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)
-#           measured first as the socket path's ceiling.
+#           measured first as the socket path's ceiling; then the 8-byte latency (dev_latency, 2 ranks) of two
+#           pretend hosts and one, eager and under graph replay.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -92,12 +93,20 @@ done
     for hosts in two one; do
       name=net.np4.$hosts.r$round
       fits 60 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,A,B,B) timeout 150 "${mpi[@]}" -np 4 \
-        "$build/perf/all_reduce_perf" -b 8 -e 256M -f 4 -c 1 -n 10 -w 3 -T 120 -J "$out/$name.json" \
+      DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,A,B,B) timeout 100 "${mpi[@]}" -np 4 \
+        "$build/perf/all_reduce_perf" -b 8 -e 256M -f 4 -c 1 -n 10 -w 3 -T 80 -J "$out/$name.json" \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
         "$out/$name.log"
     done
+  done
+  # The 8-byte all-reduce, 2 ranks: eager and under graph replay, where only the pump's polling finds the work.
+  for hosts in two one; do
+    name=net.latency.np2.$hosts
+    fits 40 "$name" || continue
+    DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,B) timeout 60 "${mpi[@]}" -np 2 \
+      "$build/perf/dev_latency" -n 1000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+    sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue" | tail -8
   done
 }
 exit $status

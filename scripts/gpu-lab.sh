@@ -63,11 +63,13 @@ echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
 # The GPU suite: every ctest case labelled gpu (tests/cuda/cuda_tests.cmake), one at a time. Its whole output goes
-# to ctest-gpu.log (verbose); the lines that carry a result or a figure are printed here. GPU_TESTS (a ctest -R
-# regular expression) runs some of them.
+# to ctest-gpu.log (verbose, appended); the lines that carry a result or a figure are printed here. GPU_TESTS and
+# GPU_TESTS_EXCLUDE (ctest -R / -E regular expressions) pick some; GPU_TEST_TIMEOUT (300 s) bounds each,
+# GPU_SUITE_TIMEOUT (480 s) all.
 tests() {
   local rc
-  (cd "$build" && timeout 480 ctest -L gpu ${GPU_TESTS:+-R "$GPU_TESTS"} --timeout 300 -V > "$OUT_ABS/ctest-gpu.log" 2>&1)
+  (cd "$build" && timeout "${GPU_SUITE_TIMEOUT:-480}" ctest -L gpu ${GPU_TESTS:+-R "$GPU_TESTS"} \
+     ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} --timeout "${GPU_TEST_TIMEOUT:-300}" -V >> "$OUT_ABS/ctest-gpu.log" 2>&1)
   rc=$?
   grep -E "Test +#[0-9]+:.*(Passed|Failed|Skipped|Timeout|\*\*\*)|tests passed|tests failed" "$out/ctest-gpu.log" |
     sed 's/  */ /g' | tail -40

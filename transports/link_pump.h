@@ -2,7 +2,8 @@
  * (sockets) but whose FIFOs kernels fill and drain, so no caller's wait ever calls their progress(). It spins
  * while its owner has device work in flight (the `busy` hook) and while bytes move; otherwise it sleeps at most
  * `max_sleep_us` at a time, since a replayed CUDA graph starts kernels the host never hears of. A link that breaks
- * is reported once through the `failed` hook (the error's text is then dccl_last_error()). */
+ * is reported once through the `failed` hook (the error's text is then dccl_last_error()); a failure elsewhere
+ * (the `gave_up` hook) stops it too. */
 #ifndef DCCL_LINK_PUMP_H_
 #define DCCL_LINK_PUMP_H_
 
@@ -11,8 +12,12 @@
 #include "transports/transport.h"
 
 struct dccl_link_pump_hooks {
-  int (*busy)(void *arg);                       /* 1: device work is in flight; may be NULL */
+  int (*busy)(void *arg);                      /* 1: device work is in flight; may be NULL */
   void (*failed)(void *arg, ncclResult_t res); /* a link broke (called on the pump's thread, once) */
+  /* Asked whenever a pass moved nothing: 1 when the owner failed for another reason (a kernel gave up, an abort),
+   * after which the pump moves nothing more; the owner aborts the links, so their peers notice (a kernel's abort
+   * word lives in this side's FIFO and does not cross the network). May be NULL. */
+  int (*gave_up)(void *arg);
   void *arg;
 };
 

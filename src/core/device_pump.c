@@ -1,7 +1,8 @@
 /* A communicator's link pump (transports/link_pump.h): device links over sockets have kernels at both ends and a
  * transport that moves the bytes, so a thread of the communicator's progresses them. It spins while the
  * communicator's uncaptured kernels run and otherwise looks every DCCL_DEV_NET_POLL_US, which bounds how long a
- * replayed CUDA graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel. */
+ * replayed CUDA graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel,
+ * and a kernel that gives up fails it too, which closes the links, so the peers' kernels stop as well. */
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
 #include "transports/link_pump.h"
@@ -18,12 +19,26 @@ static void pump_failed(void *arg, ncclResult_t res) {
   dccl_comm_set_failed(comm, res, dccl_last_error());
 }
 
+/* A kernel that gave up (a mismatched call, a peer's abort) marked only this side's FIFOs of its network links: the
+ * communicator fails here, as ncclCommGetAsyncError would make it, which closes those links, so the ranks at their
+ * other ends fail and stop their kernels too. */
+static int pump_gave_up(void *arg) {
+  struct dccl_comm *comm = arg;
+  if (atomic_load(&comm->abort_flag)) return 1; /* failed already: the links are aborted */
+  char text[512];
+  ncclResult_t err = dccl_dev_comm_error(&comm->coll, text, sizeof(text));
+  if (err == ncclSuccess) return 0;
+  dccl_comm_set_failed(comm, err, text);
+  return 1;
+}
+
 ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c) {
   if (!c->device || !c->transport->moves_bytes) return ncclSuccess;
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&comm->conn_lock);
   if (!comm->pump) {
-    struct dccl_link_pump_hooks hooks = {.busy = pump_busy, .failed = pump_failed, .arg = comm};
+    struct dccl_link_pump_hooks hooks = {
+        .busy = pump_busy, .failed = pump_failed, .gave_up = pump_gave_up, .arg = comm};
     res = dccl_link_pump_create(&comm->pump, &hooks, (int)dccl_param_int(DCCL_PARAM_DEV_NET_POLL_US),
                                 comm->oversubscribed);
   }

@@ -28,8 +28,8 @@ static void check_links(ncclComm_t comm) {
   for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next) {
     int same_host = comm->peers[e->peer].host_hash == comm->peers[comm->rank].host_hash;
     const char *want = same_host ? "shm" : "socket";
-    check(!strcmp(e->conn.transport->name, want), "rank %d -> rank %d (hosts %s, %s): %s, want %s", comm->rank,
-          e->peer, comm->peers[comm->rank].host_id, comm->peers[e->peer].host_id, e->conn.transport->name, want);
+    check(!strcmp(e->conn.transport->name, want), "rank %d -> rank %d (hosts %s, %s): %s, want %s", comm->rank, e->peer,
+          comm->peers[comm->rank].host_id, comm->peers[e->peer].host_id, e->conn.transport->name, want);
   }
 }
 

@@ -43,6 +43,7 @@ static int pump_progress(void *arg) {
   if (p->failed) return 0;
   ncclResult_t res = ncclSuccess;
   int moved = pass(p, &res);
+  if (moved == 0 && p->hooks.gave_up && p->hooks.gave_up(p->hooks.arg)) p->failed = 1;
   if (moved >= 0) return moved;
   p->failed = 1;
   p->hooks.failed(p->hooks.arg, res); /* outside the lock: it aborts every link of the owner */
@@ -82,11 +83,11 @@ ncclResult_t dccl_link_pump_add(struct dccl_link_pump *p, struct dccl_conn *c) {
     p->cap = ncap;
   }
   p->links[p->n++] = c;
+  ncclResult_t res = ncclSuccess; /* the first link starts the thread, under the lock: adds may race */
+  if (!p->proxy.started) res = dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, p->max_sleep_us);
   pthread_mutex_unlock(&p->lock);
-  if (!p->proxy.started)
-    DCCLCHECK(dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, p->max_sleep_us));
-  dccl_proxy_wake(&p->proxy);
-  return ncclSuccess;
+  if (res == ncclSuccess) dccl_proxy_wake(&p->proxy);
+  return res;
 }
 
 void dccl_link_pump_kick(struct dccl_link_pump *p) {

@@ -23,9 +23,9 @@ ncclResult_t dccl_socket_device_map(struct dccl_conn *conn) {
   struct dccl_socket_conn *sc = conn->priv;
   DCCLCHECK(enter_context(conn));
   /* PORTABLE: the communicator's context is only one of the process's. */
-  DCCL_CUCHECK(dccl_cu.mem_host_register(sc->fifo, sc->fifo_bytes,
-                                         CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
-               "socket: cuMemHostRegister of a device link's FIFO");
+  DCCL_CUCHECK(
+      dccl_cu.mem_host_register(sc->fifo, sc->fifo_bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+      "socket: cuMemHostRegister of a device link's FIFO");
   sc->registered = 1;
   __atomic_add_fetch(&conn->ctx->pinned_bytes, sc->fifo_bytes, __ATOMIC_RELAXED);
   CUdeviceptr region;
