@@ -430,7 +430,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
            !run.mem.on_device || !opts.register_mode ? ""
            : opts.register_mode == 1                 ? " (ncclCommRegister)"
                                                      : " (in windows)");
-  perf_print_header(&opts, coll, created_by, MPI_COMM_WORLD);
+  perf_print_header(&opts, coll, created_by, run.mem.on_device ? run.mem.device : -1, MPI_COMM_WORLD);
 
   run.send = alloc_guarded(opts.max_bytes);
   run.recv = alloc_guarded(opts.max_bytes);

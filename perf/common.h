@@ -198,9 +198,9 @@ struct perf_row {
   int mpi_ok;  /* the baseline ran (else "n/a") */
   double mpi_time_us, mpi_algbw, mpi_busbw;
 };
-/* `bootstrap` says how the communicator was made. */
+/* `bootstrap` says how the communicator was made; `device`: this rank's GPU, -1 for host buffers. */
 void perf_print_header(const struct perf_options *opts, const struct perf_collective *coll, const char *bootstrap,
-                       MPI_Comm comm);
+                       int device, MPI_Comm comm);
 void perf_print_row(const struct perf_row *row);
 /* JSON (layout in docs/performance.md): one object, the run's metadata and then its rows, written as they
  * come. Rank 0 only. */

@@ -23,18 +23,19 @@ static void print_centered(const char *text, int width) {
 }
 
 void perf_print_header(const struct perf_options *o, const struct perf_collective *coll, const char *bootstrap,
-                       MPI_Comm comm) {
+                       int device, MPI_Comm comm) {
   int rank, nranks;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nranks);
 
   /* Every rank reports its host and pid; rank 0 prints them in order. */
   struct {
-    int pid;
+    int pid, device;
     char host[64];
   } me, *all = NULL;
   memset(&me, 0, sizeof me);
   me.pid = (int)getpid();
+  me.device = device;
   gethostname(me.host, sizeof me.host - 1);
   if (rank == 0) all = calloc((size_t)nranks, sizeof *all);
   MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, comm);
@@ -47,8 +48,8 @@ void perf_print_header(const struct perf_options *o, const struct perf_collectiv
     snprintf(step, sizeof step, "%g(factor)", o->step_factor);
   else
     snprintf(step, sizeof step, "%zu(bytes)", o->step_bytes);
-  printf("# %s_perf: DCCL %d.%d.%d, NCCL API %d, host buffers\n", coll->name, DCCL_MAJOR, DCCL_MINOR, DCCL_PATCH,
-         version);
+  printf("# %s_perf: DCCL %d.%d.%d, NCCL API %d, %s buffers\n", coll->name, DCCL_MAJOR, DCCL_MINOR, DCCL_PATCH,
+         version, device >= 0 ? "device" : "host");
   printf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: 1 "
       "validation: %d graph: 0\n",
@@ -57,7 +58,8 @@ void perf_print_header(const struct perf_options *o, const struct perf_collectiv
          o->mpi_baseline ? "; MPI baseline: the same operation through MPI, out-of-place" : "");
   printf("#\n# Using devices\n");
   for (int r = 0; r < nranks; r++)
-    printf("#  Rank %2d Group  0 Pid %6d on %10s device -1 [host]\n", r, all[r].pid, all[r].host);
+    printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s]\n", r, all[r].pid, all[r].host, all[r].device,
+           all[r].device >= 0 ? "GPU" : "host");
   printf("#\n# communicator: %s\n#\n", bootstrap);
   free(all);
 

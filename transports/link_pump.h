@@ -14,7 +14,7 @@
 struct dccl_link_pump_hooks {
   int (*busy)(void *arg);                      /* 1: device work is in flight; may be NULL */
   void (*failed)(void *arg, ncclResult_t res); /* a link broke (called on the pump's thread, once) */
-  /* Asked whenever a pass moved nothing: 1 when the owner failed for another reason (a kernel gave up, an abort),
+  /* Asked before every pass: 1 when the owner failed for another reason (a kernel gave up, an abort),
    * after which the pump moves nothing more; the owner aborts the links, so their peers notice (a kernel's abort
    * word lives in this side's FIFO and does not cross the network). May be NULL. */
   int (*gave_up)(void *arg);

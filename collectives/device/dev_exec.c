@@ -317,6 +317,7 @@ ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t
   uint32_t error = __atomic_load_n(&comm->dev->status->error, __ATOMIC_ACQUIRE);
   switch (error) {
     case DCCL_DEV_OK:
+    case DCCL_DEV_RECORDING: /* its details are being written: read again later */
       return ncclSuccess;
     case DCCL_DEV_MISMATCH: {
       struct dccl_slot_header want = s->want, got = s->got;

@@ -83,7 +83,15 @@ struct dccl_dev_status {
   int32_t peer;       /* the link's far end */
   struct dccl_slot_header want, got; /* a mismatch: this rank's header and the one that arrived */
 };
-enum dccl_dev_error { DCCL_DEV_OK = 0, DCCL_DEV_ABORTED, DCCL_DEV_MISMATCH, DCCL_DEV_PEER_ABORTED };
+/* DCCL_DEV_RECORDING: a CTA claimed the record and is writing peer, want and got; the code follows them, so a host
+ * that reads a code also reads the details (it takes RECORDING as no failure yet). */
+enum dccl_dev_error {
+  DCCL_DEV_OK = 0,
+  DCCL_DEV_ABORTED,
+  DCCL_DEV_MISMATCH,
+  DCCL_DEV_PEER_ABORTED,
+  DCCL_DEV_RECORDING = 0xffffffffu
+};
 
 /* One launch, passed to the kernel by value (its parameter: nothing for the GPU to fetch from host memory first).
  * CTA b runs tasks [cta_first[b], cta_first[b] + cta_ntasks[b]) in order: the channel c tasks of a communicator's

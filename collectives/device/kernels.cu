@@ -58,14 +58,19 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
 __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
                          const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL, int peer = -1) {
   cta->stop = 1;
+  // The record before the links' abort words: the ranks this stops, and the host threads that act on it (a link
+  // pump closing network links), find this rank's reason complete.
+  if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
+    w->status->peer = c ? c->peer : peer;
+    if (want) w->status->want = *want;
+    if (got) w->status->got = *got;
+    __threadfence_system();
+    atomicExch_system(&w->status->error, code);
+  }
   for (int i = 0; c && i < 2 * DCCL_DEV_CONN_SLOTS; i++) {
     const dccl_dev_conn *l = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
     if (l) dccl_cas0_u32((uint32_t *)dccl_conn_word((char *const *)l->regions, l->desc.aborted), 1);
   }
-  if (atomicCAS_system(&w->status->error, 0u, code) != 0u) return;
-  w->status->peer = c ? c->peer : peer;
-  if (want) w->status->want = *want;
-  if (got) w->status->got = *got;
   __threadfence_system();
 }
 

@@ -166,8 +166,8 @@ struct dccl_conn_batch {
 };
 ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches);
 
-/* Whether some transport carries device buffers between ranks a and b (from their peer infos alone: every rank
- * gives the same answer). */
+/* Whether the transport a device link between ranks a and b would take exists (from the peer infos and the
+ * environment alone: every rank gives the same answer). */
 int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b);
 /* 1 when some pair of ranks would link device buffers over a network transport (the same answer on every rank). */
 int dccl_comm_device_net(struct dccl_comm *comm);

@@ -59,8 +59,11 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
     if (goodbye) dccl_bootstrap_say_goodbye(comm->bootstrap);
     dccl_bootstrap_close(comm->bootstrap); /* stops the monitor thread before anything it reads is freed */
   }
-  dccl_dev_comm_free(&comm->coll); /* waits for the kernels, which use the links and windows */
-  dccl_comm_pump_stop(comm);        /* the kernels are done: what they sent leaves, then the links may close */
+  /* The kernels use the links, which the pump moves, and the pump reads the GPU side's state: the kernels end
+   * first, then the pump (what they sent leaves first), then the GPU side, then the links. */
+  dccl_dev_comm_wait(&comm->coll);
+  dccl_comm_pump_stop(comm);
+  dccl_dev_comm_free(&comm->coll);
   dccl_comm_free_windows(comm);
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {

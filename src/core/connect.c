@@ -44,15 +44,6 @@ static int can_connect(const struct dccl_transport *t, const struct dccl_peer_in
   return t->can_connect(me, them, me->transport_info[t->index], them->transport_info[t->index]);
 }
 
-int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
-  const struct dccl_peer_info *pa = &comm->peers[a], *pb = &comm->peers[b];
-  for (int i = 0; i < dccl_transport_count(); i++) {
-    const struct dccl_transport *t = dccl_transport_at(i);
-    if ((t->buffers & DCCL_BUFFERS_DEVICE) && can_connect(t, pa, pb)) return 1;
-  }
-  return 0;
-}
-
 /* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order.
  * "shm" and "staged" both mean through shared host memory: shm for host links, staged for device links, so one
  * setting moves both kinds of buffer through host memory. Another name applies to the links whose buffers its
@@ -66,33 +57,49 @@ static const char *forced_for(const char *forced, int buffers) {
   return !t || (t->buffers & buffers) ? forced : NULL;
 }
 
-/* The transport of a link between ranks `from` and `peer`. The same answer on both ends: it depends only on the two
- * peer infos, the buffers and the (uniform) environment. Device links (lanes from DCCL_LANE_DEVICE) take only
- * transports that carry device buffers. */
-static ncclResult_t transport_between(struct dccl_comm *comm, int from, int peer, int buffers,
-                                      const struct dccl_transport **out) {
+/* Device links a transport that moves the bytes (sockets) carries: kernels fill and drain FIFOs in pinned host
+ * memory that the link pump sends. Off unless DCCL_DEV_NET=1 until the path has passed on a GPU. */
+static int device_net_allowed(const struct dccl_transport *t, int buffers) {
+  return buffers != DCCL_BUFFERS_DEVICE || !t->moves_bytes || dccl_param_int(DCCL_PARAM_DEV_NET) == 1;
+}
+
+/* The transport of a link between ranks `from` and `peer`, or NULL when none reaches. The same answer on both ends:
+ * it depends only on the two peer infos, the buffers and the (uniform) environment. Device links (lanes from
+ * DCCL_LANE_DEVICE) take only transports that carry device buffers. Quiet: transport_between says why not. */
+static const struct dccl_transport *pick_transport(struct dccl_comm *comm, int from, int peer, int buffers) {
   const struct dccl_peer_info *me = &comm->peers[from], *them = &comm->peers[peer];
   const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), buffers);
   if (forced) {
-    *out = dccl_transport_find(forced);
-    if (!*out)
-      return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
-    if (!can_connect(*out, me, them))
-      return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s, but it cannot reach rank %d (host %s) from rank %d%s",
-                        forced, peer, them->hostname, from, (*out)->unreachable);
-    return ncclSuccess;
+    const struct dccl_transport *t = dccl_transport_find(forced);
+    return t && can_connect(t, me, them) && device_net_allowed(t, buffers) ? t : NULL;
   }
   for (int i = 0; i < dccl_transport_count(); i++) {
     const struct dccl_transport *t = dccl_transport_at(i);
-    if ((t->buffers & buffers) && (!t->host_local || me->host_hash == them->host_hash) && can_connect(t, me, them)) {
-      *out = t;
-      return ncclSuccess;
-    }
+    if ((t->buffers & buffers) && (!t->host_local || me->host_hash == them->host_hash) && can_connect(t, me, them) &&
+        device_net_allowed(t, buffers))
+      return t;
   }
+  return NULL;
+}
+
+static ncclResult_t transport_between(struct dccl_comm *comm, int from, int peer, int buffers,
+                                      const struct dccl_transport **out) {
+  if ((*out = pick_transport(comm, from, peer, buffers))) return ncclSuccess;
+  const struct dccl_peer_info *them = &comm->peers[peer];
+  const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), buffers);
+  const struct dccl_transport *t = forced ? dccl_transport_find(forced) : NULL;
+  if (forced && !t)
+    return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
+  if (t && can_connect(t, &comm->peers[from], them) && !device_net_allowed(t, buffers))
+    return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s carries device buffers only with DCCL_DEV_NET=1", forced);
+  if (t)
+    return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s, but it cannot reach rank %d (host %s) from rank %d%s",
+                      forced, peer, them->hostname, from, t->unreachable);
   if (buffers == DCCL_BUFFERS_DEVICE)
     return dccl_error(ncclInvalidUsage,
-                      "device buffers between rank %d and rank %d (host %s): no device transport links them (this "
-                      "build moves device buffers only between ranks of one host)",
+                      "device buffers between rank %d and rank %d (host %s): no device transport links them (ranks "
+                      "of different hosts move device buffers over sockets only with DCCL_DEV_NET=1, new and off by "
+                      "default until it has passed on a GPU)",
                       from, peer, them->hostname);
   return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
                     dccl_transport_names(), peer, them->hostname, from);
@@ -103,11 +110,15 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
                            out);
 }
 
+int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
+  return pick_transport(comm, a, b, DCCL_BUFFERS_DEVICE) != NULL;
+}
+
 int dccl_comm_device_net(struct dccl_comm *comm) {
   for (int a = 0; a < comm->nranks; a++)
     for (int b = a + 1; b < comm->nranks; b++) {
-      const struct dccl_transport *t;
-      if (transport_between(comm, a, b, DCCL_BUFFERS_DEVICE, &t) == ncclSuccess && t->moves_bytes) return 1;
+      const struct dccl_transport *t = pick_transport(comm, a, b, DCCL_BUFFERS_DEVICE);
+      if (t && t->moves_bytes) return 1;
     }
   return 0;
 }

@@ -14,14 +14,21 @@ static int pump_busy(void *arg) {
   return dccl_dev_comm_busy(&comm->coll);
 }
 
+/* A link broke: the communicator fails with this rank's own kernel's reason if it has one (it may have found a
+ * mismatched call just as the peers it stopped closed their links), else with the link's. */
 static void pump_failed(void *arg, ncclResult_t res) {
   struct dccl_comm *comm = arg;
-  dccl_comm_set_failed(comm, res, dccl_last_error());
+  char text[512];
+  ncclResult_t err = dccl_dev_comm_error(&comm->coll, text, sizeof(text));
+  if (err != ncclSuccess)
+    dccl_comm_set_failed(comm, err, text);
+  else
+    dccl_comm_set_failed(comm, res, dccl_last_error());
 }
 
 /* A kernel that gave up (a mismatched call, a peer's abort) marked only this side's FIFOs of its network links: the
  * communicator fails here, as ncclCommGetAsyncError would make it, which closes those links, so the ranks at their
- * other ends fail and stop their kernels too. */
+ * other ends fail and stop their kernels too. Two loads of pinned memory, asked before every pass. */
 static int pump_gave_up(void *arg) {
   struct dccl_comm *comm = arg;
   if (atomic_load(&comm->abort_flag)) return 1; /* failed already: the links are aborted */

@@ -41,9 +41,12 @@ static int pass(struct dccl_link_pump *p, ncclResult_t *res) {
 static int pump_progress(void *arg) {
   struct dccl_link_pump *p = arg;
   if (p->failed) return 0;
+  if (p->hooks.gave_up && p->hooks.gave_up(p->hooks.arg)) {
+    p->failed = 1;
+    return 0;
+  }
   ncclResult_t res = ncclSuccess;
   int moved = pass(p, &res);
-  if (moved == 0 && p->hooks.gave_up && p->hooks.gave_up(p->hooks.arg)) p->failed = 1;
   if (moved >= 0) return moved;
   p->failed = 1;
   p->hooks.failed(p->hooks.arg, res); /* outside the lock: it aborts every link of the owner */
