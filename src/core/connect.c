@@ -1,7 +1,8 @@
-/* Making connections: choose the transport both ends agree on (the first of the registry that accepts the pair), run setup, swap the info blobs over the
- * bootstrap, connect send sides, then receive sides (a send side's connect never waits for its peer, so no
- * ordering between ranks can deadlock). Transports with a start() confirm readiness in one more exchange, and a
- * transport with a fallback (net_ib -> sockets) is replaced on both ends when either end could not make it. */
+/* Making connections: choose the transport both ends agree on (the first of the registry that accepts the pair), run
+ * setup, swap the info blobs over the bootstrap, connect send sides, then receive sides (a send side's connect never
+ * waits for its peer, so no ordering between ranks can deadlock). Transports with a start() confirm readiness in one
+ * more exchange, and a transport with a fallback (net_ib -> sockets) is replaced on both ends when either end could not
+ * make it. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,7 +275,8 @@ ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatch
   struct fresh_link *fl = calloc((size_t)total, sizeof(*fl));
   int n = 0;
   if (!fl) return dccl_error(ncclSystemError, "out of memory connecting");
-  for (int b = 0; b < nbatches; b++) DCCLCHECKGOTO(add_fresh(batches[b].comm, batches[b].reqs, batches[b].n, fl, &n), res, out);
+  for (int b = 0; b < nbatches; b++)
+    DCCLCHECKGOTO(add_fresh(batches[b].comm, batches[b].reqs, batches[b].n, fl, &n), res, out);
   DCCLCHECKGOTO(setup_round(fl, n, ROUND_SETUP), res, out);
   DCCLCHECKGOTO(connect_round(fl, n), res, out);
   DCCLCHECKGOTO(fall_back(fl, n), res, out);
