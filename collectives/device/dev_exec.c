@@ -50,6 +50,7 @@ struct dccl_dev_comm {
   uint32_t *abort_word;            /* pinned, device-visible */
   uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
+  int captured_any;                /* a launch went into a CUDA graph: replays start kernels unannounced */
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
@@ -276,6 +277,10 @@ static int block_idle(const struct dccl_dev_comm *dev, const struct work_block *
   return !b->captured && (int32_t)(__atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE) - b->ticket) >= 0;
 }
 
+int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) {
+  return comm->dev && comm->dev->captured_any;
+}
+
 int dccl_dev_comm_busy(struct dccl_coll_comm *comm) {
   return comm->dev && ctas_running(comm->dev) != 0;
 }
@@ -486,6 +491,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
   int captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
+  dev->captured_any |= captured;
   struct work_block *b = NULL;
   if (ntasks > DCCL_DEV_INLINE_TASKS) DCCLCHECK(get_block(dev, (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
   struct dccl_dev_work *w = &dev->launch;

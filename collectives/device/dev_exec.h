@@ -36,6 +36,8 @@ void dccl_dev_comm_abort(struct dccl_coll_comm *comm);
 ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len);
 /* 1 when kernels of the communicator may still run (launched, not seen finished). */
 int dccl_dev_comm_busy(struct dccl_coll_comm *comm);
+/* 1 once a launch of the communicator was captured into a CUDA graph (the calling thread's launches). */
+int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
 /* Waits until none may (host operations and finalize wait for the communicator's device work). */
 void dccl_dev_comm_wait(struct dccl_coll_comm *comm);
 /* Launches the device ops of the list that belong to `comm` (linked by next, bound, in issue order) as one kernel
@@ -80,6 +82,7 @@ static inline ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char
   return ncclSuccess;
 }
 static inline int dccl_dev_comm_busy(struct dccl_coll_comm *comm) { (void)comm; return 0; }
+static inline int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
 static inline void dccl_dev_comm_wait(struct dccl_coll_comm *comm) { (void)comm; }
 static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   (void)comm, (void)list, (void)stream;

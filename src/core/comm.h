@@ -119,10 +119,11 @@ struct dccl_comm {
 enum dccl_init_state { DCCL_INIT_READY = 0, DCCL_INIT_PENDING, DCCL_INIT_FAILED };
 
 /* Device links over a network transport (core/device_pump.c): the pump moves their bytes, since only kernels
- * wait on them. pump_link adds a made link (a no-op for others); kick follows a launch; stop runs once the
- * communicator's kernels are done, before its links close, and first moves out what its send links still hold. */
+ * wait on them. pump_link adds a made link (a no-op for others); launched follows a launch (captured or not);
+ * stop runs once the communicator's kernels are done, before its links close, and first moves out what its send
+ * links still hold. */
 ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c);
-void dccl_comm_pump_kick(struct dccl_comm *comm);
+void dccl_comm_pump_launched(struct dccl_comm *comm);
 void dccl_comm_pump_stop(struct dccl_comm *comm);
 
 /* Starts the progress thread of a nonblocking communicator; from then on it owns comm->coll.queue. */

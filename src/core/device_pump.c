@@ -1,7 +1,7 @@
 /* A communicator's link pump (transports/link_pump.h): device links over sockets have kernels at both ends and a
  * transport that moves the bytes, so a thread of the communicator's progresses them. It spins while the
- * communicator's uncaptured kernels run and otherwise looks every DCCL_DEV_NET_POLL_US, which bounds how long a
- * replayed CUDA graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel,
+ * communicator's uncaptured kernels run, a launch wakes it, and once a graph has captured some of its work it
+ * looks every DCCL_DEV_NET_POLL_US, which bounds how long a replayed graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel,
  * and a kernel that gives up fails it too, which closes the links, so the peers' kernels stop as well. */
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
@@ -53,8 +53,10 @@ ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c) {
   return res == ncclSuccess ? dccl_link_pump_add(comm->pump, c) : res;
 }
 
-void dccl_comm_pump_kick(struct dccl_comm *comm) {
+void dccl_comm_pump_launched(struct dccl_comm *comm) {
+  if (!comm->pump) return;
   dccl_link_pump_kick(comm->pump);
+  if (dccl_dev_comm_captured(&comm->coll)) dccl_link_pump_expect_replays(comm->pump);
 }
 
 void dccl_comm_pump_stop(struct dccl_comm *comm) {

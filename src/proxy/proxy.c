@@ -23,7 +23,8 @@ static void sleep_until_woken(struct dccl_proxy *p) {
   atomic_thread_fence(memory_order_seq_cst); /* ordered before arm()'s re-check of the work (see wake) */
   if (!p->ops->arm(p->arg) && !atomic_load(&p->stop)) {
     struct pollfd fds[2] = {{.fd = p->wake_fd, .events = POLLIN}, {.fd = p->sleep_fd, .events = POLLIN}};
-    int64_t us = p->max_sleep_us > 0 ? p->max_sleep_us : PROXY_SLEEP_MS * 1000ll;
+    int bound = atomic_load_explicit(&p->max_sleep_us, memory_order_relaxed);
+    int64_t us = bound > 0 ? bound : PROXY_SLEEP_MS * 1000ll;
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
     (void)ppoll(fds, p->sleep_fd >= 0 ? 2 : 1, &ts, NULL);
   }
@@ -80,6 +81,10 @@ ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops 
   }
   p->started = 1;
   return ncclSuccess;
+}
+
+void dccl_proxy_set_max_sleep_us(struct dccl_proxy *p, int max_sleep_us) {
+  atomic_store_explicit(&p->max_sleep_us, max_sleep_us, memory_order_relaxed);
 }
 
 void dccl_proxy_set_oversubscribed(struct dccl_proxy *p, int oversubscribed) {

@@ -24,7 +24,7 @@ struct dccl_proxy {
   int wake_fd;  /* eventfd */
   int sleep_fd; /* the transport's notification descriptor, or -1 */
   _Atomic int oversubscribed; /* no spinning: the cores are needed by the ranks */
-  int max_sleep_us;           /* > 0: an idle thread looks again after this long even if nothing woke it */
+  _Atomic int max_sleep_us;   /* > 0: an idle thread looks again after this long even if nothing woke it */
   const struct dccl_proxy_ops *ops;
   void *arg;
 };
@@ -34,6 +34,8 @@ ncclResult_t dccl_proxy_start(struct dccl_proxy *p, const struct dccl_proxy_ops 
                               int oversubscribed, int max_sleep_us);
 /* The thread is named DCCL_PROXY_THREAD_NAME (/proc/self/task/TID/comm), so tools and tests can tell it apart. */
 #define DCCL_PROXY_THREAD_NAME "dccl-proxy"
+/* Bounds each later sleep (0: only a wake, or a second, ends it). Any thread. */
+void dccl_proxy_set_max_sleep_us(struct dccl_proxy *p, int max_sleep_us);
 /* Whether the proxy may spin while idle; read when it next falls idle. Any thread. */
 void dccl_proxy_set_oversubscribed(struct dccl_proxy *p, int oversubscribed);
 /* Makes a sleeping proxy look at its work again; costs a load when it is awake. Any thread. */

@@ -563,6 +563,7 @@ static struct dccl_link_pump *pump_of(struct dccl_conn *c, struct pump_report *r
   struct dccl_link_pump *p = NULL;
   CHECK(dccl_link_pump_create(&p, &hooks, 200, 0) == ncclSuccess, "pump: %s", dccl_last_error());
   CHECK(p && dccl_link_pump_add(p, c) == ncclSuccess, "pump add: %s", dccl_last_error());
+  if (p) dccl_link_pump_expect_replays(p); /* nothing kicks these pumps: they must look by themselves */
   return p;
 }
 

@@ -12,7 +12,8 @@
 struct dccl_link_pump {
   struct dccl_proxy proxy;
   struct dccl_link_pump_hooks hooks;
-  int max_sleep_us, oversubscribed;
+  int poll_us, oversubscribed;
+  _Atomic int replays;  /* work may start unannounced: sleeps are bounded by poll_us */
   pthread_mutex_t lock; /* guards links and n: add() may run while the thread progresses */
   struct dccl_conn **links;
   int n, cap;
@@ -61,12 +62,12 @@ static int pump_arm(void *arg) {
 
 static const struct dccl_proxy_ops pump_ops = {.progress = pump_progress, .arm = pump_arm};
 
-ncclResult_t dccl_link_pump_create(struct dccl_link_pump **out, const struct dccl_link_pump_hooks *hooks,
-                                   int max_sleep_us, int oversubscribed) {
+ncclResult_t dccl_link_pump_create(struct dccl_link_pump **out, const struct dccl_link_pump_hooks *hooks, int poll_us,
+                                   int oversubscribed) {
   struct dccl_link_pump *p = calloc(1, sizeof(*p));
   if (!p) return dccl_error(ncclSystemError, "out of memory for a link pump");
   p->hooks = *hooks;
-  p->max_sleep_us = max_sleep_us;
+  p->poll_us = poll_us > 0 ? poll_us : 1;
   p->oversubscribed = oversubscribed;
   pthread_mutex_init(&p->lock, NULL);
   *out = p;
@@ -87,7 +88,8 @@ ncclResult_t dccl_link_pump_add(struct dccl_link_pump *p, struct dccl_conn *c) {
   }
   p->links[p->n++] = c;
   ncclResult_t res = ncclSuccess; /* the first link starts the thread, under the lock: adds may race */
-  if (!p->proxy.started) res = dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, p->max_sleep_us);
+  if (!p->proxy.started)
+    res = dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, atomic_load(&p->replays) ? p->poll_us : 0);
   pthread_mutex_unlock(&p->lock);
   if (res == ncclSuccess) dccl_proxy_wake(&p->proxy);
   return res;
@@ -95,6 +97,13 @@ ncclResult_t dccl_link_pump_add(struct dccl_link_pump *p, struct dccl_conn *c) {
 
 void dccl_link_pump_kick(struct dccl_link_pump *p) {
   if (p && p->proxy.started) dccl_proxy_wake(&p->proxy);
+}
+
+void dccl_link_pump_expect_replays(struct dccl_link_pump *p) {
+  if (atomic_exchange(&p->replays, 1)) return;
+  pthread_mutex_lock(&p->lock); /* against the start in add() */
+  if (p->proxy.started) dccl_proxy_set_max_sleep_us(&p->proxy, p->poll_us);
+  pthread_mutex_unlock(&p->lock);
 }
 
 static int all_flushed(struct dccl_link_pump *p) {
