@@ -37,6 +37,9 @@ struct dccl_redop_entry {
 struct dccl_comm {
   uint64_t magic;
   int rank, nranks;
+  /* 1 + the rank whose DCCL_HOSTID list entry names this rank's pretend host; 0: its own rank. A split keeps its
+   * parent's, so a rank stays on its pretend host whatever its rank in the child. */
+  int hostid_entry;
   /* The GPU this rank was created for: the calling thread's current device at the creating call (InitAll: its
    * device list); -1 for none. Captured at the call, since creation may run on another thread. */
   int cuda_device;

@@ -310,7 +310,8 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   struct dccl_peer_info *me = &comm->peers[comm->rank];
   me->rank = comm->rank;
   me->pid = (int)getpid();
-  DCCLCHECK(dccl_host_identity(comm->rank, me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
+  int entry = comm->hostid_entry ? comm->hostid_entry - 1 : comm->rank;
+  DCCLCHECK(dccl_host_identity(entry, me->hostname, me->host_id, &me->host_hash, &me->real_host_hash));
   describe_self(comm, me);
   if (getrandom(&me->comm_nonce, sizeof(me->comm_nonce), 0) != (ssize_t)sizeof(me->comm_nonce))
     me->comm_nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)comm;

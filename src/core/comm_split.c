@@ -62,6 +62,7 @@ static ncclResult_t join_child(struct split_task *t, const int *members, int m) 
     if (members[i] == parent->rank) me = i;
   child->rank = me;
   child->nranks = m;
+  child->hostid_entry = parent->hostid_entry ? parent->hostid_entry : parent->rank + 1;
   int borrow = t->shrink && atomic_load(&parent->abort_flag);
   if (borrow) dccl_bootstrap_set_abort_flag(parent->bootstrap, &child->abort_flag);
   ncclResult_t res = dccl_bootstrap_split(parent->bootstrap, me, m, members, &child->bootstrap);

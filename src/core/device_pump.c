@@ -1,8 +1,9 @@
 /* A communicator's link pump (transports/link_pump.h): device links over sockets have kernels at both ends and a
  * transport that moves the bytes, so a thread of the communicator's progresses them. It spins while the
  * communicator's uncaptured kernels run, a launch wakes it, and once a graph has captured some of its work it
- * looks every DCCL_DEV_NET_POLL_US, which bounds how long a replayed graph's kernels wait for it. A link that breaks fails the communicator, which stops every kernel,
- * and a kernel that gives up fails it too, which closes the links, so the peers' kernels stop as well. */
+ * looks every DCCL_DEV_NET_POLL_US, which bounds how long a replayed graph's kernels wait for it. A link that
+ * breaks fails the communicator, which stops every kernel, and a kernel that gives up fails it too, which closes
+ * the links, so the peers' kernels stop as well. */
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
 #include "transports/link_pump.h"

@@ -2,7 +2,9 @@
  * its last entry, so four communicators of one job (ncclCommInitAll) sit on two "hosts", A (ranks 0, 2, 3) and B
  * (rank 1). Checks each rank's host id, that the ring keeps each host's ranks together (two crossings, although
  * the ranks alternate), that links inside a host take shared memory and links between hosts sockets, and that an
- * all-reduce over both is right. (Parameters are read once per process: one setting per run.) */
+ * all-reduce over both is right, and that a split keeps each rank on its pretend host. (Parameters are read once
+ * per process: one setting per run.) */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,41 @@ static void check_allreduce(ncclComm_t *comms) {
   check(wrong == 0, "all-reduce over pretend hosts: %d elements wrong", wrong);
 }
 
+/* Ranks 1-3 split off (child ranks 0-2): each keeps its pretend host, B, A, A, though the list's entries for
+ * ranks 0-2 are A, B, A. */
+struct split_arg {
+  ncclComm_t parent, child;
+  int rank;
+  ncclResult_t res;
+};
+static void *split_one(void *p) { /* a split is collective and blocking: a thread per rank */
+  struct split_arg *a = p;
+  a->res = ncclCommSplit(a->parent, a->rank == 0 ? NCCL_SPLIT_NOCOLOR : 1, a->rank, &a->child, NULL);
+  return NULL;
+}
+static void check_split(ncclComm_t *comms) {
+  struct split_arg args[NRANKS];
+  pthread_t threads[NRANKS];
+  for (int r = 0; r < NRANKS; r++) {
+    args[r] = (struct split_arg){comms[r], NULL, r, ncclInternalError};
+    pthread_create(&threads[r], NULL, split_one, &args[r]);
+  }
+  int ok = 1;
+  for (int r = 0; r < NRANKS; r++) {
+    pthread_join(threads[r], NULL);
+    ok &= args[r].res == ncclSuccess && (r == 0) == (args[r].child == NULL);
+  }
+  check(ok, "split of ranks 1-3: %s", ncclGetLastError(NULL));
+  if (!ok) return;
+  ncclComm_t child[NRANKS];
+  for (int r = 0; r < NRANKS; r++) child[r] = args[r].child;
+  static const char *const want[3] = {"B", "A", "A"};
+  for (int c = 0; c < 3; c++)
+    check(!strcmp(child[1]->peers[c].host_id, want[c]), "child rank %d (parent rank %d) has host id \"%s\", want %s",
+          c, c + 1, child[1]->peers[c].host_id, want[c]);
+  for (int r = 1; r < NRANKS; r++) ncclCommDestroy(child[r]);
+}
+
 int main(void) {
   signal(SIGALRM, on_alarm);
   alarm(120);
@@ -67,6 +104,7 @@ int main(void) {
   check(crossings == 2, "the ring crosses between the hosts %d times, want 2", crossings);
   check_allreduce(comms);
   for (int r = 0; r < NRANKS; r++) check_links(comms[r]);
+  check_split(comms);
   for (int r = 0; r < NRANKS; r++) ncclCommDestroy(comms[r]);
   printf("test_pretend_hosts: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed != 0;
