@@ -45,23 +45,24 @@ static int can_connect(const struct dccl_transport *t, const struct dccl_peer_in
   return t->can_connect(me, them, me->transport_info[t->index], them->transport_info[t->index]);
 }
 
+/* Device links a transport that moves the bytes (sockets) carries: kernels fill and drain FIFOs in pinned host
+ * memory that the link pump sends. Off unless DCCL_DEV_NET=1 until the path has passed on a GPU. */
+static int device_net_allowed(const struct dccl_transport *t, int buffers) {
+  return buffers != DCCL_BUFFERS_DEVICE || !t->moves_bytes || dccl_param_int(DCCL_PARAM_DEV_NET) == 1;
+}
+
 /* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order.
  * "shm" and "staged" both mean through shared host memory: shm for host links, staged for device links, so one
  * setting moves both kinds of buffer through host memory. Another name applies to the links whose buffers its
- * transport carries (socket and ib: host links; p2p: device links) and leaves the others to the default order; an
- * unknown one is returned, for the caller's error to list the choices. */
+ * transport carries (ib: host links; p2p: device links; socket: host links, and device links under DCCL_DEV_NET=1)
+ * and leaves the others to the default order; an unknown one is returned, for the caller's error to list the
+ * choices. */
 static const char *forced_for(const char *forced, int buffers) {
   if (!forced[0]) return NULL;
   if (!strcasecmp(forced, "shm") || !strcasecmp(forced, "staged"))
     return buffers == DCCL_BUFFERS_DEVICE ? "staged" : "shm";
   const struct dccl_transport *t = dccl_transport_find(forced);
-  return !t || (t->buffers & buffers) ? forced : NULL;
-}
-
-/* Device links a transport that moves the bytes (sockets) carries: kernels fill and drain FIFOs in pinned host
- * memory that the link pump sends. Off unless DCCL_DEV_NET=1 until the path has passed on a GPU. */
-static int device_net_allowed(const struct dccl_transport *t, int buffers) {
-  return buffers != DCCL_BUFFERS_DEVICE || !t->moves_bytes || dccl_param_int(DCCL_PARAM_DEV_NET) == 1;
+  return !t || ((t->buffers & buffers) && device_net_allowed(t, buffers)) ? forced : NULL;
 }
 
 /* The transport of a link between ranks `from` and `peer`, or NULL when none reaches. The same answer on both ends:
@@ -72,7 +73,7 @@ static const struct dccl_transport *pick_transport(struct dccl_comm *comm, int f
   const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), buffers);
   if (forced) {
     const struct dccl_transport *t = dccl_transport_find(forced);
-    return t && can_connect(t, me, them) && device_net_allowed(t, buffers) ? t : NULL;
+    return t && can_connect(t, me, them) ? t : NULL;
   }
   for (int i = 0; i < dccl_transport_count(); i++) {
     const struct dccl_transport *t = dccl_transport_at(i);
@@ -91,8 +92,6 @@ static ncclResult_t transport_between(struct dccl_comm *comm, int from, int peer
   const struct dccl_transport *t = forced ? dccl_transport_find(forced) : NULL;
   if (forced && !t)
     return dccl_error(ncclInvalidArgument, "DCCL_TRANSPORT=%s: this build has %s", forced, dccl_transport_names());
-  if (t && can_connect(t, &comm->peers[from], them) && !device_net_allowed(t, buffers))
-    return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s carries device buffers only with DCCL_DEV_NET=1", forced);
   if (t)
     return dccl_error(ncclInvalidUsage, "DCCL_TRANSPORT=%s, but it cannot reach rank %d (host %s) from rank %d%s",
                       forced, peer, them->hostname, from, t->unreachable);

@@ -2,7 +2,8 @@
  * two ranks on one GPU of one real machine, as one host and as two pretend hosts (different host ids), with
  * DCCL_DEV_NET unset and set. One host: p2p, no network. Two pretend hosts: p2p and staged stay inside a host, so
  * only sockets reach, and only under DCCL_DEV_NET=1 (else device buffers between them are refused, naming
- * DCCL_DEV_NET). Each setting runs in a forked child, since parameters are read once per process. */
+ * DCCL_DEV_NET); DCCL_TRANSPORT=socket forces device links onto sockets only under DCCL_DEV_NET=1. Each setting
+ * runs in a forked child, since parameters are read once per process. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -26,20 +27,24 @@ static void two_ranks(struct dccl_comm *comm, struct dccl_peer_info peers[2], in
   }
 }
 
-/* The checks for one DCCL_DEV_NET setting; returns the failures. */
-static int run(int dev_net) {
+/* The checks for one DCCL_DEV_NET setting (and DCCL_TRANSPORT=socket or not); returns the failures. */
+static int run(int dev_net, int socket) {
   struct dccl_comm comm;
   struct dccl_peer_info peers[2];
 #ifdef DCCL_HAVE_DEVICE_CODE
+  /* One host: p2p; DCCL_TRANSPORT=socket takes device links too, but only where DCCL_DEV_NET=1 lets sockets
+   * carry them (else it leaves them to the default order, as before sockets could). */
   two_ranks(&comm, peers, 0);
-  check(dccl_comm_device_reachable(&comm, 0, 1) && !dccl_comm_device_net(&comm),
-        "DCCL_DEV_NET=%d, one host, one GPU: device links must take p2p, not the network", dev_net);
+  int want_net = socket && dev_net;
+  check(dccl_comm_device_reachable(&comm, 0, 1) && dccl_comm_device_net(&comm) == want_net,
+        "DCCL_DEV_NET=%d, DCCL_TRANSPORT=%s, one host, one GPU: over the network %d, want %d", dev_net,
+        socket ? "socket" : "", dccl_comm_device_net(&comm), want_net);
   two_ranks(&comm, peers, 1);
   check(dccl_comm_device_reachable(&comm, 0, 1) == dev_net && dccl_comm_device_net(&comm) == dev_net,
         "DCCL_DEV_NET=%d, two pretend hosts on one GPU: reachable %d, over the network %d, want %d and %d", dev_net,
         dccl_comm_device_reachable(&comm, 0, 1), dccl_comm_device_net(&comm), dev_net, dev_net);
 #else
-  (void)comm, (void)peers, (void)two_ranks;
+  (void)comm, (void)peers, (void)two_ranks, (void)socket;
   check(1, "no device code in this build");
 #endif
   return checks_failed;
@@ -47,20 +52,28 @@ static int run(int dev_net) {
 
 int main(void) {
   int failed = 0;
-  for (int dev_net = 0; dev_net < 2; dev_net++) {
+  for (int config = 0; config < 4; config++) {
+    int dev_net = config & 1, socket = config >> 1;
     pid_t child = fork();
     if (child == 0) {
       setenv("DCCL_DEBUG", "NONE", 1);
-      if (dev_net) setenv("DCCL_DEV_NET", "1", 1);
-      else unsetenv("DCCL_DEV_NET");
-      int bad = run(dev_net);
+      if (dev_net)
+        setenv("DCCL_DEV_NET", "1", 1);
+      else
+        unsetenv("DCCL_DEV_NET");
+      if (socket)
+        setenv("DCCL_TRANSPORT", "socket", 1);
+      else
+        unsetenv("DCCL_TRANSPORT");
+      int bad = run(dev_net, socket);
       fflush(stdout); /* _exit flushes nothing */
       _exit(bad ? 1 : 0);
     }
     int status = 0;
     waitpid(child, &status, 0);
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    check(ok, "DCCL_DEV_NET=%d: the checks failed (status %d)", dev_net, status);
+    check(ok, "DCCL_DEV_NET=%d DCCL_TRANSPORT=%s: the checks failed (status %d)", dev_net, socket ? "socket" : "",
+          status);
     failed += !ok;
   }
   printf("test_device_net_choice: %d passed, %d failed\n", checks_passed, checks_failed);
