@@ -22,7 +22,8 @@
   X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm`, `ib` or `socket`. Empty: shm "     \
                         "within a host; between hosts net_ib where both have an active RDMA port, else sockets. "  \
                         "Device buffers: `shm` (or `staged`) stages them through pinned shared host memory, "     \
-                        "`p2p` maps GPU memory; empty: p2p between ranks on one GPU, else staged.")               \
+                        "`p2p` maps GPU memory, `socket` (with DCCL_DEV_NET=1) sends them over TCP; empty: p2p "  \
+                        "between ranks on one GPU, else staged within a host, else sockets under DCCL_DEV_NET=1.") \
   X(IB_HCA, STR, "", "RDMA devices net_ib may use: comma-separated names with optional `:port`, matched as "      \
                      "prefixes (`=mlx5_0` exact, a leading `^` excludes). Of the active ports that pass, those "   \
                      "nearest the GPU (or the CPUs) in hwloc's tree are used, lane L on the L mod n-th.")       \
