@@ -1,8 +1,9 @@
 /* The link pump: a proxy thread (src/proxy/proxy.h) that progresses links whose transport moves the bytes
  * (sockets) but whose FIFOs kernels fill and drain, so no caller's wait ever calls their progress(). It spins
  * while its owner has device work in flight (the `busy` hook) and while bytes move, and otherwise sleeps until a
- * launch kicks it; once a CUDA graph holds some of the owner's work (dccl_link_pump_expect_replays), whose replays
- * start kernels the host never hears of, it sleeps at most `poll_us` at a time. A link that breaks is reported once
+ * launch kicks it; it sleeps at most `poll_us` at a time while a send link holds slots its socket had no room for
+ * (a peer's kernel may wait for them) and once a CUDA graph holds some of the owner's work
+ * (dccl_link_pump_expect_replays), whose replays start kernels the host never hears of. A link that breaks is reported once
  * through the `failed` hook (the error's text is then dccl_last_error()); a failure elsewhere (the `gave_up` hook)
  * stops it too. */
 #ifndef DCCL_LINK_PUMP_H_

@@ -558,12 +558,23 @@ static void on_pump_failed(void *arg, ncclResult_t res) {
   atomic_fetch_add(&r->failures, 1);
 }
 
-static struct dccl_link_pump *pump_of(struct dccl_conn *c, struct pump_report *report) {
-  struct dccl_link_pump_hooks hooks = {.failed = on_pump_failed, .arg = report};
+/* "A kernel runs": the busy hook of the pending-sends case reads it. */
+struct pump_report_busy {
+  struct pump_report report;
+  _Atomic int busy;
+};
+static int report_busy(void *arg) {
+  return atomic_load(&((struct pump_report_busy *)arg)->busy);
+}
+
+/* A pump of one link that looks every 200 us; `replays`: as once a graph holds work (it polls while idle), else it
+ * has a busy hook (r->busy) and sleeps when idle unless sends wait. */
+static struct dccl_link_pump *pump_of(struct dccl_conn *c, struct pump_report_busy *r, int replays) {
+  struct dccl_link_pump_hooks hooks = {.busy = replays ? NULL : report_busy, .failed = on_pump_failed, .arg = r};
   struct dccl_link_pump *p = NULL;
   CHECK(dccl_link_pump_create(&p, &hooks, 200, 0) == ncclSuccess, "pump: %s", dccl_last_error());
   CHECK(p && dccl_link_pump_add(p, c) == ncclSuccess, "pump add: %s", dccl_last_error());
-  if (p) dccl_link_pump_expect_replays(p); /* nothing kicks these pumps: they must look by themselves */
+  if (p && replays) dccl_link_pump_expect_replays(p); /* nothing kicks these pumps: they must look by themselves */
   return p;
 }
 
@@ -581,9 +592,9 @@ static void test_link_pump(void) {
     struct side s;
     side_init(&s, 1, 1);
     if (link_up(&s, sock, &g, 1, NULL) != ncclSuccess) _exit(1);
-    struct pump_report report = {0};
+    struct pump_report_busy rb = {0};
     _Atomic int no_abort = 0;
-    struct dccl_link_pump *p = pump_of(&s.conn[0], &report);
+    struct dccl_link_pump *p = pump_of(&s.conn[0], &rb, 1);
     int bad = send_slots(&s.conn[0], 0, 200, 1) != 0;
     usleep(100000);
     for (uint64_t i = 200; i < 300 && !bad; i++) { /* posted only: no wait for them to leave */
@@ -593,7 +604,7 @@ static void test_link_pump(void) {
       dccl_conn_send_post(&s.conn[0], &ss, slot_len(i, g.slot_bytes), i, (uint32_t)(i % 7));
     }
     dccl_link_pump_free(p, 20, &no_abort);
-    bad += !T->send_flushed(&s.conn[0]) || atomic_load(&report.failures) != 0;
+    bad += !T->send_flushed(&s.conn[0]) || atomic_load(&rb.report.failures) != 0;
     notify(sock);
     (void)await(sock, 30); /* the receiver has checked everything: now die without a goodbye */
     _exit(bad ? 3 : (raise(SIGKILL), 4));
@@ -601,9 +612,10 @@ static void test_link_pump(void) {
   struct side s;
   side_init(&s, 0, 0);
   CHECK(link_up(&s, sock, &g, 1, NULL) == ncclSuccess, "pump: connect: %s", dccl_last_error());
-  struct pump_report report = {0};
+  struct pump_report_busy rb = {0};
+  struct pump_report *report = &rb.report;
   _Atomic int no_abort = 0;
-  struct dccl_link_pump *p = pump_of(&s.conn[0], &report);
+  struct dccl_link_pump *p = pump_of(&s.conn[0], &rb, 1);
   int bad = recv_slots(&s.conn[0], 0, 200, 1);
   double paused = now_s();
   bad += recv_slots(&s.conn[0], 200, 1, 1);
@@ -614,15 +626,77 @@ static void test_link_pump(void) {
   CHECK(await(sock, 30) == 0, "pump: the sender's free returned before its slots had left (or it failed)");
   notify(sock);
   double t0 = now_s();
-  while (atomic_load(&report.failures) == 0 && now_s() - t0 < 5) usleep(1000);
-  CHECK(atomic_load(&report.failures) == 1 && report.res == ncclRemoteError && strstr(report.text, "rank 1"),
-        "pump: the dead sender was reported %d times (%d: %s)", atomic_load(&report.failures), report.res,
-        report.text);
+  while (atomic_load(&report->failures) == 0 && now_s() - t0 < 5) usleep(1000);
+  CHECK(atomic_load(&report->failures) == 1 && report->res == ncclRemoteError && strstr(report->text, "rank 1"),
+        "pump: the dead sender was reported %d times (%d: %s)", atomic_load(&report->failures), report->res,
+        report->text);
   CHECK(now_s() - t0 < 2, "pump: the death was reported after %.2f s", now_s() - t0);
   dccl_link_pump_free(p, 20, &no_abort); /* a failed pump flushes nothing: returns at once */
   int status = 0;
   waitpid(child, &status, 0);
   CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "pump: the sender failed (status %d)", status);
+  pumped = 0;
+  side_free(&s);
+  close(sock);
+}
+
+/* A kernel that ends while its last slots still wait for room in the socket: its pump, told of no work in flight
+ * and of no graph, must keep looking until they have left (nothing else wakes it). The sender posts 8 slots of
+ * 4 MiB, which its FIFO, the sockets (at most 4 MiB each way) and the receiver's FIFO hold, and ends; the receiver
+ * drains nothing for 100 ms, then all: the last slot must come long before the second a sleeping pump takes. */
+static void test_link_pump_pending_sends(void) {
+  struct geometry g = {.nslots = 4, .slot_bytes = 4 << 20, .nstreams = 1};
+  int sock;
+  pid_t child = fork_linked(&sock);
+  if (child < 0) return;
+  pumped = 1;
+  if (child == 0) {
+    struct side s;
+    side_init(&s, 1, 1);
+    if (link_up(&s, sock, &g, 1, NULL) != ncclSuccess) _exit(1);
+    struct pump_report_busy rb = {.busy = 1};
+    _Atomic int no_abort = 0;
+    struct dccl_link_pump *p = pump_of(&s.conn[0], &rb, 0);
+    int bad = 0;
+    for (uint64_t i = 0; i < 8 && !bad; i++) {
+      struct dccl_send_slot ss;
+      double end = now_s() + 30;
+      while (!dccl_conn_send_slot(&s.conn[0], g.slot_bytes, DCCL_PROTO_BULK, &ss) && !(bad = now_s() > end))
+        sched_yield();
+      if (bad) break;
+      memset(ss.payload, (int)i + 1, g.slot_bytes);
+      dccl_conn_send_post(&s.conn[0], &ss, g.slot_bytes, i, 0);
+    }
+    atomic_store(&rb.busy, 0); /* "the kernel ended" */
+    notify(sock);
+    bad += await(sock, 30) != 0; /* the receiver has them all */
+    dccl_link_pump_free(p, 20, &no_abort);
+    side_free(&s);
+    _exit(bad);
+  }
+  struct side s;
+  side_init(&s, 0, 0);
+  CHECK(link_up(&s, sock, &g, 1, NULL) == ncclSuccess, "pending sends: connect: %s", dccl_last_error());
+  struct pump_report_busy rb = {.busy = 1};
+  _Atomic int no_abort = 0;
+  struct dccl_link_pump *p = pump_of(&s.conn[0], &rb, 0);
+  CHECK(await(sock, 30) == 0, "pending sends: the sender could not post its 8 slots");
+  usleep(100000); /* both pumps fall idle: the sender's with slots its socket has no room for */
+  double t0 = now_s();
+  int bad = 0;
+  for (uint64_t i = 0; i < 8; i++) {
+    struct dccl_recv_slot rs;
+    while (!dccl_conn_recv_slot(&s.conn[0], &rs) && now_s() - t0 < 30) sched_yield();
+    bad += rs.h.seq != i || ((const unsigned char *)rs.payload)[g.slot_bytes - 1] != (unsigned char)(i + 1);
+    dccl_conn_recv_done(&s.conn[0]);
+  }
+  double took = now_s() - t0;
+  CHECK(bad == 0, "pending sends: %d of 8 slots wrong", bad);
+  CHECK(took < 0.5, "pending sends: the last slots took %.3f s after the receiver drained (the sender's pump slept)",
+        took);
+  notify(sock);
+  CHECK(child_failures(child) == 0, "pending sends: the sender failed");
+  dccl_link_pump_free(p, 20, &no_abort);
   pumped = 0;
   side_free(&s);
   close(sock);
@@ -648,6 +722,7 @@ int main(void) {
   test_abort_or_close(0);
   test_mismatch_and_abort_wait();
   test_link_pump();
+  test_link_pump_pending_sends();
   run_raw_tcp_baseline();
   run_throughput(1);
   run_throughput(2);

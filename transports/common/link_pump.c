@@ -54,10 +54,26 @@ static int pump_progress(void *arg) {
   return 0;
 }
 
-/* Before sleeping: stay awake while the owner's kernels run (they may fill a slot at any moment). */
+/* 1 when a send link holds slots that have not all left (its socket was full): a peer's kernel may wait for them,
+ * and nothing will wake the pump when the socket drains. */
+static int sends_pending(struct dccl_link_pump *p) {
+  int pending = 0;
+  pthread_mutex_lock(&p->lock);
+  for (int i = 0; i < p->n && !pending; i++)
+    pending = p->links[i]->is_send && !p->links[i]->transport->send_flushed(p->links[i]);
+  pthread_mutex_unlock(&p->lock);
+  return pending;
+}
+
+/* Before sleeping: stay awake while the owner's kernels run (they may fill a slot at any moment); sleep at most
+ * poll_us while kernels may start unannounced (graphs) or sends wait for room; else until a launch wakes it. */
 static int pump_arm(void *arg) {
   struct dccl_link_pump *p = arg;
-  return !p->failed && p->hooks.busy && p->hooks.busy(p->hooks.arg);
+  if (p->failed) return 0;
+  if (p->hooks.busy && p->hooks.busy(p->hooks.arg)) return 1;
+  int bounded = atomic_load(&p->replays) || sends_pending(p);
+  dccl_proxy_set_max_sleep_us(&p->proxy, bounded ? p->poll_us : 0);
+  return 0;
 }
 
 static const struct dccl_proxy_ops pump_ops = {.progress = pump_progress, .arm = pump_arm};
@@ -88,8 +104,7 @@ ncclResult_t dccl_link_pump_add(struct dccl_link_pump *p, struct dccl_conn *c) {
   }
   p->links[p->n++] = c;
   ncclResult_t res = ncclSuccess; /* the first link starts the thread, under the lock: adds may race */
-  if (!p->proxy.started)
-    res = dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, atomic_load(&p->replays) ? p->poll_us : 0);
+  if (!p->proxy.started) res = dccl_proxy_start(&p->proxy, &pump_ops, p, -1, p->oversubscribed, 0);
   pthread_mutex_unlock(&p->lock);
   if (res == ncclSuccess) dccl_proxy_wake(&p->proxy);
   return res;
@@ -100,10 +115,7 @@ void dccl_link_pump_kick(struct dccl_link_pump *p) {
 }
 
 void dccl_link_pump_expect_replays(struct dccl_link_pump *p) {
-  if (atomic_exchange(&p->replays, 1)) return;
-  pthread_mutex_lock(&p->lock); /* against the start in add() */
-  if (p->proxy.started) dccl_proxy_set_max_sleep_us(&p->proxy, p->poll_us);
-  pthread_mutex_unlock(&p->lock);
+  atomic_store(&p->replays, 1); /* read before the pump's next sleep */
 }
 
 static int all_flushed(struct dccl_link_pump *p) {
