@@ -79,8 +79,9 @@
   X(DEV_NET_NCHANNELS, INT, 4, "Channels of a device-buffer collective whose device links include network ones "  \
                                 "(sockets: FIFOs in pinned host memory, moved by a proxy thread per rank).")      \
   X(DEV_NET_POLL_US, INT, 50, "Microseconds a rank's proxy thread for device links over the network sleeps at "   \
-                              "most once a CUDA graph holds some of its communicator's work (before that a "      \
-                              "launch wakes it): the longest a replayed graph's kernels wait for it to look.")   \
+                              "most while sends wait for room and once a CUDA graph holds some of its "          \
+                              "communicator's work (else a launch wakes it): the longest a replayed graph's "    \
+                              "kernels wait for it to look.")                                                   \
   X(DEV_MEM_LIMIT, INT, 67108864, "Bytes of GPU memory one rank's device links of one communicator may hold: the " \
     "device channels are lowered until they fit.")                                                               \
   X(DEV_FENCE, STR, "auto", "Ordering of a device link's counters: `auto` (GPU scope between kernels on one GPU, "  \
