@@ -7,7 +7,7 @@ if(NOT IBVERBS_LIBRARY OR NOT MPI_C_FOUND)
   return()
 endif()
 
-foreach(prog ib_resources ib_regcache_verbs ib_shared_ctx)
+foreach(prog ib_resources ib_regcache_verbs ib_shared_ctx ib_link_pump)
   add_executable(${prog} ${DCCL_ROCE_DIR}/${prog}.c)
   target_link_libraries(${prog} PRIVATE dccl_static)
 endforeach()
@@ -45,6 +45,11 @@ dccl_add_roce_guest_test(NAME roce.ib.regcache_verbs TIMEOUT 120 COMMAND $<TARGE
 # forked child neither uses nor frees the parent's.
 dccl_add_roce_guest_test(NAME roce.ib.shared_ctx TIMEOUT 300
                          COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_shared_ctx>)
+
+# The host side of device links over net_ib: a link pump moves slots that threads post and drain as kernels would
+# (nobody calls progress), through a pause that puts the pumps and the proxy to sleep; then the link still works.
+dccl_add_roce_guest_test(NAME roce.ib.link_pump TIMEOUT 300
+                         COMMAND env DCCL_SOCKET_IFNAME=v0 $<TARGET_FILE:ib_link_pump>)
 
 # Selection: between pretend hosts net_ib is chosen by itself; when it cannot be made (a GID index the port does
 # not have), both ends warn with the reason and use sockets, and the collectives still pass.

@@ -37,7 +37,7 @@ static void test_registered(void) {
     int device_only = !strcmp(t->name, "p2p") || !strcmp(t->name, "staged");
     int want_buffers = device_only ? DCCL_BUFFERS_DEVICE : DCCL_BUFFERS_HOST;
 #ifdef DCCL_HAVE_DEVICE_CODE
-    if (!strcmp(t->name, "socket")) want_buffers |= DCCL_BUFFERS_DEVICE; /* device links between hosts */
+    if (t->moves_bytes) want_buffers |= DCCL_BUFFERS_DEVICE; /* sockets, net_ib: device links between hosts */
 #endif
     check(t->buffers == want_buffers, "%s carries buffers %d, want %d", t->name, t->buffers, want_buffers);
     /* Pretend hosts (DCCL_HOSTID) on one GPU must link over the network, as real hosts would. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proxy/proxy.h"
+#include "transports/host_fifo_device.h"
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_gdr.h"
 #include "transports/net_ib/ib_gid.h"
@@ -82,6 +83,7 @@ struct dccl_ib_link {
   struct dccl_ib_link *next; /* in the context's list, walked by the proxy */
   void *fifo; /* the FIFO's one region: the peer's sender writes slots into a receiver's */
   struct ibv_mr *fifo_mr;
+  struct dccl_host_fifo_device device; /* a device link: the FIFO mapped for the kernels (staged GPUDirect) */
   struct dccl_ib_ctrl *ctrl;
   struct ibv_mr *ctrl_mr;
   struct ibv_cq *cq;

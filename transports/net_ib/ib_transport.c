@@ -84,14 +84,37 @@ static ncclResult_t register_region(struct dccl_ib_link *l, void *addr, size_t b
   return ncclSuccess;
 }
 
+/* A device link's FIFO is the same pinned host memory, mapped for the kernels at both ends: the NIC writes into the
+ * receiver's and reads from the sender's (GPUDirect RDMA staged through the FIFO; FIFOs in GPU memory, which the NIC
+ * would write directly, are not built). */
+static ncclResult_t map_for_kernels(struct dccl_conn *conn, struct dccl_ib_link *l, size_t bytes) {
+#ifdef DCCL_HAVE_DEVICE_CODE
+  if (!strcmp(dccl_param_str(DCCL_PARAM_NET_GDR), "1"))
+    return dccl_error(ncclInvalidUsage,
+                      "net_ib device link with rank %d: DCCL_NET_GDR=1 asks for its FIFO in GPU memory, which is not "
+                      "built yet (device links are staged through a FIFO in pinned host memory: set it to 0 or auto)",
+                      conn->peer);
+  DCCLCHECK(dccl_host_fifo_device_map(conn, l->fifo, bytes, &l->device));
+  DCCL_INFO(DCCL_NET, "net_ib device link %s rank %d: FIFO staged in pinned host memory (a FIFO in GPU memory that "
+                      "the NIC writes directly is not built yet)", conn->is_send ? "to" : "from", conn->peer);
+  return ncclSuccess;
+#else
+  (void)l, (void)bytes;
+  return dccl_error(ncclInvalidUsage, "net_ib link with rank %d: device buffers need a build with CUDA", conn->peer);
+#endif
+}
+
 static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
-  int64_t nslots = dccl_param_int(DCCL_PARAM_NSLOTS), slot_bytes = dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
+  /* A device link's FIFO has the device geometry: the kernels at both ends step through it as through any. */
+  int64_t nslots = dccl_param_int(conn->device ? DCCL_PARAM_DEV_NSLOTS : DCCL_PARAM_NSLOTS);
+  int64_t slot_bytes = dccl_param_int(conn->device ? DCCL_PARAM_DEV_CHUNK_SIZE : DCCL_PARAM_CHUNK_SIZE);
   int64_t nqps = dccl_param_int(DCCL_PARAM_IB_QPS_PER_CONN);
   if (nslots < 1 || nslots > 4096 || slot_bytes < 1 || slot_bytes > (1ll << 30) || nqps < 1 || nqps > DCCL_IB_MAX_QPS)
     return dccl_error(ncclInvalidArgument,
-                      "net_ib: DCCL_NSLOTS (%lld) must be 1..4096, DCCL_CHUNK_SIZE (%lld) 1..2^30 and "
+                      "net_ib: DCCL_%sNSLOTS (%lld) must be 1..4096, DCCL_%sCHUNK_SIZE (%lld) 1..2^30 and "
                       "DCCL_IB_QPS_PER_CONN (%lld) 1..%d",
-                      (long long)nslots, (long long)slot_bytes, (long long)nqps, DCCL_IB_MAX_QPS);
+                      conn->device ? "DEV_" : "", (long long)nslots, conn->device ? "DEV_" : "", (long long)slot_bytes,
+                      (long long)nqps, DCCL_IB_MAX_QPS);
   l->nslots = (uint32_t)nslots;
   l->slot_bytes = (uint64_t)slot_bytes;
   l->nqps = (int)nqps;
@@ -99,6 +122,7 @@ static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
    * double the bytes on the wire. */
   struct dccl_conn_desc desc;
   size_t fifo_bytes = dccl_conn_desc_layout(&desc, l->nslots, l->slot_bytes, 0, DCCL_REGION_RECV);
+  fifo_bytes = (fifo_bytes + 4095) / 4096 * 4096; /* whole pages: a device link's FIFO is pinned for the GPU too */
   void *mem = NULL;
   if (posix_memalign(&mem, 4096, fifo_bytes) != 0) return dccl_error(ncclSystemError, "out of memory for a FIFO");
   l->fifo = mem;
@@ -109,6 +133,7 @@ static ncclResult_t make_link(struct dccl_conn *conn, struct dccl_ib_link *l) {
   l->ctrl = memset(mem, 0, 4096);
   DCCLCHECK(register_region(l, l->fifo, fifo_bytes, &l->fifo_mr, "FIFO"));
   DCCLCHECK(register_region(l, l->ctrl, 4096, &l->ctrl_mr, "control page"));
+  if (conn->device) DCCLCHECK(map_for_kernels(conn, l, fifo_bytes));
   /* A send side writes data slots and the abort word; a receive side credits and the abort word. */
   uint32_t send_wrs = (conn->is_send ? l->nslots : 0) + DCCL_IB_CTRL_WRS, recv_wrs = conn->is_send ? 1 : l->nslots;
   l->cq = ibv_create_cq(l->ic->ctx, (int)((send_wrs + recv_wrs) * (uint32_t)l->nqps), l, l->ic->channel, 0);
@@ -255,6 +280,9 @@ static void ib_close(struct dccl_conn *conn) {
     if (l->cq) ibv_destroy_cq(l->cq);
     pthread_mutex_unlock(&l->ic->lock);
     dccl_ib_release_slots(l, 0, l->nslots); /* slots an aborted operation left behind */
+#ifdef DCCL_HAVE_DEVICE_CODE
+    dccl_host_fifo_device_unmap(conn, &l->device);
+#endif
     if (l->fifo_mr) ibv_dereg_mr(l->fifo_mr);
     if (l->ctrl_mr) ibv_dereg_mr(l->ctrl_mr);
   }
@@ -271,6 +299,9 @@ const struct dccl_transport dccl_transport_ib = {
     .size = sizeof(struct dccl_transport),
     .name = "net_ib",
     .alias = "ib",
+#ifdef DCCL_HAVE_DEVICE_CODE
+    .buffers = DCCL_BUFFERS_HOST | DCCL_BUFFERS_DEVICE, /* device links: the FIFOs in pinned host memory */
+#endif
     .moves_bytes = 1,
     .confirm_start = 1,
     .fallback = "socket",

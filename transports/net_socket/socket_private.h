@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "dccl.h"
+#include "transports/host_fifo_device.h"
 #include "transports/transport.h"
 
 #define DCCL_SOCKET_MAX_STREAMS 64
@@ -60,8 +61,7 @@ struct dccl_socket_stream {
 struct dccl_socket_conn {
   void *fifo; /* the FIFO's one region, private to this process */
   uint64_t fifo_bytes; /* its size, a whole number of pages */
-  int registered;      /* device link: fifo is registered with CUDA (socket_device.c) */
-  uint64_t dev_view;   /* device link: the kernels' view (struct dccl_dev_conn, a CUdeviceptr) */
+  struct dccl_host_fifo_device device; /* a device link's GPU mapping of the FIFO */
   uint32_t nslots, nstreams;
   uint64_t slot_bytes;
   uint64_t token; /* receive side */
@@ -87,11 +87,6 @@ ncclResult_t dccl_socket_progress_send(struct dccl_conn *conn);
 ncclResult_t dccl_socket_progress_recv(struct dccl_conn *conn);
 /* The error for a stream that broke: peer gone (EOF, reset) or another socket failure `err` (0: EOF). */
 ncclResult_t dccl_socket_stream_error(struct dccl_conn *conn, int err);
-
-/* Device links (socket_device.c): registers the FIFO with the communicator's GPU and writes the kernels' view
- * (conn->dev); unmap undoes what map did (safe after a partial map). */
-ncclResult_t dccl_socket_device_map(struct dccl_conn *conn);
-void dccl_socket_device_unmap(struct dccl_conn *conn);
 
 /* setup() with explicit geometry (the ops' setup reads DCCL_NSLOTS / DCCL_CHUNK_SIZE / DCCL_SOCKET_NSTREAMS). */
 ncclResult_t dccl_socket_setup_geometry(struct dccl_conn *conn, void *info, uint32_t nslots, uint64_t slot_bytes,

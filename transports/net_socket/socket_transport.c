@@ -1,6 +1,6 @@
 /* The TCP socket transport: the fallback that reaches any peer. Each side of a link keeps a private FIFO; the
  * progress function moves filled slots from the sender's FIFO over S TCP streams into the receiver's FIFO. Device
- * links keep the FIFOs in pinned host memory the kernels reach (socket_device.c). */
+ * links keep the FIFOs in pinned host memory the kernels reach (transports/host_fifo_device.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +112,8 @@ static ncclResult_t socket_setup(struct dccl_conn *conn, void *info) {
   DCCLCHECK(dccl_socket_setup_geometry(conn, info, (uint32_t)nslots, (uint64_t)slot_bytes, (uint32_t)nstreams));
   if (!conn->device) return ncclSuccess;
 #ifdef DCCL_HAVE_DEVICE_CODE
-  return dccl_socket_device_map(conn);
+  struct dccl_socket_conn *sc = conn->priv;
+  return dccl_host_fifo_device_map(conn, sc->fifo, sc->fifo_bytes, &sc->device);
 #else
   return dccl_error(ncclInvalidUsage, "socket link with rank %d: device buffers need a build with CUDA", conn->peer);
 #endif
@@ -231,7 +232,7 @@ static void socket_close(struct dccl_conn *conn) {
   struct dccl_socket_comm_state *st = conn->ctx->transport_state[conn->transport->index];
   if (!conn->is_send && !sc->connected && sc->token && st) dccl_socket_forget_token(st, sc->token);
 #ifdef DCCL_HAVE_DEVICE_CODE
-  dccl_socket_device_unmap(conn);
+  dccl_host_fifo_device_unmap(conn, &sc->device);
 #endif
   free(sc->fifo);
   free(sc);
