@@ -73,11 +73,11 @@
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
-  X(DEV_NET, INT, 0, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over sockets: kernels " \
-                     "fill and drain FIFOs in pinned host memory, a proxy thread per rank sends them. 0: such "   \
-                     "device buffers are refused (the default until this path has passed on a GPU).")            \
+  X(DEV_NET, INT, 0, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over net_ib or "     \
+                     "sockets: kernels fill and drain FIFOs in pinned host memory, a proxy thread per rank moves " \
+                     "them. 0: such device buffers are refused (the default until this path has passed on a GPU).") \
   X(DEV_NET_NCHANNELS, INT, 4, "Channels of a device-buffer collective whose device links include network ones "  \
-                                "(sockets: FIFOs in pinned host memory, moved by a proxy thread per rank).")      \
+                                "(FIFOs in pinned host memory, moved by a proxy thread per rank).")               \
   X(DEV_NET_POLL_US, INT, 50, "Microseconds a rank's proxy thread for device links over the network sleeps at "   \
                               "most while sends wait for room and once a CUDA graph holds some of its "          \
                               "communicator's work (else a launch wakes it): the longest a replayed graph's "    \
