@@ -56,8 +56,8 @@ ncclResult_t dccl_comm_pump_link(struct dccl_comm *comm, struct dccl_conn *c) {
 
 void dccl_comm_pump_launched(struct dccl_comm *comm) {
   if (!comm->pump) return;
-  dccl_link_pump_kick(comm->pump);
   if (dccl_dev_comm_captured(&comm->coll)) dccl_link_pump_expect_replays(comm->pump);
+  dccl_link_pump_kick(comm->pump);
 }
 
 void dccl_comm_pump_stop(struct dccl_comm *comm) {

@@ -115,7 +115,8 @@ void dccl_link_pump_kick(struct dccl_link_pump *p) {
 }
 
 void dccl_link_pump_expect_replays(struct dccl_link_pump *p) {
-  atomic_store(&p->replays, 1); /* read before the pump's next sleep */
+  if (atomic_exchange(&p->replays, 1)) return;
+  dccl_link_pump_kick(p); /* a sleep begun before has no bound: end it, the next one takes the bound */
 }
 
 static int all_flushed(struct dccl_link_pump *p) {
