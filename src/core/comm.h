@@ -170,11 +170,9 @@ struct dccl_conn_batch {
 };
 ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatches);
 
-/* Whether the transport a device link between ranks a and b would take exists (from the peer infos and the
- * environment alone: every rank gives the same answer). */
-int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b);
-/* 1 when some pair of ranks would link device buffers over a network transport (the same answer on every rank). */
-int dccl_comm_device_net(struct dccl_comm *comm);
+/* 1 when every pair of ranks has a transport for device links, and then *over_network says whether some pair's is
+ * a network transport (from the peer infos and the environment alone: every rank gives the same answers). */
+int dccl_comm_device_links(struct dccl_comm *comm, int *over_network);
 /* Point-to-point links ahead of use (p2p_links.c). Under DCCL_RUNTIME_CONNECT=0 appends the links to every peer
  * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
 ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);

@@ -97,16 +97,6 @@ static ncclResult_t build_rings(struct dccl_comm *comm) {
   return ncclSuccess;
 }
 
-/* Whether every pair of ranks has a device transport (every rank evaluates every pair from the same peer infos, so
- * all agree on making device links or not). */
-static int device_links_everywhere(struct dccl_comm *comm) {
-  if (!comm->coll.dev) return 0;
-  for (int a = 0; a < comm->nranks; a++)
-    for (int b = a + 1; b < comm->nranks; b++)
-      if (!dccl_comm_device_reachable(comm, a, b)) return 0;
-  return 1;
-}
-
 /* Every rank on this rank's GPU (in this process or others) and on one host as DCCL_HOSTID sees it: the direct
  * all-reduce can meet on their boards. Every rank answers alike from the peer infos. */
 static int one_gpu(const struct dccl_comm *comm) {
@@ -177,10 +167,12 @@ static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
   if (res != ncclSuccess) return res;
   if (not_ready >= 0)
     DCCL_INFO(DCCL_INIT, "no device links: rank %d has no usable GPU side (device buffers will be refused)", not_ready);
-  else if (!(*device_links = device_links_everywhere(comm)))
+  /* One walk over every pair (all ranks agree from the same peer infos): device links or none, and whether any
+   * goes over a network transport. */
+  else if (!(*device_links = comm->coll.dev && dccl_comm_device_links(comm, &comm->coll.dev_net)))
     DCCL_INFO(DCCL_INIT, "no device links: some ranks cannot reach each other's GPU memory (device buffers will be "
                          "refused between them)");
-  else if ((comm->coll.dev_net = dccl_comm_device_net(comm))) {
+  else if (comm->coll.dev_net) {
     /* Each channel's links are TCP streams a proxy thread serves: a few carry what the network can take. */
     int cap = clamp_channels(dccl_param_int(DCCL_PARAM_DEV_NET_NCHANNELS));
     if (comm->coll.dev_nchannels > cap) comm->coll.dev_nchannels = cap;

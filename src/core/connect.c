@@ -110,17 +110,15 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
                            out);
 }
 
-int dccl_comm_device_reachable(struct dccl_comm *comm, int a, int b) {
-  return pick_transport(comm, a, b, DCCL_BUFFERS_DEVICE) != NULL;
-}
-
-int dccl_comm_device_net(struct dccl_comm *comm) {
+int dccl_comm_device_links(struct dccl_comm *comm, int *over_network) {
+  *over_network = 0;
   for (int a = 0; a < comm->nranks; a++)
     for (int b = a + 1; b < comm->nranks; b++) {
       const struct dccl_transport *t = pick_transport(comm, a, b, DCCL_BUFFERS_DEVICE);
-      if (t && t->moves_bytes) return 1;
+      if (!t) return *over_network = 0; /* no device links at all */
+      *over_network |= t->moves_bytes;
     }
-  return 0;
+  return 1;
 }
 
 static uint32_t tag(int round, int lane, int sender_is_send) {

@@ -36,13 +36,17 @@ static int run(int dev_net, int socket) {
    * carry them (else it leaves them to the default order, as before sockets could). */
   two_ranks(&comm, peers, 0);
   int want_net = socket && dev_net;
-  check(dccl_comm_device_reachable(&comm, 0, 1) && dccl_comm_device_net(&comm) == want_net,
-        "DCCL_DEV_NET=%d, DCCL_TRANSPORT=%s, one host, one GPU: over the network %d, want %d", dev_net,
-        socket ? "socket" : "", dccl_comm_device_net(&comm), want_net);
+  int net = -1, linked = dccl_comm_device_links(&comm, &net);
+  check(linked && net == want_net,
+        "DCCL_DEV_NET=%d, DCCL_TRANSPORT=%s, one host, one GPU: linked %d, over the "
+        "network %d, want 1 and %d",
+        dev_net, socket ? "socket" : "", linked, net, want_net);
   two_ranks(&comm, peers, 1);
-  check(dccl_comm_device_reachable(&comm, 0, 1) == dev_net && dccl_comm_device_net(&comm) == dev_net,
-        "DCCL_DEV_NET=%d, two pretend hosts on one GPU: reachable %d, over the network %d, want %d and %d", dev_net,
-        dccl_comm_device_reachable(&comm, 0, 1), dccl_comm_device_net(&comm), dev_net, dev_net);
+  net = -1;
+  linked = dccl_comm_device_links(&comm, &net);
+  check(linked == dev_net && (!linked || net == 1),
+        "DCCL_DEV_NET=%d, two pretend hosts on one GPU: linked %d, over the network %d, want %d and 1", dev_net, linked,
+        net, dev_net);
 #else
   (void)comm, (void)peers, (void)two_ranks, (void)socket;
   check(1, "no device code in this build");
