@@ -93,8 +93,7 @@ done
     for hosts in two one; do
       name=net.np4.$hosts.r$round
       fits 60 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,A,B,B) timeout 100 "${mpi[@]}" \
-        -x DCCL_DEV_NET=1 -np 4 \
+      DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,A,B,B) timeout 100 "${mpi[@]}" -np 4 \
         "$build/perf/all_reduce_perf" -b 8 -e 256M -f 4 -c 1 -n 10 -w 3 -T 80 -J "$out/$name.json" \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
@@ -105,8 +104,7 @@ done
   for hosts in two one; do
     name=net.latency.np2.$hosts
     fits 40 "$name" || continue
-    DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,B) timeout 60 "${mpi[@]}" \
-      -x DCCL_DEV_NET=1 -np 2 \
+    DCCL_TRANSPORT= DCCL_ALGO= DCCL_HOSTID=$([ $hosts = two ] && echo A,B) timeout 60 "${mpi[@]}" -np 2 \
       "$build/perf/dev_latency" -n 1000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue" | tail -8
   done

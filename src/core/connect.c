@@ -46,7 +46,7 @@ static int can_connect(const struct dccl_transport *t, const struct dccl_peer_in
 }
 
 /* Device links a transport that moves the bytes (sockets) carries: kernels fill and drain FIFOs in pinned host
- * memory that the link pump sends. Off unless DCCL_DEV_NET=1 until the path has passed on a GPU. */
+ * memory that the link pump sends. DCCL_DEV_NET=0 turns them off (device buffers between hosts are then refused). */
 static int device_net_allowed(const struct dccl_transport *t, int buffers) {
   return buffers != DCCL_BUFFERS_DEVICE || !t->moves_bytes || dccl_param_int(DCCL_PARAM_DEV_NET) == 1;
 }
@@ -54,7 +54,7 @@ static int device_net_allowed(const struct dccl_transport *t, int buffers) {
 /* The transport DCCL_TRANSPORT names for links of these buffers, or NULL when it leaves them to the default order.
  * "shm" and "staged" both mean through shared host memory: shm for host links, staged for device links, so one
  * setting moves both kinds of buffer through host memory. Another name applies to the links whose buffers its
- * transport carries (ib: host links; p2p: device links; socket: host links, and device links under DCCL_DEV_NET=1)
+ * transport carries (ib: host links; p2p: device links; socket: host links, and device links unless DCCL_DEV_NET=0)
  * and leaves the others to the default order; an unknown one is returned, for the caller's error to list the
  * choices. */
 static const char *forced_for(const char *forced, int buffers) {
@@ -98,9 +98,9 @@ static ncclResult_t transport_between(struct dccl_comm *comm, int from, int peer
   if (buffers == DCCL_BUFFERS_DEVICE)
     return dccl_error(ncclInvalidUsage,
                       "device buffers between rank %d and rank %d (host %s): no device transport links them (ranks "
-                      "of different hosts move device buffers over sockets only with DCCL_DEV_NET=1, new and off by "
-                      "default until it has passed on a GPU)",
-                      from, peer, them->hostname);
+                      "of different hosts move device buffers over the network only with DCCL_DEV_NET=1, the "
+                      "default, and DCCL_DEV_NET is %d)",
+                      from, peer, them->hostname, (int)dccl_param_int(DCCL_PARAM_DEV_NET));
   return dccl_error(ncclSystemError, "no transport (of %s) reaches rank %d (host %s) from rank %d",
                     dccl_transport_names(), peer, them->hostname, from);
 }

@@ -22,8 +22,8 @@
   X(TRANSPORT, STR, "", "Forces one transport for every pair of ranks: `shm`, `ib` or `socket`. Empty: shm "     \
                         "within a host; between hosts net_ib where both have an active RDMA port, else sockets. "  \
                         "Device buffers: `shm` (or `staged`) stages them through pinned shared host memory, "     \
-                        "`p2p` maps GPU memory, `socket` (with DCCL_DEV_NET=1) sends them over TCP; empty: p2p "  \
-                        "between ranks on one GPU, else staged within a host, else sockets under DCCL_DEV_NET=1.") \
+                        "`p2p` maps GPU memory, `socket` sends them over TCP (unless DCCL_DEV_NET=0); empty: p2p " \
+                        "between ranks on one GPU, else staged within a host, else net_ib or sockets.")         \
   X(IB_HCA, STR, "", "RDMA devices net_ib may use: comma-separated names with optional `:port`, matched as "      \
                      "prefixes (`=mlx5_0` exact, a leading `^` excludes). Of the active ports that pass, those "   \
                      "nearest the GPU (or the CPUs) in hwloc's tree are used, lane L on the L mod n-th.")       \
@@ -73,9 +73,9 @@
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
-  X(DEV_NET, INT, 0, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over net_ib or "     \
+  X(DEV_NET, INT, 1, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over net_ib or "     \
                      "sockets: kernels fill and drain FIFOs in pinned host memory, a proxy thread per rank moves " \
-                     "them. 0: such device buffers are refused (the default until this path has passed on a GPU).") \
+                     "them. 0: such device buffers are refused with ncclInvalidUsage naming the ranks.")          \
   X(DEV_NET_NCHANNELS, INT, 4, "Channels of a device-buffer collective whose device links include network ones "  \
                                 "(FIFOs in pinned host memory, moved by a proxy thread per rank).")               \
   X(DEV_NET_POLL_US, INT, 50, "Microseconds a rank's proxy thread for device links over the network sleeps at "   \

@@ -61,17 +61,16 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
   endforeach()
   # Two pretend hosts on the one GPU (DCCL_HOSTID gives rank r entry r): p2p inside each, device links over
-  # sockets between them (DCCL_DEV_NET=1: FIFOs in pinned host memory, moved by each rank's link pump), every
-  # collective, ring and tree; the log says the device links went over the network. Graphs replayed over them
-  # drive the pump. Without DCCL_DEV_NET such device buffers are refused (the two-host default until these pass).
+  # sockets between them (FIFOs in pinned host memory, moved by each rank's link pump), every collective, ring and
+  # tree; the log says the device links went over the network. Graphs replayed over them drive the pump.
   foreach(algo ring tree)
     dccl_gpu_test(colls_4ranks_two_hosts_${algo} COMMAND ${DCCL_EXPECT_OUTPUT}
                   "device links between hosts go over the network \\(4 channels"
-                  $<TARGET_FILE:gpu_colls> 4 ENV DCCL_DEV_NET=1 DCCL_HOSTID=A,A,B,B DCCL_ALGO=${algo} DCCL_DEBUG=INFO
+                  $<TARGET_FILE:gpu_colls> 4 ENV DCCL_HOSTID=A,A,B,B DCCL_ALGO=${algo} DCCL_DEBUG=INFO
                   DCCL_DEBUG_SUBSYS=INIT)
   endforeach()
-  dccl_gpu_test(colls_3ranks_two_hosts COMMAND gpu_colls 3 ENV DCCL_DEV_NET=1 DCCL_HOSTID=A,B)
-  dccl_gpu_test(graphs_two_hosts COMMAND gpu_graphs ENV DCCL_DEV_NET=1 DCCL_HOSTID=A,B)
+  dccl_gpu_test(colls_3ranks_two_hosts COMMAND gpu_colls 3 ENV DCCL_HOSTID=A,B)
+  dccl_gpu_test(graphs_two_hosts COMMAND gpu_graphs ENV DCCL_HOSTID=A,B)
   # Ranks of one process on one GPU take the direct all-reduce by default: the trace says which algorithm ran.
   dccl_gpu_test(colls_2ranks_direct_traced COMMAND ${DCCL_EXPECT_OUTPUT}
                 "ncclAllReduce #[0-9]+ count 1048579 type [a-z0-9]+ root -1 peer -1 algo direct"
@@ -121,10 +120,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # Two pretend hosts of processes under MPS, their ranks alternating (A,B,A,B): the ring keeps each host's ranks
     # together and crosses between them twice; sockets carry the device links between them.
     dccl_gpu_test(suite_fork_4ranks_mps_two_hosts COMMAND ${mps} ${DCCL_EXPECT_OUTPUT} "host crossings 2\\)"
-                  ${suite} --fork 4 --timeout 270 ENV DCCL_TIMEOUT=60 DCCL_DEV_NET=1 DCCL_HOSTID=A,B,A,B
+                  ${suite} --fork 4 --timeout 270 ENV DCCL_TIMEOUT=60 DCCL_HOSTID=A,B,A,B
                   DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=INIT)
     dccl_gpu_test(suite_fork_4ranks_mps_two_hosts_tree COMMAND ${mps} ${suite} --fork 4 --timeout 270 --algo tree
-                  ENV DCCL_TIMEOUT=60 DCCL_DEV_NET=1 DCCL_HOSTID=A,B,A,B)
+                  ENV DCCL_TIMEOUT=60 DCCL_HOSTID=A,B,A,B)
     # Windows between processes: the direct all-reduce reading the other processes' buffers in place
     # (tests/cuda/gpu_windows.c), cudaMalloc and ncclMemAlloc memory.
     set(windows $<TARGET_FILE:gpu_windows>)

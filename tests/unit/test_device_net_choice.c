@@ -1,8 +1,8 @@
 /* Which transport a device link takes (src/core/connect.c), from the peer infos alone, as every rank decides it:
  * two ranks on one GPU of one real machine, as one host and as two pretend hosts (different host ids), with
- * DCCL_DEV_NET unset and set. One host: p2p, no network. Two pretend hosts: p2p and staged stay inside a host, so
- * only sockets reach, and only under DCCL_DEV_NET=1 (else device buffers between them are refused, naming
- * DCCL_DEV_NET); DCCL_TRANSPORT=socket forces device links onto sockets only under DCCL_DEV_NET=1. Each setting
+ * DCCL_DEV_NET unset (the default, 1), 1 and 0. One host: p2p, no network. Two pretend hosts: p2p and staged stay
+ * inside a host, so only sockets reach, and not under DCCL_DEV_NET=0 (device buffers between them are then refused,
+ * naming DCCL_DEV_NET); DCCL_TRANSPORT=socket forces device links onto sockets unless DCCL_DEV_NET=0. Each setting
  * runs in a forked child, since parameters are read once per process. */
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +32,8 @@ static int run(int dev_net, int socket) {
   struct dccl_comm comm;
   struct dccl_peer_info peers[2];
 #ifdef DCCL_HAVE_DEVICE_CODE
-  /* One host: p2p; DCCL_TRANSPORT=socket takes device links too, but only where DCCL_DEV_NET=1 lets sockets
-   * carry them (else it leaves them to the default order, as before sockets could). */
+  /* One host: p2p; DCCL_TRANSPORT=socket takes device links too, but only where DCCL_DEV_NET lets sockets carry
+   * them (under 0 it leaves them to the default order). */
   two_ranks(&comm, peers, 0);
   int want_net = socket && dev_net;
   int net = -1, linked = dccl_comm_device_links(&comm, &net);
@@ -56,13 +56,15 @@ static int run(int dev_net, int socket) {
 
 int main(void) {
   int failed = 0;
-  for (int config = 0; config < 4; config++) {
-    int dev_net = config & 1, socket = config >> 1;
+  static const char *settings[] = {NULL, "1", "0"}; /* unset: the default, on */
+  for (int config = 0; config < 6; config++) {
+    const char *setting = settings[config % 3];
+    int dev_net = !setting || setting[0] == '1', socket = config / 3;
     pid_t child = fork();
     if (child == 0) {
       setenv("DCCL_DEBUG", "NONE", 1);
-      if (dev_net)
-        setenv("DCCL_DEV_NET", "1", 1);
+      if (setting)
+        setenv("DCCL_DEV_NET", setting, 1);
       else
         unsetenv("DCCL_DEV_NET");
       if (socket)
@@ -76,8 +78,8 @@ int main(void) {
     int status = 0;
     waitpid(child, &status, 0);
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    check(ok, "DCCL_DEV_NET=%d DCCL_TRANSPORT=%s: the checks failed (status %d)", dev_net, socket ? "socket" : "",
-          status);
+    check(ok, "DCCL_DEV_NET=%s DCCL_TRANSPORT=%s: the checks failed (status %d)", setting ? setting : "(unset)",
+          socket ? "socket" : "", status);
     failed += !ok;
   }
   printf("test_device_net_choice: %d passed, %d failed\n", checks_passed, checks_failed);
