@@ -14,6 +14,9 @@
 #           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)
 #           measured first as the socket path's ceiling; then the 8-byte latency (dev_latency, 2 ranks) of two
 #           pretend hosts and one, eager and under graph replay.
+#   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
+#           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
+#           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -48,7 +51,18 @@ fits() { # fits SECONDS NAME
   done
 done
 
-[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* ]] || exit $status
+[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* ]] || [[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do
+  for checks in on off; do
+    name=check.$checks.r$round
+    fits 30 "$name" || continue
+    DCCL_TRANSPORT= DCCL_ALGO= DCCL_CHECK=$([ $checks = off ] && echo 0 || echo 1) \
+      DCCL_STALL_REPORT_MS=$([ $checks = off ] && echo 0 || echo 10000) timeout 60 "${mpi[@]}" \
+      -x DCCL_CHECK -x DCCL_STALL_REPORT_MS -np 2 "$build/perf/dev_latency" -n 2000 -r 3 > "$out/$name.log" 2>&1 ||
+      { status=1; echo "FAIL: $name"; }
+    sed "s/^/$name: /" "$out/$name.log" | grep -E "ar\+sync|ar b2b|graph b2b|check:"
+  done
+done
+exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -109,4 +123,15 @@ done
     sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue" | tail -8
   done
 }
+[[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do
+  for checks in on off; do
+    name=check.$checks.r$round
+    fits 30 "$name" || continue
+    DCCL_TRANSPORT= DCCL_ALGO= DCCL_CHECK=$([ $checks = off ] && echo 0 || echo 1) \
+      DCCL_STALL_REPORT_MS=$([ $checks = off ] && echo 0 || echo 10000) timeout 60 "${mpi[@]}" \
+      -x DCCL_CHECK -x DCCL_STALL_REPORT_MS -np 2 "$build/perf/dev_latency" -n 2000 -r 3 > "$out/$name.log" 2>&1 ||
+      { status=1; echo "FAIL: $name"; }
+    sed "s/^/$name: /" "$out/$name.log" | grep -E "ar\+sync|ar b2b|graph b2b|check:"
+  done
+done
 exit $status

@@ -14,7 +14,7 @@
 #          host memory, DCCL_TRANSPORT=shm) and windows (direct between processes) against p2p, 2 and 4 ranks,
 #          8 B-1 GiB; all-gather, reduce-scatter, broadcast direct against the ring; two pretend hosts (device links
 #          over sockets) against one, beside loopback TCP (scripts/gpu-lab-paths.sh; all of it is more than one
-#          call: PATHS_PARTS and ROUNDS narrow it)
+#          call: PATHS_PARTS and ROUNDS narrow it; PATHS_PARTS=check measures issue 14's checks on the GPU)
 #   gloo:  DCCL against PyTorch gloo with CUDA tensors, 2 and 4 ranks (perf/gloo_vs_dccl.sh, about 3 min)
 #   dropin: unmodified NCCL programs on DCCL's libnccl.so.2 (scripts/gpu-lab-dropin.sh, issue 12): nccl-tests at 1
 #          rank beside NVIDIA's NCCL; every nccl-tests binary and flag variant at 2 and 4 ranks on the GPU under

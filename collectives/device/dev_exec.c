@@ -16,7 +16,9 @@
 
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
+#include "collectives/device/launch_notes.h"
 #include "util/cuda_api.h"
+#include "util/clock.h"
 #include "util/cuda_peer_mem.h"
 #include "util/error.h"
 #include "util/params.h"
@@ -51,6 +53,7 @@ struct dccl_dev_comm {
   uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
   int captured_any;                /* a launch went into a CUDA graph: replays start kernels unannounced */
+  struct dccl_launch_notes notes;  /* the uncaptured launches, for stall reports */
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
@@ -150,6 +153,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   struct dccl_dev_comm *dev = calloc(1, sizeof(*dev));
   if (!dev) return dccl_error(ncclSystemError, "out of memory");
   comm->dev = dev;
+  dccl_launch_notes_init(&dev->notes);
   dev->ctx = (CUcontext)cu_ctx;
   DCCLCHECK(enter(dev->ctx));
   dev->ordinal = ordinal;
@@ -285,6 +289,12 @@ int dccl_dev_comm_busy(struct dccl_coll_comm *comm) {
   return comm->dev && ctas_running(comm->dev) != 0;
 }
 
+int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *call, int64_t *idle_ns) {
+  struct dccl_dev_comm *dev = comm->dev;
+  return dev && dccl_launch_notes_stalled(&dev->notes, __atomic_load_n(dev->done_ctas, __ATOMIC_ACQUIRE),
+                                          dccl_now_ns(), call, idle_ns);
+}
+
 void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
   if (comm->dev && comm->dev->abort_word) __atomic_store_n(comm->dev->abort_word, 1u, __ATOMIC_RELEASE);
 }
@@ -312,6 +322,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   for (int r = 0; dev->board_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->board_maps[r]);
   free(dev->board_maps);
   comm->direct_ok = 0;
+  dccl_launch_notes_destroy(&dev->notes);
   free(dev);
   comm->dev = NULL;
 }
@@ -492,6 +503,9 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
   int captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
   dev->captured_any |= captured;
+  const struct dccl_op *first = NULL; /* what a stall report names */
+  for (const struct dccl_op *op = list; op && !first; op = op->next)
+    if (op->comm == comm && op->on_device && !op->finished) first = op;
   struct work_block *b = NULL;
   if (ntasks > DCCL_DEV_INLINE_TASKS) DCCLCHECK(get_block(dev, (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
   struct dccl_dev_work *w = &dev->launch;
@@ -534,7 +548,12 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");
-  if (!captured) __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
+  if (!captured) {
+    __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_SEQ_CST); /* the pump and the monitor read it */
+    struct dccl_slot_header call = dccl_op_call_header(first);
+    call.kind = (uint32_t)first->kind; /* as the host's waits note it */
+    dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
+  }
   if (b) {
     b->captured = captured;
     b->ticket = dev->launched_ctas;

@@ -36,6 +36,9 @@ void dccl_dev_comm_abort(struct dccl_coll_comm *comm);
 ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t len);
 /* 1 when kernels of the communicator may still run (launched, not seen finished). */
 int dccl_dev_comm_busy(struct dccl_coll_comm *comm);
+/* 1 when an uncaptured launch of the communicator has not finished: its first operation's call in `call`, and in
+ * `idle_ns` how long no kernel of the communicator has finished (or since that launch, if later). */
+int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *call, int64_t *idle_ns);
 /* 1 once a launch of the communicator was captured into a CUDA graph (the calling thread's launches). */
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
 /* Waits until none may (host operations and finalize wait for the communicator's device work). */
@@ -82,6 +85,10 @@ static inline ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char
   return ncclSuccess;
 }
 static inline int dccl_dev_comm_busy(struct dccl_coll_comm *comm) { (void)comm; return 0; }
+static inline int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *call, int64_t *idle_ns) {
+  (void)comm, (void)call, (void)idle_ns;
+  return 0;
+}
 static inline int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
 static inline void dccl_dev_comm_wait(struct dccl_coll_comm *comm) { (void)comm; }
 static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {

@@ -56,24 +56,29 @@ ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_de
 /* Stall reports. A rank whose wait makes no progress asks (dccl_bootstrap_ask_stall_report, from any thread);
  * rank 0's monitor thread then asks every rank's monitor thread what its rank is doing (`status`), gives all the
  * answers to `judge` (which logs the report and says whether two ranks' calls contradict each other), and if they
- * do, sends that pair to every rank, whose monitor thread calls `verdict`. All hooks run on monitor threads. */
+ * do, sends that pair to every rank, whose monitor thread calls `verdict`. `tick` (optional) lets a rank note
+ * work no thread of its own waits for (kernels): the monitor thread calls it as it starts, at every wakeup, and
+ * after the milliseconds it returns (-1: not before dccl_bootstrap_wake_monitor). All hooks run on monitor threads. */
 struct dccl_stall_status { /* what a rank is doing; the meaning of the fields is the hooks' */
   int32_t rank, in_call, waiting_on;
   uint32_t kind, what;
   int32_t root;
   uint64_t seq, count, next_seq, stalled_ms;
-  int32_t seen_by; /* in a verdict: -1, found by a stall report; else the rank whose slot check found it */
-  int32_t pad;
+  int32_t seen_by;   /* in a verdict: -1, found by a stall report; else the rank whose slot check found it */
+  int32_t on_device; /* the call runs in kernels (no host thread waits in it) */
 };
 struct dccl_stall_hooks {
   void (*status)(void *arg, struct dccl_stall_status *out);
   int (*judge)(void *arg, const struct dccl_stall_status *all, int n, struct dccl_stall_status pair[2]);
   void (*verdict)(void *arg, const struct dccl_stall_status pair[2]);
+  int (*tick)(void *arg);
   void *arg;
 };
 /* Before dccl_bootstrap_monitor_start. */
 void dccl_bootstrap_set_stall_hooks(struct dccl_bootstrap *b, const struct dccl_stall_hooks *hooks);
 void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b);
+/* Wakes the monitor thread to call `tick` (from any thread; one eventfd write). */
+void dccl_bootstrap_wake_monitor(struct dccl_bootstrap *b);
 /* Sends a contradiction found elsewhere (a slot's header) to every rank, whose monitor thread calls `verdict`:
  * through rank 0, one hop for everyone. From any thread; never blocks. */
 void dccl_bootstrap_send_verdict(struct dccl_bootstrap *b, const struct dccl_stall_status pair[2]);

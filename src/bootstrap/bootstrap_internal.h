@@ -152,7 +152,8 @@ struct dccl_bootstrap {
   _Atomic int said_goodbye;
   /* Stall reports (bootstrap_monitor.c). */
   struct dccl_stall_hooks stall;
-  int ask_fd; /* eventfd: a waiting thread asks its monitor thread for a report */
+  int ask_fd;  /* eventfd: a waiting thread asks its monitor thread for a report */
+  int wake_fd; /* eventfd: the monitor thread calls the stall hooks' tick */
 };
 
 /* Wire helpers (bootstrap_wire.c). */

@@ -2,7 +2,8 @@
  * others: the one to rank 0) plus an eventfd that stops it. Rank 0 turns an EOF without goodbye into a death
  * notice for everyone; the others learn deaths from rank 0 or conclude rank 0 died when it vanishes.
  * The same threads run stall reports (bootstrap.h): a second eventfd carries a waiting thread's request; rank 0
- * collects every rank's status for at most STALL_COLLECT_NS, then judges. */
+ * collects every rank's status for at most STALL_COLLECT_NS, then judges. A third eventfd wakes it to call the
+ * hooks' tick, which may ask to be called again after a while. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ static void report_death(struct dccl_bootstrap *b, int dead_rank) {
   b->on_death(b->on_death_arg, dead_rank);
 }
 
+#define NFIXED 3 /* poll entries before the connections: stop, ask, wake */
 #define STALL_COLLECT_NS 1000000000ll /* a rank whose monitor thread has not answered by then is reported silent */
 
 /* Small message on a monitor connection; never blocks (a full buffer means the peer is not listening anyway). */
@@ -138,7 +140,7 @@ static void *monitor_main(void *arg) {
   struct dccl_bootstrap *b = arg;
   int nw = 0;
   struct monitor_watch *w = calloc((size_t)b->nmonitor, sizeof(*w));
-  struct pollfd *pfds = calloc((size_t)b->nmonitor + 2, sizeof(*pfds));
+  struct pollfd *pfds = calloc((size_t)b->nmonitor + NFIXED, sizeof(*pfds));
   struct stall_round r = {.got = calloc((size_t)b->nranks, sizeof(*r.got)), .have = calloc((size_t)b->nranks, 1)};
   if (!w || !pfds || !r.got || !r.have) {
     DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: out of memory; liveness monitor not running", b->rank);
@@ -154,14 +156,19 @@ static void *monitor_main(void *arg) {
     w[nw].fd = b->monitor_fds[i];
     nw++;
   }
+  int tick_ms = b->stall.tick ? b->stall.tick(b->stall.arg) : -1;
   for (;;) {
     pfds[0] = (struct pollfd){.fd = b->stop_fd, .events = POLLIN};
     pfds[1] = (struct pollfd){.fd = b->ask_fd, .events = POLLIN};
-    for (int i = 0; i < nw; i++) pfds[i + 2] = (struct pollfd){.fd = w[i].gone ? -1 : w[i].fd, .events = POLLIN};
-    /* No timeout unless a report is being collected: the thread costs nothing until a peer speaks, vanishes, a
-     * wait asks for a report, or we are stopped. */
+    pfds[2] = (struct pollfd){.fd = b->wake_fd, .events = POLLIN};
+    for (int i = 0; i < nw; i++)
+      pfds[i + NFIXED] = (struct pollfd){.fd = w[i].gone ? -1 : w[i].fd, .events = POLLIN};
+    /* No timeout unless a report is being collected or the tick asked for one: the thread costs nothing until a
+     * peer speaks, vanishes, a wait asks for a report, work is launched, or we are stopped. */
     int timeout_ms = r.active ? (int)((r.deadline_ns - dccl_now_ns()) / 1000000 + 1) : -1;
-    int n = poll(pfds, (nfds_t)nw + 2, timeout_ms < 0 && r.active ? 0 : timeout_ms);
+    if (r.active && timeout_ms < 0) timeout_ms = 0;
+    if (tick_ms >= 0 && (timeout_ms < 0 || tick_ms < timeout_ms)) timeout_ms = tick_ms;
+    int n = poll(pfds, (nfds_t)nw + NFIXED, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       DCCL_WARN(DCCL_BOOTSTRAP, "bootstrap rank %d: monitor poll failed: %s", b->rank, strerror(errno));
@@ -176,8 +183,13 @@ static void *monitor_main(void *arg) {
       else if (nw > 0 && !w[0].gone)
         monitor_send(b, w[0].fd, DCCL_MON_STALL_ASK, b->rank);
     }
+    if (pfds[2].revents) {
+      uint64_t wakes;
+      if (read(b->wake_fd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN) break;
+    }
+    if (b->stall.tick) tick_ms = b->stall.tick(b->stall.arg);
     for (int i = 0; i < nw; i++)
-      if (!w[i].gone && pfds[i + 2].revents) handle_readable(b, w, nw, i, &r);
+      if (!w[i].gone && pfds[i + NFIXED].revents) handle_readable(b, w, nw, i, &r);
     if (r.active && (r.nhave == b->nranks || dccl_now_ns() >= r.deadline_ns)) round_finish(b, &r, w, nw);
   }
   free(w);
@@ -199,6 +211,8 @@ ncclResult_t dccl_bootstrap_monitor_start(struct dccl_bootstrap *b, void (*on_de
   if (b->stop_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
   b->ask_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (b->ask_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
+  b->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (b->wake_fd < 0) return dccl_error(ncclSystemError, "eventfd failed: %s", strerror(errno));
   int err = pthread_create(&b->monitor_thread, NULL, monitor_main, b);
   if (err != 0) {
     close(b->stop_fd);
@@ -218,6 +232,14 @@ void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b) {
   uint64_t one = 1;
   ssize_t n;
   do n = write(b->ask_fd, &one, sizeof(one));
+  while (n < 0 && errno == EINTR);
+}
+
+void dccl_bootstrap_wake_monitor(struct dccl_bootstrap *b) {
+  if (!b || !b->monitor_running || b->creator_pid != getpid() || b->wake_fd < 0) return;
+  uint64_t one = 1;
+  ssize_t n;
+  do n = write(b->wake_fd, &one, sizeof(one));
   while (n < 0 && errno == EINTR);
 }
 

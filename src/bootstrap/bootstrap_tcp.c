@@ -44,6 +44,7 @@ static ncclResult_t bootstrap_alloc(int rank, int nranks, _Atomic int *abort_fla
   b->listen_fd = -1;
   b->stop_fd = -1;
   b->ask_fd = -1;
+  b->wake_fd = -1;
   b->nmonitor = rank == 0 ? nranks : 1;
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT);
   b->op_timeout_ns = timeout_s > 0 ? timeout_s * 1000000000ll : 0;
@@ -263,6 +264,7 @@ void dccl_bootstrap_close(struct dccl_bootstrap *b) {
   for (int i = 0; i < b->npending; i++) close(b->pending[i].fd);
   close_fd(&b->stop_fd);
   close_fd(&b->ask_fd);
+  close_fd(&b->wake_fd);
   for (int r = 0; b->incoming && r < b->nranks; r++) {
     if (b->incoming[r].msg) free(b->incoming[r].msg->data);
     free(b->incoming[r].msg);

@@ -88,6 +88,7 @@ struct dccl_comm {
   int64_t stall_seen_ns;
   uint64_t stall_asked_seq;  /* the operation a report was last asked for (seq + 1; 0: none) */
   uint64_t stall_report_sig; /* rank 0: the last report logged, so a stall is reported once */
+  _Atomic int stall_ticking;  /* the monitor will look at the kernels again without being woken */
   int stall_created;          /* creation has returned: a verdict fails the communicator at once */
   int stall_has_pending;      /* a verdict that arrived while creation's last barrier ran, applied after it */
   struct dccl_stall_status stall_pending[2];
@@ -191,6 +192,8 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
 /* Stall reports (core/stall_report.c): a wait's note (the coll view's `waiting`), and the bootstrap's hooks. */
 void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
 void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks);
+/* After a kernel launch: the monitor thread notes the kernels while they run (core/stall_report.c). */
+void dccl_stall_launched(struct dccl_comm *comm);
 /* Creation is done: a verdict that came during its last steps now fails the communicator. */
 void dccl_stall_created(struct dccl_comm *comm);
 /* A slot check found `peer`'s call (`theirs`) different from this rank's (`mine`): every rank is told; returns

@@ -180,10 +180,12 @@ static ncclResult_t post_and_wait(struct dccl_op *head) {
   return res == ncclSuccess && detached ? ncclInProgress : res;
 }
 
-/* One kernel for `comm`'s device operations in `list`; a pump moving its network links hears of it. */
+/* One kernel for `comm`'s device operations in `list`; a pump moving its network links hears of it, and so does
+ * the monitor thread that notes stalled kernels. */
 static ncclResult_t launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   ncclResult_t res = dccl_dev_launch(comm, list, stream);
   dccl_comm_pump_launched(dccl_comm_of_coll(comm));
+  dccl_stall_launched(dccl_comm_of_coll(comm));
   return res;
 }
 

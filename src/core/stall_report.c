@@ -9,10 +9,16 @@
  * one report, a line per rank; where two ranks are in the same collective (same sequence number) with different
  * kinds or arguments, which no slot can show when none flows (a broadcast whose ranks name different roots all
  * wait to receive), every rank's waiting operations fail with ncclInvalidUsage naming both calls. A rank that is
- * merely slow fails nothing: the report is logged once per stall and the waits go on. */
+ * merely slow fails nothing: the report is logged once per stall and the waits go on.
+ *
+ * Device operations have no host thread waiting in them: the monitor thread's tick notes the oldest kernel launch
+ * that has not finished (woken by a launch, then every DEVICE_TICK_MS while kernels run), so a kernel that makes no
+ * progress is in the report like a wait. A verdict about a call that ran in kernels fails the communicator (its
+ * kernels stop on the abort word; device links are not drained). */
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "util/clock.h"
@@ -21,19 +27,48 @@
 #include "util/params.h"
 
 #define STALL_FRESH_NS 200000000ll /* a note older than this: the rank is not waiting now */
+#define DEVICE_TICK_MS 100          /* kernels running: the monitor notes them this often (fresher than the above) */
 
-void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
+static void note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns,
+                 int on_device) {
   int64_t report_ms = dccl_param_int(DCCL_PARAM_STALL_REPORT_MS);
   pthread_mutex_lock(&comm->stall_lock);
   comm->stall_now = (struct dccl_stall_status){.rank = comm->rank, .in_call = 1, .waiting_on = peer,
                                                .kind = call->kind, .what = call->what, .root = call->root,
                                                .seq = call->seq, .count = call->count,
-                                               .stalled_ms = idle_ns / 1000000};
+                                               .stalled_ms = idle_ns / 1000000, .on_device = on_device};
   comm->stall_seen_ns = dccl_now_ns();
   int ask = report_ms > 0 && idle_ns >= (uint64_t)report_ms * 1000000ull && comm->stall_asked_seq != call->seq + 1;
   if (ask) comm->stall_asked_seq = call->seq + 1;
   pthread_mutex_unlock(&comm->stall_lock);
   if (ask) dccl_bootstrap_ask_stall_report(comm->bootstrap);
+}
+
+void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
+  note(comm, call, peer, idle_ns, 0);
+}
+
+/* The monitor thread: notes the oldest unfinished kernel launch while there is one. `stall_ticking` says a tick
+ * is due, so a launch needs not wake the thread; it is cleared before the check, so a launch the check misses
+ * sees it cleared and wakes it. */
+static int tick(void *arg) {
+  struct dccl_comm *comm = arg;
+  pthread_mutex_lock(&comm->stall_lock);
+  int created = comm->stall_created;
+  pthread_mutex_unlock(&comm->stall_lock);
+  if (!created || dccl_param_int(DCCL_PARAM_STALL_REPORT_MS) <= 0) return -1;
+  atomic_store(&comm->stall_ticking, 0);
+  struct dccl_slot_header call;
+  int64_t idle_ns;
+  if (!dccl_dev_comm_stalled(&comm->coll, &call, &idle_ns)) return -1;
+  atomic_store(&comm->stall_ticking, 1);
+  note(comm, &call, -1, (uint64_t)idle_ns, 1);
+  return DEVICE_TICK_MS;
+}
+
+void dccl_stall_launched(struct dccl_comm *comm) {
+  if (!atomic_load(&comm->stall_ticking) && dccl_param_int(DCCL_PARAM_STALL_REPORT_MS) > 0)
+    dccl_bootstrap_wake_monitor(comm->bootstrap);
 }
 
 static void status(void *arg, struct dccl_stall_status *out) {
@@ -63,6 +98,11 @@ static void describe(const struct dccl_stall_status *s, char *out, size_t len) {
   struct dccl_slot_header h = call_of(s);
   char call[96];
   dccl_describe_call(&h, call, sizeof(call));
+  if (s->on_device) {
+    snprintf(out, len, "rank %d: in %s #%llu with %s, in kernels that have made no progress for %llu ms", s->rank,
+             dccl_op_name((int)s->kind), (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms);
+    return;
+  }
   snprintf(out, len, "rank %d: in %s #%llu with %s, waiting %llu ms for rank %d", s->rank,
            dccl_op_name((int)s->kind),
            (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms, s->waiting_on);
@@ -148,6 +188,14 @@ static int same_collective(const struct dccl_stall_status p[2]) {
 static void apply_verdict(struct dccl_comm *comm, const struct dccl_stall_status pair[2]) {
   char text[400];
   verdict_text(pair, text, sizeof(text));
+  if (pair[0].on_device || pair[1].on_device) {
+    char why[560];
+    snprintf(why, sizeof(why), "%s (the communicator cannot be kept: the call ran in kernels, which stop now; make "
+             "a new communicator)", text);
+    if (atomic_load(&comm->async_error) == ncclSuccess) DCCL_WARN(DCCL_COLL, "%s", why);
+    dccl_comm_set_failed(comm, ncclInvalidUsage, why);
+    return;
+  }
   dccl_drain_request(comm, same_collective(pair), pair[0].seq, text);
 }
 
@@ -189,5 +237,5 @@ ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_
 }
 
 void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks) {
-  *hooks = (struct dccl_stall_hooks){.status = status, .judge = judge, .verdict = verdict, .arg = comm};
+  *hooks = (struct dccl_stall_hooks){.status = status, .judge = judge, .verdict = verdict, .tick = tick, .arg = comm};
 }

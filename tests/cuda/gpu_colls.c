@@ -10,13 +10,17 @@
  * element by element.
  * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
  * `deterministic` (with DCCL_DETERMINISTIC=1) instead checks the bits of float32 sums and averages.
- * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
+ * `path_mismatch` (with DCCL_DIRECT_MIN_BYTES=8192 DCCL_STALL_REPORT_MS=500) instead has rank 0 call a collective
+ * that takes a FIFO algorithm while the others take the direct one, so no fingerprint meets another: the stall
+ * report must name both calls on every rank within 2.5 s, then an all-reduce on the first communicators works.
+ * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
  * all-reduce is direct, since the ranks share this process and GPU; DCCL_TRANSPORT=shm stages the links)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_ok.h"
@@ -356,6 +360,54 @@ static void device_mismatch_case(enum mismatch what, size_t n, const char *want0
   for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
 }
 
+/* Rank 0 in a FIFO algorithm (below DCCL_DIRECT_MIN_BYTES), the others in the direct one: nothing they exchange
+ * carries the other's fingerprint. `kind`: rank 0 broadcasts from root 1 (so it waits to receive) where the others
+ * all-reduce; else rank 0 all-reduces fewer elements (one-shot). Every rank must fail with ncclInvalidUsage naming
+ * both calls, found by the stall report, and its kernels must stop, within 2.5 s. */
+static void path_mismatch_case(int kind, const char *want0, const char *want1) {
+  if (nranks < 2) return;
+  ncclComm_t c[MAX_RANKS];
+  int devs[MAX_RANKS] = {0};
+  if (ncclCommInitAll(c, nranks, devs) != ncclSuccess) {
+    printf("FAIL: ncclCommInitAll for the path mismatch case: %s\n", ncclGetLastError(NULL));
+    n_failed++;
+    return;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclGroupStart();
+  for (int r = 0; r < nranks; r++) {
+    if (r == 0 && kind)
+      ncclBroadcast(dsend[r], drecv[r], 1024, ncclFloat32, 1, c[r], streams[r]);
+    else
+      ncclAllReduce(dsend[r], drecv[r], r == 0 ? 1024 : 4096, ncclFloat32, ncclSum, c[r], streams[r]);
+  }
+  int ok = ncclGroupEnd() == ncclSuccess, done = 0;
+  double s = 0;
+  while (ok && !done && s < 10) { /* no cudaStreamSynchronize: a hang must fail the test, not block it */
+    done = 1;
+    for (int r = 0; r < nranks; r++) done &= cudaStreamQuery(streams[r]) != cudaErrorNotReady;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    usleep(1000);
+  }
+  int named = 0;
+  for (int r = 0; r < nranks; r++) {
+    ncclResult_t e = ncclSuccess;
+    ncclCommGetAsyncError(c[r], &e);
+    const char *text = ncclGetLastError(c[r]);
+    int good = e == ncclInvalidUsage && strstr(text, "found by the stall report") && strstr(text, want0) &&
+               strstr(text, want1);
+    named += good;
+    if (!good || r == 0) printf("  rank %d: error %d: %s\n", r, (int)e, text);
+  }
+  ok = ok && done && s < 2.5 && named == nranks;
+  printf("%s: rank 0 in %s (a FIFO algorithm), the others in %s (direct): %d of %d ranks name both, kernels ended "
+         "after %.2f s%s\n", ok ? "PASS" : "FAIL", want0, want1, named, nranks, s, done ? "" : " (still running)");
+  if (ok) n_passed++; else n_failed++;
+  for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
+}
+
 /* DCCL_DETERMINISTIC=1 (the `deterministic` argument): a float32 sum of values whose sum depends on the order,
  * in place and out of place, and a float32 average; every rank's output must have the bits of the sum in rank
  * order 0..N-1 in float (what the host paths compute), whatever channels carry it. */
@@ -448,6 +500,7 @@ int main(int argc, char **argv) {
   int memalloc = argc > 2 && !strcmp(argv[2], "memalloc"); /* buffers from ncclMemAlloc instead of cudaMalloc */
   int big = argc > 2 && !strcmp(argv[2], "big");
   int deterministic = argc > 2 && !strcmp(argv[2], "deterministic"); /* run with DCCL_DETERMINISTIC=1 */
+  int path_mismatch = argc > 2 && !strcmp(argv[2], "path_mismatch");
   const char *transport = getenv("DCCL_TRANSPORT");
   int staged = transport && (!strcmp(transport, "shm") || !strcmp(transport, "staged"));
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
@@ -501,6 +554,10 @@ int main(int argc, char **argv) {
   const size_t sizes[] = {0, 1, 7, 1000, 1048579};
   if (deterministic) {
     deterministic_cases();
+  } else if (path_mismatch) {
+    path_mismatch_case(1, "ncclBroadcast", "ncclAllReduce");
+    path_mismatch_case(0, "1024 x float32 sum", "4096 x float32 sum");
+    run_case(&cases[0], 4096, 0); /* the first communicators still work */
   } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
       big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));

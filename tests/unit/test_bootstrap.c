@@ -186,13 +186,41 @@ static int exercise_allgather(struct dccl_bootstrap *b, int salt, size_t block) 
   return 0;
 }
 
+/* The stall hooks' tick: asks to be called again after 20 ms four times, then not until woken. */
+static int count_ticks(void *arg) {
+  _Atomic int *ticks = arg;
+  return atomic_fetch_add(ticks, 1) + 1 < 5 ? 20 : -1;
+}
+
+static int wait_ticks(_Atomic int *ticks, int want, int64_t limit_ms) {
+  for (int64_t ms = 0; atomic_load(ticks) < want && ms < limit_ms; ms++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load(ticks);
+}
+
+/* The monitor calls tick at its start, again after the milliseconds tick returns, never after -1 until woken. */
+static int exercise_tick(struct dccl_bootstrap *b, _Atomic int *ticks) {
+  RANK_CHECK(wait_ticks(ticks, 5, 2000) == 5);
+  struct timespec ts = {0, 150000000};
+  nanosleep(&ts, NULL);
+  RANK_CHECK(atomic_load(ticks) == 5); /* -1: the thread sleeps */
+  dccl_bootstrap_wake_monitor(b);
+  RANK_CHECK(wait_ticks(ticks, 6, 2000) >= 6);
+  return 0;
+}
+
 /* arg: NULL, or an abort flag a watchdog sets (ranks run as threads). */
 static int rank_full(const ncclUniqueId *id, int rank, int n, void *arg) {
   struct dccl_bootstrap *b;
   _Atomic int deaths = 0;
   RANK_OK(dccl_bootstrap_init(id, rank, n, (_Atomic int *)arg, &b));
   RANK_CHECK(dccl_bootstrap_rank(b) == rank && dccl_bootstrap_nranks(b) == n);
+  _Atomic int ticks = 0;
+  dccl_bootstrap_set_stall_hooks(b, &(struct dccl_stall_hooks){.tick = count_ticks, .arg = &ticks});
   RANK_OK(dccl_bootstrap_monitor_start(b, count_death, &deaths));
+  RANK_RUN(exercise_tick(b, &ticks));
   RANK_RUN(exercise_allgather(b, 1, 8));
   /* On 3 ranks, blocks larger than what the sockets can hold (16 MiB even after receive-buffer autotuning): every
    * rank is mid-send to the next while its previous is mid-send to it, so receiving must never wait for one
