@@ -51,18 +51,8 @@ fits() { # fits SECONDS NAME
   done
 done
 
-[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* ]] || [[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do
-  for checks in on off; do
-    name=check.$checks.r$round
-    fits 30 "$name" || continue
-    DCCL_TRANSPORT= DCCL_ALGO= DCCL_CHECK=$([ $checks = off ] && echo 0 || echo 1) \
-      DCCL_STALL_REPORT_MS=$([ $checks = off ] && echo 0 || echo 10000) timeout 60 "${mpi[@]}" \
-      -x DCCL_CHECK -x DCCL_STALL_REPORT_MS -np 2 "$build/perf/dev_latency" -n 2000 -r 3 > "$out/$name.log" 2>&1 ||
-      { status=1; echo "FAIL: $name"; }
-    sed "s/^/$name: /" "$out/$name.log" | grep -E "ar\+sync|ar b2b|graph b2b|check:"
-  done
-done
-exit $status
+[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ]] ||
+  exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
