@@ -83,8 +83,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 3 4)
     dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
   endforeach()
-  # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES): no fingerprint
-  # meets another, so only the stall report (every 100 ms the monitor notes kernels that make no progress) names it.
+  # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES), and a broadcast
+  # whose ranks name different roots (all wait to receive): no fingerprint meets another, so only the stall report
+  # (every 100 ms the monitor notes kernels that make no progress) names them.
   foreach(n 2 4)
     dccl_gpu_test(colls_${n}ranks_path_mismatch COMMAND gpu_colls ${n} path_mismatch
                   ENV DCCL_DIRECT_MIN_BYTES=8192 DCCL_STALL_REPORT_MS=500)

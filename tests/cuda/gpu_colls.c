@@ -11,8 +11,9 @@
  * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
  * `deterministic` (with DCCL_DETERMINISTIC=1) instead checks the bits of float32 sums and averages.
  * `path_mismatch` (with DCCL_DIRECT_MIN_BYTES=8192 DCCL_STALL_REPORT_MS=500) instead has rank 0 call a collective
- * that takes a FIFO algorithm while the others take the direct one, so no fingerprint meets another: the stall
- * report must name both calls on every rank within 2.5 s, then an all-reduce on the first communicators works.
+ * that takes a FIFO algorithm while the others take the direct one, or a broadcast from another root where every
+ * rank waits to receive, so no fingerprint meets another: the stall report must name both calls on every rank
+ * within 2.5 s, then an all-reduce on the first communicators works.
  * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
  * all-reduce is direct, since the ranks share this process and GPU; DCCL_TRANSPORT=shm stages the links)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
@@ -360,11 +361,14 @@ static void device_mismatch_case(enum mismatch what, size_t n, const char *want0
   for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
 }
 
-/* Rank 0 in a FIFO algorithm (below DCCL_DIRECT_MIN_BYTES), the others in the direct one: nothing they exchange
- * carries the other's fingerprint. `kind`: rank 0 broadcasts from root 1 (so it waits to receive) where the others
- * all-reduce; else rank 0 all-reduces fewer elements (one-shot). Every rank must fail with ncclInvalidUsage naming
- * both calls, found by the stall report, and its kernels must stop, within 2.5 s. */
-static void path_mismatch_case(int kind, const char *want0, const char *want1) {
+/* Mismatches no fingerprint shows. PATH_KIND and PATH_COUNT: rank 0 in a FIFO algorithm (below
+ * DCCL_DIRECT_MIN_BYTES), the others in the direct one, so nothing they exchange carries the other's call: rank 0
+ * broadcasts from root 1 (so it waits to receive) where the others all-reduce, or all-reduces fewer elements
+ * (one-shot). PATH_ROOT: a ring broadcast (below the minimum) whose rank 0 names root 1 and the others root 0, so
+ * every rank waits to receive. Every rank must fail with ncclInvalidUsage naming both calls, found by the stall
+ * report, and its kernels must stop, within 2.5 s. */
+enum path_mismatch { PATH_KIND, PATH_COUNT, PATH_ROOT };
+static void path_mismatch_case(enum path_mismatch what, const char *want0, const char *want1) {
   if (nranks < 2) return;
   ncclComm_t c[MAX_RANKS];
   int devs[MAX_RANKS] = {0};
@@ -377,8 +381,8 @@ static void path_mismatch_case(int kind, const char *want0, const char *want1) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   ncclGroupStart();
   for (int r = 0; r < nranks; r++) {
-    if (r == 0 && kind)
-      ncclBroadcast(dsend[r], drecv[r], 1024, ncclFloat32, 1, c[r], streams[r]);
+    if (what == PATH_ROOT || (r == 0 && what == PATH_KIND))
+      ncclBroadcast(dsend[r], drecv[r], 1024, ncclFloat32, r == 0 ? 1 : 0, c[r], streams[r]);
     else
       ncclAllReduce(dsend[r], drecv[r], r == 0 ? 1024 : 4096, ncclFloat32, ncclSum, c[r], streams[r]);
   }
@@ -402,8 +406,9 @@ static void path_mismatch_case(int kind, const char *want0, const char *want1) {
     if (!good || r == 0) printf("  rank %d: error %d: %s\n", r, (int)e, text);
   }
   ok = ok && done && s < 2.5 && named == nranks;
-  printf("%s: rank 0 in %s (a FIFO algorithm), the others in %s (direct): %d of %d ranks name both, kernels ended "
-         "after %.2f s%s\n", ok ? "PASS" : "FAIL", want0, want1, named, nranks, s, done ? "" : " (still running)");
+  printf("%s: rank 0 in %s, the others in %s (%s): %d of %d ranks name both, kernels ended after %.2f s%s\n",
+         ok ? "PASS" : "FAIL", want0, want1, what == PATH_ROOT ? "every rank waits to receive" : "FIFO against direct",
+         named, nranks, s, done ? "" : " (still running)");
   if (ok) n_passed++; else n_failed++;
   for (int r = 0; r < nranks; r++) ncclCommAbort(c[r]);
 }
@@ -555,8 +560,9 @@ int main(int argc, char **argv) {
   if (deterministic) {
     deterministic_cases();
   } else if (path_mismatch) {
-    path_mismatch_case(1, "ncclBroadcast", "ncclAllReduce");
-    path_mismatch_case(0, "1024 x float32 sum", "4096 x float32 sum");
+    path_mismatch_case(PATH_KIND, "ncclBroadcast", "ncclAllReduce");
+    path_mismatch_case(PATH_COUNT, "1024 x float32 sum", "4096 x float32 sum");
+    path_mismatch_case(PATH_ROOT, "1024 x float32, root 1", "1024 x float32, root 0");
     run_case(&cases[0], 4096, 0); /* the first communicators still work */
   } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
