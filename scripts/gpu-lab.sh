@@ -27,7 +27,8 @@
 #          (NVD_* narrow it to fit a call)
 #   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, the disk's rate (dd iflag=direct),
 #          perf/file_load_gpu_perf with 4 ranks under MPS against pread + cudaMemcpy, warm and cold, then
-#          numpy.fromfile + torch .cuda() on the same file (perf/file_load_torch.py; about 4 min)
+#          numpy.fromfile + torch .cuda() on the same file (perf/file_load_torch.py; about 4 min). FILELOAD_PATHS
+#          ("default direct": also O_DIRECT reads), FILELOAD_RANKS, FILELOAD_ROUNDS, FILELOAD_TORCH=0 narrow it
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
@@ -93,9 +94,14 @@ case $part in
     # The disk's own read rate, the cold bar's reference (issue 16: >= 90% of it).
     dd if="$file" of=/dev/null bs=4M iflag=direct 2>&1 | tail -1 | sed 's/^/disk, dd iflag=direct: /' |
       tee "$out/file_load_gpu_perf.txt"
-    bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" 4 3 |
-      tee -a "$out/file_load_gpu_perf.txt" || status=1
-    python3 perf/file_load_torch.py "$file" 3 | tee -a "$out/file_load_gpu_perf.txt" || status=1
+    # FILELOAD_PATHS: DCCL's ways to read (default: the bounce; direct: its O_DIRECT reads), each its own run.
+    for path in ${FILELOAD_PATHS:-default}; do
+      echo "DCCL_FILE_PATH=${path/default/}" | tee -a "$out/file_load_gpu_perf.txt"
+      DCCL_FILE_PATH=${path/default/} bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" \
+        "${FILELOAD_RANKS:-4}" "${FILELOAD_ROUNDS:-3}" | tee -a "$out/file_load_gpu_perf.txt" || status=1
+    done
+    [ "${FILELOAD_TORCH:-1}" = 0 ] ||
+      python3 perf/file_load_torch.py "$file" 3 | tee -a "$out/file_load_gpu_perf.txt" || status=1
     ;;
   nccl)
     bash perf/nccl_vs_dccl.sh "$build" "$out/nccl" || status=1

@@ -4,10 +4,13 @@
  * destinations (and host ones under DCCL_FILE_PATH=bounce) go through the bounce: each thread preads into one of two
  * staging buffers and hands it to a sink (load_sink.h) that copies it on while the thread fills the other. pread,
  * not mmap: a file that shrinks while it is read gives a short read, which is an error naming the file, where a
- * mapping would raise SIGBUS in the middle of a copy. */
+ * mapping would raise SIGBUS in the middle of a copy. DCCL_FILE_PATH=direct reads the bounce's chunks with O_DIRECT
+ * (the disk's blocks straight into the staging buffers, the page cache bypassed), where the file system allows it. */
+#define _GNU_SOURCE /* O_DIRECT */
 #include "storage/file_load.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,9 +28,11 @@
 #include "util/params.h"
 
 #define MAX_THREADS 64
+#define DIRECT_ALIGN 4096 /* O_DIRECT: file offsets, lengths and buffers on this boundary (any block size divides it) */
 
 struct dcclLoad {
   int fd, owned;
+  int direct_fd; /* the file opened again with O_DIRECT, or -1 */
   char name[256];
   char *dst;
   size_t offset, bytes, chunk;
@@ -85,6 +90,33 @@ static int read_range(struct dcclLoad *l, char *to, size_t begin, size_t end) {
   return atomic_load(&l->failed) ? -1 : 0;
 }
 
+/* [begin, end) of the range with O_DIRECT into the page-aligned `to`: the request widens to the blocks around it,
+ * and the range's bytes start `*skip` bytes into `to` (which holds end - begin + 2 DIRECT_ALIGN). A read that ends
+ * off a block boundary met the end of the file. 0, or -1 after recording the failure. */
+static int read_direct(struct dcclLoad *l, char *to, size_t begin, size_t end, size_t *skip) {
+  size_t first = l->offset + begin, last = l->offset + end;
+  size_t from = first / DIRECT_ALIGN * DIRECT_ALIGN, upto = (last + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+  *skip = first - from;
+  size_t at = from;
+  while (at < last && !atomic_load(&l->failed)) {
+    ssize_t n = pread(l->direct_fd, to + (at - from), upto - at, (off_t)at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      fail(l, ncclSystemError, "reading %s at byte %zu (O_DIRECT): %s", l->name, at, strerror(errno));
+      return -1;
+    }
+    at += (size_t)n;
+    if (n == 0 || (at % DIRECT_ALIGN != 0 && at < last)) {
+      fail(l, ncclSystemError,
+           "reading %s: it ended at byte %zu, before the %zu bytes asked from byte %zu (the file shrank while it was "
+           "read?)",
+           l->name, at, l->bytes, l->offset);
+      return -1;
+    }
+  }
+  return atomic_load(&l->failed) ? -1 : 0;
+}
+
 /* The bounce: chunk c into staging buffer `which` (once its last copy is done), then on to the destination. */
 static void bounce_chunk(struct dcclLoad *l, int thread, int which, size_t begin, size_t end) {
   const struct dccl_load_sink_ops *ops = l->sink->ops;
@@ -94,8 +126,9 @@ static void bounce_chunk(struct dcclLoad *l, int thread, int which, size_t begin
     return;
   }
   char *staging = ops->staging(l->sink, thread, which);
-  if (read_range(l, staging, begin, end) != 0) return;
-  res = ops->put(l->sink, thread, which, l->dst + begin, end - begin);
+  size_t skip = 0;
+  if (l->direct_fd >= 0 ? read_direct(l, staging, begin, end, &skip) : read_range(l, staging, begin, end)) return;
+  res = ops->put(l->sink, thread, which, skip, l->dst + begin, end - begin);
   if (res != ncclSuccess) fail(l, res, "loading %s: %s", l->name, dccl_last_error());
   else atomic_fetch_add(&l->done, end - begin);
 }
@@ -123,30 +156,49 @@ static void *reader(void *arg) {
 static void load_free(struct dcclLoad *l) {
   if (l->sink) l->sink->ops->free(l->sink);
   if (l->owned && l->fd >= 0) close(l->fd);
+  if (l->direct_fd >= 0) close(l->direct_fd);
   pthread_mutex_destroy(&l->lock);
   free(l);
 }
 
-/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place. */
-static ncclResult_t choose_path(const char *name, int on_device, int *bounce) {
+/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, and
+ * *direct: the bounce reads with O_DIRECT. */
+static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct) {
   const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
-  if (!strcasecmp(forced, "cufile") || !strcasecmp(forced, "direct"))
+  if (!strcasecmp(forced, "cufile"))
     return dccl_error(ncclInvalidUsage,
-                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use bounce",
+                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use bounce "
+                      "or direct",
                       name, forced);
-  if (*forced && strcasecmp(forced, "bounce"))
-    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want bounce (or unset)", name, forced);
+  *direct = !strcasecmp(forced, "direct");
+  if (*forced && strcasecmp(forced, "bounce") && !*direct)
+    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want bounce or direct (or unset)", name,
+                      forced);
   *bounce = on_device || *forced;
-  DCCL_INFO(DCCL_ALL, "loading %s: %s (%s)", name, *bounce ? "the bounce through pinned staging buffers" : "pread",
+  DCCL_INFO(DCCL_ALL, "loading %s: %s (%s)", name,
+            *direct   ? "O_DIRECT reads through pinned staging buffers"
+            : *bounce ? "the bounce through pinned staging buffers"
+                      : "pread",
             *forced ? "DCCL_FILE_PATH" : on_device ? "GPU memory" : "host memory: read in place");
   return ncclSuccess;
+}
+
+/* The file again, with O_DIRECT (through /proc/self/fd, so a caller's descriptor keeps its flags), or -1 where the
+ * file system refuses it (tmpfs before Linux 6.6, some network file systems): then buffered reads, logged. */
+static int open_direct(int fd, const char *name) {
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+  int direct_fd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (direct_fd < 0)
+    DCCL_INFO(DCCL_ALL, "loading %s: O_DIRECT refused (%s); buffered reads instead", name, strerror(errno));
+  return direct_fd;
 }
 
 ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t offset, size_t bytes, void *dst,
                                   void *stream, struct dcclLoad **out) {
   *out = NULL;
-  int on_device = dst && dccl_cuda_is_device_ptr(dst), bounce = 0;
-  ncclResult_t chosen = choose_path(name, on_device, &bounce);
+  int on_device = dst && dccl_cuda_is_device_ptr(dst), bounce = 0, direct = 0;
+  ncclResult_t chosen = choose_path(name, on_device, &bounce, &direct);
   if (chosen != ncclSuccess) {
     if (owned) close(fd);
     return chosen;
@@ -182,12 +234,15 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   }
   l->fd = fd;
   l->owned = owned;
+  l->direct_fd = direct && bytes > 0 ? open_direct(fd, name) : -1;
   snprintf(l->name, sizeof(l->name), "%s", name);
   l->dst = dst;
   l->offset = offset;
   l->bytes = bytes;
   int64_t chunk = dccl_param_int(DCCL_PARAM_FILE_CHUNK), threads = dccl_param_int(DCCL_PARAM_FILE_THREADS);
   l->chunk = chunk >= 4096 ? (size_t)chunk : 4096;
+  if (l->direct_fd >= 0) l->chunk = (l->chunk + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+  size_t staging = l->chunk + (l->direct_fd >= 0 ? 2 * DIRECT_ALIGN : 0); /* O_DIRECT reads whole blocks */
   size_t nchunks = (bytes + l->chunk - 1) / l->chunk;
   if (threads < 1) threads = 1;
   if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -195,8 +250,8 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   pthread_mutex_init(&l->lock, NULL);
   /* Nothing to move, nothing to order: an empty load needs no sink. */
   ncclResult_t res = !bounce || l->nthreads == 0 ? ncclSuccess
-                     : on_device ? dccl_load_sink_device(l->nthreads, l->chunk, dst, stream, &l->sink)
-                                 : dccl_load_sink_host(l->nthreads, l->chunk, &l->sink);
+                     : on_device ? dccl_load_sink_device(l->nthreads, staging, dst, stream, &l->sink)
+                                 : dccl_load_sink_host(l->nthreads, staging, &l->sink);
   if (res != ncclSuccess) {
     load_free(l);
     return dccl_error(res, "loading %s: %s", name, dccl_last_error());

@@ -15,8 +15,8 @@ static void *host_staging(struct dccl_load_sink *s, int thread, int which) {
   return h->buffers + ((size_t)thread * 2 + (size_t)which) * h->chunk;
 }
 
-static ncclResult_t host_put(struct dccl_load_sink *s, int thread, int which, void *dst, size_t n) {
-  memcpy(dst, host_staging(s, thread, which), n);
+static ncclResult_t host_put(struct dccl_load_sink *s, int thread, int which, size_t from, void *dst, size_t n) {
+  memcpy(dst, (char *)host_staging(s, thread, which) + from, n);
   return ncclSuccess;
 }
 
@@ -41,14 +41,14 @@ static const struct dccl_load_sink_ops host_ops = {host_staging, host_put, host_
 ncclResult_t dccl_load_sink_host(int nthreads, size_t chunk, struct dccl_load_sink **out) {
   *out = NULL;
   struct host_sink *h = calloc(1, sizeof(*h));
-  size_t bytes = (size_t)nthreads * 2 * chunk;
+  size_t bytes = (size_t)nthreads * 2 * ((chunk + 4095) / 4096 * 4096);
   if (h) h->buffers = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (!h || !h->buffers) {
     free(h);
     return dccl_error(ncclSystemError, "out of memory for %d staging buffers of %zu bytes", 2 * nthreads, chunk);
   }
   h->base.ops = &host_ops;
-  h->chunk = chunk;
+  h->chunk = (chunk + 4095) / 4096 * 4096; /* every buffer page-aligned */
   *out = &h->base;
   return ncclSuccess;
 }

@@ -13,10 +13,10 @@
 
 struct dccl_load_sink;
 struct dccl_load_sink_ops {
-  /* Staging buffer `which` (0 or 1) of reader `thread`: `chunk` bytes. */
+  /* Staging buffer `which` (0 or 1) of reader `thread`: `chunk` bytes (the sink's), page-aligned. */
   void *(*staging)(struct dccl_load_sink *s, int thread, int which);
-  /* Copies `n` bytes of that buffer to dst: done (host) or issued (GPU) on return. */
-  ncclResult_t (*put)(struct dccl_load_sink *s, int thread, int which, void *dst, size_t n);
+  /* Copies `n` bytes of that buffer, from byte `from` of it, to dst: done (host) or issued (GPU) on return. */
+  ncclResult_t (*put)(struct dccl_load_sink *s, int thread, int which, size_t from, void *dst, size_t n);
   /* Returns once that buffer's last copy is done, so it may be refilled. */
   ncclResult_t (*reuse)(struct dccl_load_sink *s, int thread, int which);
   /* Every reader has stopped: waits for the copies, then lets the caller's stream go on (also after a failure). */

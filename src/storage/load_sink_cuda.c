@@ -138,13 +138,14 @@ static void *dev_staging(struct dccl_load_sink *s, int thread, int which) {
   return ((struct device_sink *)s)->readers[thread].staging[which]->ptr;
 }
 
-static ncclResult_t dev_put(struct dccl_load_sink *s, int thread, int which, void *dst, size_t n) {
+static ncclResult_t dev_put(struct dccl_load_sink *s, int thread, int which, size_t from, void *dst, size_t n) {
   struct device_sink *d = (struct device_sink *)s;
   struct reader *r = &d->readers[thread];
   DCCLCHECK(enter(d));
   while (!r->started && !(r->started = __atomic_load_n(&d->flags->go, __ATOMIC_ACQUIRE)))
     nanosleep(&(struct timespec){0, 20000}, NULL); /* the caller's stream still runs what came before the call */
-  DCCL_CUCHECK(dccl_cu.memcpy_htod_async((CUdeviceptr)(uintptr_t)dst, r->staging[which]->ptr, n, r->stream),
+  DCCL_CUCHECK(dccl_cu.memcpy_htod_async((CUdeviceptr)(uintptr_t)dst, (char *)r->staging[which]->ptr + from, n,
+                                         r->stream),
                "cuMemcpyHtoDAsync of a file chunk");
   DCCL_CUCHECK(dccl_cu.event_record(r->event[which], r->stream), "cuEventRecord");
   r->pending[which] = 1;
