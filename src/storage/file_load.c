@@ -4,8 +4,9 @@
  * destinations (and host ones under DCCL_FILE_PATH=bounce) go through the bounce: each thread preads into one of two
  * staging buffers and hands it to a sink (load_sink.h) that copies it on while the thread fills the other. pread,
  * not mmap: a file that shrinks while it is read gives a short read, which is an error naming the file, where a
- * mapping would raise SIGBUS in the middle of a copy. DCCL_FILE_PATH=direct reads the bounce's chunks with O_DIRECT
- * (the disk's blocks straight into the staging buffers, the page cache bypassed), where the file system allows it. */
+ * mapping would raise SIGBUS in the middle of a copy. O_DIRECT reads the disk's blocks straight into the staging
+ * buffers, past the page cache, where the file system allows it: for GPU destinations each chunk that is mostly
+ * not cached (DCCL_FILE_PATH=direct: every chunk). */
 #define _GNU_SOURCE /* O_DIRECT */
 #include "storage/file_load.h"
 
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "storage/load_sink.h"
+#include "storage/page_cache.h"
 #include "util/cuda_driver.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -29,10 +31,15 @@
 
 #define MAX_THREADS 64
 #define DIRECT_ALIGN 4096 /* O_DIRECT: file offsets, lengths and buffers on this boundary (any block size divides it) */
+/* Which chunks the bounce reads with O_DIRECT: none, those mostly not in the page cache, every one. */
+enum direct_mode { DIRECT_NONE, DIRECT_UNCACHED, DIRECT_ALWAYS };
 
 struct dcclLoad {
   int fd, owned;
   int direct_fd; /* the file opened again with O_DIRECT, or -1 */
+  int direct;    /* enum direct_mode */
+  struct dccl_page_cache_view cached; /* DIRECT_UNCACHED: which chunks the page cache holds */
+  _Atomic size_t direct_chunks;       /* chunks read with O_DIRECT */
   char name[256];
   char *dst;
   size_t offset, bytes, chunk;
@@ -127,7 +134,11 @@ static void bounce_chunk(struct dcclLoad *l, int thread, int which, size_t begin
   }
   char *staging = ops->staging(l->sink, thread, which);
   size_t skip = 0;
-  if (l->direct_fd >= 0 ? read_direct(l, staging, begin, end, &skip) : read_range(l, staging, begin, end)) return;
+  int direct = l->direct_fd >= 0 &&
+               (l->direct == DIRECT_ALWAYS ||
+                !dccl_page_cache_mostly_cached(&l->cached, l->offset + begin, l->offset + end));
+  if (direct) atomic_fetch_add(&l->direct_chunks, 1);
+  if (direct ? read_direct(l, staging, begin, end, &skip) : read_range(l, staging, begin, end)) return;
   res = ops->put(l->sink, thread, which, skip, l->dst + begin, end - begin);
   if (res != ncclSuccess) fail(l, res, "loading %s: %s", l->name, dccl_last_error());
   else atomic_fetch_add(&l->done, end - begin);
@@ -157,28 +168,35 @@ static void load_free(struct dcclLoad *l) {
   if (l->sink) l->sink->ops->free(l->sink);
   if (l->owned && l->fd >= 0) close(l->fd);
   if (l->direct_fd >= 0) close(l->direct_fd);
+  dccl_page_cache_view_close(&l->cached);
   pthread_mutex_destroy(&l->lock);
   free(l);
 }
 
-/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, and
- * *direct: the bounce reads with O_DIRECT. */
+/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, and which
+ * of the bounce's chunks are read with O_DIRECT (*direct, enum direct_mode). `auto` is what GPU destinations get
+ * by default; naming it lets host destinations (CI's machines have no GPU) run the same pipeline. */
 static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct) {
   const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
   if (!strcasecmp(forced, "cufile"))
     return dccl_error(ncclInvalidUsage,
-                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use bounce "
-                      "or direct",
+                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use auto, "
+                      "bounce or direct",
                       name, forced);
-  *direct = !strcasecmp(forced, "direct");
-  if (*forced && strcasecmp(forced, "bounce") && !*direct)
-    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want bounce or direct (or unset)", name,
-                      forced);
+  int is_auto = !strcasecmp(forced, "auto");
+  if (*forced && strcasecmp(forced, "bounce") && strcasecmp(forced, "direct") && !is_auto)
+    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want auto, bounce or direct (or unset)",
+                      name, forced);
   *bounce = on_device || *forced;
+  *direct = !strcasecmp(forced, "direct")     ? DIRECT_ALWAYS
+            : is_auto || (on_device && !*forced) ? DIRECT_UNCACHED
+                                                 : DIRECT_NONE;
   DCCL_INFO(DCCL_ALL, "loading %s: %s (%s)", name,
-            *direct   ? "O_DIRECT reads through pinned staging buffers"
-            : *bounce ? "the bounce through pinned staging buffers"
-                      : "pread",
+            *direct == DIRECT_ALWAYS     ? "the bounce through pinned staging buffers, every chunk read with O_DIRECT"
+            : *direct == DIRECT_UNCACHED ? "the bounce through pinned staging buffers, chunks mostly not in the page "
+                                           "cache read with O_DIRECT"
+            : *bounce                    ? "the bounce through pinned staging buffers"
+                                         : "pread",
             *forced ? "DCCL_FILE_PATH" : on_device ? "GPU memory" : "host memory: read in place");
   return ncclSuccess;
 }
@@ -234,7 +252,9 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   }
   l->fd = fd;
   l->owned = owned;
-  l->direct_fd = direct && bytes > 0 ? open_direct(fd, name) : -1;
+  l->direct = direct;
+  l->direct_fd = direct != DIRECT_NONE && bytes > 0 ? open_direct(fd, name) : -1;
+  if (l->direct_fd >= 0 && direct == DIRECT_UNCACHED) dccl_page_cache_view_open(&l->cached, fd, offset, bytes);
   snprintf(l->name, sizeof(l->name), "%s", name);
   l->dst = dst;
   l->offset = offset;
@@ -277,6 +297,8 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   return ncclSuccess;
 }
 
+size_t dccl_file_load_direct_chunks(struct dcclLoad *load) { return atomic_load(&load->direct_chunks); }
+
 ncclResult_t dcclLoadQuery(dcclLoad_t load, size_t *done, size_t *total) {
   if (!load) return dccl_error(ncclInvalidArgument, "dcclLoadQuery: load is NULL");
   /* Whether threads run, before how far they got: once none runs, the count read after it is the final one. */
@@ -293,6 +315,9 @@ ncclResult_t dcclLoadQuery(dcclLoad_t load, size_t *done, size_t *total) {
 ncclResult_t dcclLoadWait(dcclLoad_t load) {
   if (!load) return dccl_error(ncclInvalidArgument, "dcclLoadWait: load is NULL");
   for (int i = 0; i < load->nthreads; i++) pthread_join(load->threads[i], NULL);
+  if (load->direct_fd >= 0)
+    DCCL_INFO(DCCL_ALL, "loaded %s: %zu of %zu chunks with O_DIRECT, the others with pread", load->name,
+              atomic_load(&load->direct_chunks), (load->bytes + load->chunk - 1) / load->chunk);
   ncclResult_t res = load->res == ncclSuccess ? ncclSuccess : dccl_error(load->res, "%s", load->error);
   load_free(load);
   return res;

@@ -15,5 +15,7 @@
  * against the range) fail here, at once; read errors come from the handle. */
 ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t offset, size_t bytes, void *dst,
                                   void *stream, struct dcclLoad **out);
+/* Chunks read with O_DIRECT so far (the others were read with pread): for tests and the INFO log. */
+size_t dccl_file_load_direct_chunks(struct dcclLoad *load);
 
 #endif

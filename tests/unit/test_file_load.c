@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "dccl.h"
 #include "forked_case.h"
+#include "storage/file_load.h"
 
 static char disk_dir[512], shm_dir[] = "/dev/shm";
 
@@ -222,6 +224,63 @@ static void collectives(void) {
   CHECK(collective_case(3, 3, 1 << 20, 1, 1));
 }
 
+/* DCCL_FILE_PATH=auto (what GPU destinations get): chunks mostly out of the page cache are read with O_DIRECT,
+ * cached ones with pread. A file on disk whose pages were dropped: every chunk O_DIRECT; read once more so its
+ * pages are cached: none. Skipped (said so) where O_DIRECT or dropping pages is not allowed. */
+static size_t load_counting_direct(const char *path, size_t bytes, unsigned char *buf) {
+  dcclLoad_t load = NULL;
+  CHECK(dcclFileLoad(path, 0, bytes, buf, NULL, &load) == ncclSuccess && load);
+  while (dcclLoadQuery(load, NULL, NULL) == ncclInProgress) usleep(1000);
+  size_t direct = dccl_file_load_direct_chunks(load);
+  CHECK(dcclLoadWait(load) == ncclSuccess && matches(buf, 0, bytes));
+  return direct;
+}
+
+static int mostly_cached(const char *path, size_t bytes) {
+  int fd = open(path, O_RDONLY);
+  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return -1;
+  size_t pages = (bytes + 4095) / 4096, cached = 0;
+  unsigned char *vec = malloc(pages);
+  if (mincore(m, bytes, vec) == 0)
+    for (size_t i = 0; i < pages; i++) cached += vec[i] & 1;
+  free(vec);
+  munmap(m, bytes);
+  return 2 * cached >= pages;
+}
+
+static void auto_by_page_cache(void) {
+  const size_t bytes = 16 << 20, chunks = 16; /* DCCL_FILE_CHUNK=1 MiB */
+  const char *path = make_file(disk_dir, "auto", bytes);
+  CHECK(path != NULL);
+  unsigned char *buf = malloc(bytes);
+  int fd = open(path, O_RDONLY | O_DIRECT);
+  int direct_ok = fd >= 0;
+  if (fd >= 0) close(fd);
+  fd = open(path, O_RDONLY);
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+  if (!direct_ok || mostly_cached(path, bytes) != 0) {
+    printf("SKIP: O_DIRECT %s, pages %s on %s\n", direct_ok ? "allowed" : "refused",
+           mostly_cached(path, bytes) == 0 ? "dropped" : "not dropped", disk_dir);
+  } else {
+    size_t cold = load_counting_direct(path, bytes, buf);
+    CHECK(cold == chunks);
+    printf("  cold: %zu of %zu chunks with O_DIRECT\n", cold, chunks);
+  }
+  fd = open(path, O_RDONLY); /* now cache it */
+  for (ssize_t n; (n = read(fd, buf, bytes)) > 0;) {
+  }
+  close(fd);
+  size_t warm = load_counting_direct(path, bytes, buf);
+  CHECK(mostly_cached(path, bytes) != 1 || warm == 0);
+  printf("  warm: %zu of %zu chunks with O_DIRECT\n", warm, chunks);
+  free(buf);
+  unlink(path);
+}
+
 /* DCCL_FILE_PATH=cufile (not built) and an unknown value are refused at the call, naming the file and the setting
  * (the case runs under each value). */
 static void path_refused(void) {
@@ -277,6 +336,11 @@ int main(void) {
   ok &= run_case("errors at the start, O_DIRECT", errors, direct);
   ok &= run_case("a file truncated while read, O_DIRECT", truncated, direct_one);
   ok &= run_case("collective loads, O_DIRECT", collectives, direct_small);
+  const char *auto_mode[] = {"DCCL_FILE_PATH=auto", "DCCL_FILE_CHUNK=1048576", NULL};
+  const char *auto_small[] = {"DCCL_FILE_PATH=auto", "DCCL_FILE_CHUNK=5000", "DCCL_FILE_THREADS=3", NULL};
+  ok &= run_case("auto: O_DIRECT for chunks out of the page cache, pread for cached ones", auto_by_page_cache,
+                 auto_mode);
+  ok &= run_case("ranges, auto, 5000-byte chunks over 3 threads", ranges, auto_small);
   const char *cufile[] = {"DCCL_FILE_PATH=cufile", NULL};
   const char *unknown[] = {"DCCL_FILE_PATH=nonsense", NULL};
   ok &= run_case("DCCL_FILE_PATH=cufile refused", path_refused, cufile);
