@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "storage/cufile_probe.h"
 #include "storage/load_sink.h"
 #include "storage/page_cache.h"
 #include "util/cuda_driver.h"
@@ -176,17 +177,15 @@ static void load_free(struct dcclLoad *l) {
 /* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, and which
  * of the bounce's chunks are read with O_DIRECT (*direct, enum direct_mode). `auto` is what GPU destinations get
  * by default; naming it lets host destinations (CI's machines have no GPU) run the same pipeline. */
-static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct) {
+static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct, int *cufile) {
   const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
-  if (!strcasecmp(forced, "cufile"))
-    return dccl_error(ncclInvalidUsage,
-                      "loading %s: DCCL_FILE_PATH=%s is not built yet (docs/storage.md): leave it unset or use auto, "
-                      "bounce or direct",
-                      name, forced);
+  /* cuFile is asked about GPU destinations by default, and always when named (storage/cufile_probe.h). */
+  *cufile = !strcasecmp(forced, "cufile") ? 2 : on_device && !*forced;
+  if (*cufile == 2) return ncclSuccess;
   int is_auto = !strcasecmp(forced, "auto");
   if (*forced && strcasecmp(forced, "bounce") && strcasecmp(forced, "direct") && !is_auto)
-    return dccl_error(ncclInvalidArgument, "loading %s: DCCL_FILE_PATH=%s: want auto, bounce or direct (or unset)",
-                      name, forced);
+    return dccl_error(ncclInvalidArgument,
+                      "loading %s: DCCL_FILE_PATH=%s: want auto, bounce, direct or cufile (or unset)", name, forced);
   *bounce = on_device || *forced;
   *direct = !strcasecmp(forced, "direct")     ? DIRECT_ALWAYS
             : is_auto || (on_device && !*forced) ? DIRECT_UNCACHED
@@ -215,8 +214,8 @@ static int open_direct(int fd, const char *name) {
 ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t offset, size_t bytes, void *dst,
                                   void *stream, struct dcclLoad **out) {
   *out = NULL;
-  int on_device = dst && dccl_cuda_is_device_ptr(dst), bounce = 0, direct = 0;
-  ncclResult_t chosen = choose_path(name, on_device, &bounce, &direct);
+  int on_device = dst && dccl_cuda_is_device_ptr(dst), bounce = 0, direct = 0, cufile = 0;
+  ncclResult_t chosen = choose_path(name, on_device, &bounce, &direct, &cufile);
   if (chosen != ncclSuccess) {
     if (owned) close(fd);
     return chosen;
@@ -244,6 +243,17 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   if (bytes > 0 && !dst) {
     if (owned) close(fd);
     return dccl_error(ncclInvalidArgument, "loading %s: the destination is NULL", name);
+  }
+  if (cufile) {
+    char why[300];
+    int accepted = dccl_cufile_accepts(fd, why, sizeof(why));
+    if (cufile == 2) {
+      if (owned) close(fd);
+      return dccl_error(ncclInvalidUsage, "loading %s: DCCL_FILE_PATH=cufile: %s%s", name, why,
+                        accepted ? ", but reading through cuFile is not built yet (docs/storage.md)" : "");
+    }
+    DCCL_INFO(DCCL_ALL, "loading %s: cuFile: %s; %s", name, why,
+              accepted ? "reading through it is not built yet: the bounce" : "the bounce");
   }
   struct dcclLoad *l = calloc(1, sizeof(*l));
   if (!l) {

@@ -281,8 +281,9 @@ static void auto_by_page_cache(void) {
   unlink(path);
 }
 
-/* DCCL_FILE_PATH=cufile (not built) and an unknown value are refused at the call, naming the file and the setting
- * (the case runs under each value). */
+/* DCCL_FILE_PATH=cufile (reading through cuFile is not built: the call says what cuFile answered, here most likely
+ * that libcufile.so.0 is missing or its driver does not open) and an unknown value are refused at the call, naming
+ * the file and the setting (the case runs under each value). */
 static void path_refused(void) {
   const char *value = getenv("DCCL_FILE_PATH");
   const char *path = make_file(shm_dir, "paths", 4096);
@@ -292,6 +293,10 @@ static void path_refused(void) {
   int built_later = value && !strcmp(value, "cufile");
   CHECK(res == (built_later ? ncclInvalidUsage : ncclInvalidArgument) && load == NULL);
   CHECK(strstr(ncclGetLastError(NULL), "DCCL_FILE_PATH") != NULL && strstr(ncclGetLastError(NULL), path) != NULL);
+  if (built_later) {
+    CHECK(strstr(ncclGetLastError(NULL), "cuFile") || strstr(ncclGetLastError(NULL), "libcufile"));
+    printf("  %s\n", ncclGetLastError(NULL));
+  }
   unlink(path);
 }
 
