@@ -179,10 +179,10 @@ static void load_free(struct dcclLoad *l) {
  * by default; naming it lets host destinations (CI's machines have no GPU) run the same pipeline. */
 static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct, int *cufile) {
   const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
-  /* cuFile is asked about GPU destinations by default, and always when named (storage/cufile_probe.h). */
-  *cufile = !strcasecmp(forced, "cufile") ? 2 : on_device && !*forced;
-  if (*cufile == 2) return ncclSuccess;
-  int is_auto = !strcasecmp(forced, "auto");
+  /* `cufile`: cuFile is asked about the file and its answer logged; its reads are not built, so `auto` follows
+   * (storage/cufile_probe.h). Not asked by default until the probe has run on a GPU machine. */
+  *cufile = !strcasecmp(forced, "cufile");
+  int is_auto = !strcasecmp(forced, "auto") || *cufile;
   if (*forced && strcasecmp(forced, "bounce") && strcasecmp(forced, "direct") && !is_auto)
     return dccl_error(ncclInvalidArgument,
                       "loading %s: DCCL_FILE_PATH=%s: want auto, bounce, direct or cufile (or unset)", name, forced);
@@ -247,11 +247,6 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   if (cufile) {
     char why[300];
     int accepted = dccl_cufile_accepts(fd, why, sizeof(why));
-    if (cufile == 2) {
-      if (owned) close(fd);
-      return dccl_error(ncclInvalidUsage, "loading %s: DCCL_FILE_PATH=cufile: %s%s", name, why,
-                        accepted ? ", but reading through cuFile is not built yet (docs/storage.md)" : "");
-    }
     DCCL_INFO(DCCL_ALL, "loading %s: cuFile: %s; %s", name, why,
               accepted ? "reading through it is not built yet: the bounce" : "the bounce");
   }
@@ -263,7 +258,7 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   l->fd = fd;
   l->owned = owned;
   l->direct = direct;
-  l->direct_fd = direct != DIRECT_NONE && bytes > 0 ? open_direct(fd, name) : -1;
+  l->direct_fd = direct != DIRECT_NONE && bytes > 0 && S_ISREG(st.st_mode) ? open_direct(fd, name) : -1;
   if (l->direct_fd >= 0 && direct == DIRECT_UNCACHED) dccl_page_cache_view_open(&l->cached, fd, offset, bytes);
   snprintf(l->name, sizeof(l->name), "%s", name);
   l->dst = dst;

@@ -59,11 +59,11 @@
   X(FILE_THREADS, INT, 8, "Threads reading one file load (dcclFileLoad) in parallel (1..64).")                  \
   X(FILE_CHUNK, INT, 4194304, "Bytes each file-load thread reads per request (at least 4096).")                    \
   X(FILE_PATH, STR, "", "How a file load moves its bytes: empty (host memory: pread straight into it; GPU memory: "  \
-                        "cuFile asked, then `auto`), `bounce` (pread into two pinned staging buffers per thread, " \
+                        "`auto`), `bounce` (pread into two pinned staging buffers per thread, "                  \
                         "copied on from there; host destinations too), `auto` (the bounce, chunks mostly not in "  \
                         "the page cache read with O_DIRECT), `direct` (the bounce, every chunk read with "         \
-                        "O_DIRECT; buffered where the file system refuses it), `cufile` (refused with cuFile's "   \
-                        "answer: reading through it is not built).")                                               \
+                        "O_DIRECT; buffered where the file system refuses it), `cufile` (cuFile asked about the "  \
+                        "file and its answer logged, then `auto`: reading through cuFile is not built).")         \
   X(DIRECT_MIN_BYTES, INT, 0, "Device collectives of at least this many bytes between ranks of one GPU (of one "  \
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
