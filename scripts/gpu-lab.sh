@@ -27,8 +27,10 @@
 #          (NVD_* narrow it to fit a call)
 #   fileload: files into GPU memory (issue 16): a 4 GiB file on the root disk, the disk's rate (dd iflag=direct),
 #          perf/file_load_gpu_perf with 4 ranks under MPS against pread + cudaMemcpy, warm and cold, then
-#          numpy.fromfile + torch .cuda() on the same file (perf/file_load_torch.py; about 4 min). FILELOAD_PATHS
-#          ("default direct": also O_DIRECT reads), FILELOAD_RANKS, FILELOAD_ROUNDS, FILELOAD_TORCH=0 narrow it
+#          the page cache registered with CUDA and copied from in place (perf/page_cache_dma_perf), then
+#          numpy.fromfile + torch .cuda() on the same file (perf/file_load_torch.py; about 5 min). FILELOAD_PATHS
+#          ("default direct": also every chunk O_DIRECT), FILELOAD_RANKS, FILELOAD_ROUNDS, FILELOAD_REGISTERED=0,
+#          FILELOAD_TORCH=0 narrow it
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
@@ -54,7 +56,7 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
          gpu_concurrent gpu_peer_death gpu_windows gpu_file_load coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf \
+         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf page_cache_dma_perf \
          test_transport_socket; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
@@ -100,6 +102,10 @@ case $part in
       DCCL_FILE_PATH=${path/default/} bash tests/cuda/with_mps.sh "$build/perf/file_load_gpu_perf" "$file" \
         "${FILELOAD_RANKS:-4}" "${FILELOAD_ROUNDS:-3}" | tee -a "$out/file_load_gpu_perf.txt" || status=1
     done
+    # The page cache registered with CUDA and copied by the GPU, against DCCL's load (FILELOAD_REGISTERED=0: not).
+    [ "${FILELOAD_REGISTERED:-1}" = 0 ] ||
+      "$build/perf/page_cache_dma_perf" "$file" "${FILELOAD_ROUNDS:-3}" | tee -a "$out/file_load_gpu_perf.txt" ||
+      status=1
     [ "${FILELOAD_TORCH:-1}" = 0 ] ||
       python3 perf/file_load_torch.py "$file" 3 | tee -a "$out/file_load_gpu_perf.txt" || status=1
     ;;
