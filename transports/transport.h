@@ -46,6 +46,7 @@ struct dccl_transport_ctx {
   /* 1 when [ptr, ptr+bytes) lies inside one range the user registered (ncclCommRegister): zero-copy may read it. */
   int (*is_registered)(const struct dccl_transport_ctx *ctx, const void *ptr, uint64_t bytes);
   void *cu_ctx; /* the primary context of the rank's GPU (CUcontext), NULL without one: device transports use it */
+  int cuda_ordinal; /* that GPU's CUDA ordinal, -1 without one (net_ib picks the NICs nearest it) */
   uint64_t dev_bytes; /* GPU memory the device transports hold for this communicator (__atomic updates) */
   uint64_t pinned_bytes; /* pinned host memory they hold (the staged transport's FIFOs; __atomic updates) */
 };

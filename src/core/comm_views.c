@@ -42,6 +42,7 @@ void dccl_comm_fill_views(struct dccl_comm *comm) {
   t->abort_flag = &comm->abort_flag;
   t->is_registered = is_registered;
   t->cu_ctx = comm->cu_ctx;
+  t->cuda_ordinal = comm->cuda_device;
 
   struct dccl_coll_comm *c = &comm->coll;
   c->rank = comm->rank;

@@ -36,10 +36,15 @@ int dccl_ib_hca_match(const char *spec, const char *name, int port) {
   return exclude ? !hit : hit;
 }
 
-static struct dccl_ib_local local;
-static struct dccl_ib_local rails[DCCL_IB_MAX_RAILS];
-static int nrails;
-static pthread_once_t local_once = PTHREAD_ONCE_INIT;
+/* The choice for each GPU of the process ([ordinal + 1]; [0]: no GPU), made when first asked. */
+#define MAX_GPUS 64
+struct choice {
+  int made;
+  struct dccl_ib_local local, rails[DCCL_IB_MAX_RAILS];
+  int nrails;
+};
+static struct choice choices[MAX_GPUS + 1];
+static pthread_mutex_t choices_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_PORTS 16
 struct port {
@@ -97,12 +102,11 @@ int dccl_ib_rails_of(const int *hops, const int *link_layer, int n, int best, in
   return count;
 }
 
-/* Of several ports, the one nearest this process's GPU (the current device), or its CPUs without one, in hwloc's
- * tree (-1 where that cannot be told); hops[] gets each port's distance. Writes why into `why`. */
-static int nearest_port(const struct port *ports, int n, int *hops, char *why, size_t len) {
+/* Of several ports, the one nearest GPU `ordinal`, or the process's CPUs without one, in hwloc's tree (-1 where
+ * that cannot be told); hops[] gets each port's distance. Writes why into `why`. */
+static int nearest_port(const struct port *ports, int n, int ordinal, int *hops, char *why, size_t len) {
   char gpu[32] = "";
   unsigned char uuid[16];
-  int ordinal = dccl_cuda_available() ? dccl_cuda_current_ordinal() : -1;
   if (ordinal >= 0 && !dccl_cuda_device_identity(ordinal, uuid, gpu, sizeof(gpu))) gpu[0] = 0;
   const char *pcis[MAX_PORTS];
   for (int i = 0; i < n; i++) pcis[i] = ports[i].pci[0] ? ports[i].pci : NULL;
@@ -119,7 +123,8 @@ static int nearest_port(const struct port *ports, int n, int *hops, char *why, s
   return best;
 }
 
-static void discover(void) {
+static void discover(struct choice *c, int ordinal) {
+  struct dccl_ib_local *rails = c->rails, *local = &c->local;
   const char *spec = dccl_param_str(DCCL_PARAM_IB_HCA);
   int n = 0, nports = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
@@ -129,34 +134,46 @@ static void discover(void) {
   if (list) ibv_free_device_list(list);
   if (nports > 0) {
     int hops[MAX_PORTS], layers[MAX_PORTS], picked[DCCL_IB_MAX_RAILS];
-    int best = nports > 1 ? nearest_port(ports, nports, hops, why, sizeof(why)) : 0;
+    int best = nports > 1 ? nearest_port(ports, nports, ordinal, hops, why, sizeof(why)) : 0;
     for (int i = 0; i < nports; i++) layers[i] = ports[i].link_layer;
-    nrails = dccl_ib_rails_of(hops, layers, nports, best, picked, DCCL_IB_MAX_RAILS);
+    c->nrails = dccl_ib_rails_of(hops, layers, nports, best, picked, DCCL_IB_MAX_RAILS);
     char names[200] = "";
-    for (int r = 0; r < nrails; r++) {
+    for (int r = 0; r < c->nrails; r++) {
       const struct port *p = &ports[picked[r]];
       rails[r] = (struct dccl_ib_local){.ready = 1, .port = p->port, .link_layer = p->link_layer};
       snprintf(rails[r].name, sizeof(rails[r].name), "%.63s", p->name);
       snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%.63s:%d", r ? ", " : "", p->name, p->port);
     }
-    local = rails[0];
-    DCCL_INFO(DCCL_NET, "net_ib: using %s port %d (%s): %s; rails (lane mod %d): %s", local.name, local.port,
-              local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", why, nrails, names);
+    *local = rails[0];
+    char gpu[24] = "no GPU";
+    if (ordinal >= 0) snprintf(gpu, sizeof(gpu), "GPU %d", ordinal);
+    DCCL_INFO(DCCL_NET, "net_ib for %s: using %s port %d (%s): %s; rails (lane mod %d): %s", gpu, local->name,
+              local->port, local->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", why, c->nrails,
+              names);
   } else {
-    snprintf(local.why, sizeof(local.why), "%s", n == 0 ? "no RDMA device"
-                                                        : "no active RDMA port passes DCCL_IB_HCA; ports:");
-    if (n > 0) snprintf(local.why + strlen(local.why), sizeof(local.why) - strlen(local.why), "%s", seen);
-    DCCL_INFO(DCCL_NET, "net_ib not available: %s", local.why);
+    snprintf(local->why, sizeof(local->why), "%s", n == 0 ? "no RDMA device"
+                                                          : "no active RDMA port passes DCCL_IB_HCA; ports:");
+    if (n > 0) snprintf(local->why + strlen(local->why), sizeof(local->why) - strlen(local->why), "%s", seen);
+    DCCL_INFO(DCCL_NET, "net_ib not available: %s", local->why);
   }
 }
 
-const struct dccl_ib_local *dccl_ib_local(void) {
-  pthread_once(&local_once, discover);
-  return &local;
+static struct choice *choice_for(int ordinal) {
+  if (ordinal < -1 || ordinal >= MAX_GPUS) ordinal = -1;
+  struct choice *c = &choices[ordinal + 1];
+  pthread_mutex_lock(&choices_lock);
+  if (!c->made) {
+    discover(c, ordinal);
+    c->made = 1;
+  }
+  pthread_mutex_unlock(&choices_lock);
+  return c;
 }
 
-int dccl_ib_rails(const struct dccl_ib_local **out) {
-  pthread_once(&local_once, discover);
-  *out = rails;
-  return nrails;
+const struct dccl_ib_local *dccl_ib_local(int ordinal) { return &choice_for(ordinal)->local; }
+
+int dccl_ib_rails(int ordinal, const struct dccl_ib_local **out) {
+  struct choice *c = choice_for(ordinal);
+  *out = c->rails;
+  return c->nrails;
 }

@@ -1,6 +1,7 @@
-/* Finding this process's RDMA device: of the ports that are ACTIVE and pass DCCL_IB_HCA, the one nearest the
- * process's GPU (its current device when first asked), or its CPUs, in hwloc's tree (src/topo/pci_topo.c); logged
- * at INFO with every candidate's distance. Found once per process; the answer goes into every communicator's peer info, so both ends of a link can tell whether
+/* Finding a rank's RDMA device: of the ports that are ACTIVE and pass DCCL_IB_HCA, the one nearest the rank's GPU,
+ * or the process's CPUs without one, in hwloc's tree (src/topo/pci_topo.c); logged at INFO with every candidate's
+ * distance. Found once per GPU of the process (ranks of one process may drive several GPUs, each its own NICs);
+ * whether a port is ready goes into every communicator's peer info, so both ends of a link can tell whether
  * net_ib reaches the other. */
 #ifndef DCCL_IB_DEVICE_H_
 #define DCCL_IB_DEVICE_H_
@@ -15,14 +16,16 @@ struct dccl_ib_local {
   char why[256];  /* when not ready: why not */
 };
 
-const struct dccl_ib_local *dccl_ib_local(void);
+/* The port nearest GPU `ordinal` (-1: no GPU, the process's CPUs). */
+const struct dccl_ib_local *dccl_ib_local(int ordinal);
 
-/* The ports this process spreads its links over ("rails"): dccl_ib_local()'s first, then the other active ports
- * that pass DCCL_IB_HCA, share its link layer and are as near (every one such port where hwloc cannot place them).
- * A link on lane L uses rail L mod the count, so both ends of a link, listing the same rails, meet on one (a
- * rail-optimised fabric wires NIC k of every host to the same switch). Returns the count (0: none ready). */
+/* The ports the ranks on GPU `ordinal` (-1: none) spread their links over ("rails"): dccl_ib_local()'s first, then
+ * the other active ports that pass DCCL_IB_HCA, share its link layer and are as near (every one such port where
+ * hwloc cannot place them). A link on lane L uses rail L mod the count, so both ends of a link, listing the same
+ * rails, meet on one (a rail-optimised fabric wires NIC k of every host to the same switch). Returns the count
+ * (0: none ready). */
 #define DCCL_IB_MAX_RAILS 8
-int dccl_ib_rails(const struct dccl_ib_local **rails);
+int dccl_ib_rails(int ordinal, const struct dccl_ib_local **rails);
 
 /* The rails among n candidates: `best` (the nearest; -1 when hwloc placed none) and every other of its link layer
  * with as few hops (hops[i]: -1 when not placed; all count when best is -1), best first, then in order; at most

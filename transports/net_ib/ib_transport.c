@@ -11,6 +11,7 @@
 
 #include "transports/net_ib/ib_device.h"
 #include "transports/net_ib/ib_private.h"
+#include "util/cuda_driver.h"
 #include "util/error.h"
 #include "util/params.h"
 
@@ -22,7 +23,8 @@ struct ib_peer_info {
 _Static_assert(sizeof(struct ib_peer_info) <= DCCL_TRANSPORT_PEER_BYTES, "fits the peer info");
 
 static void ib_describe_self(void *mine) {
-  const struct dccl_ib_local *dev = dccl_ib_local();
+  /* Whether a port is ready and its link layer: the GPU current while the communicator is made names the rank's. */
+  const struct dccl_ib_local *dev = dccl_ib_local(dccl_cuda_available() ? dccl_cuda_current_ordinal() : -1);
   struct ib_peer_info *me = mine;
   me->ready = (uint8_t)dev->ready;
   me->link_layer = (uint8_t)dev->link_layer;
@@ -47,8 +49,9 @@ struct ib_comm {
 static ncclResult_t comm_ctx(struct dccl_conn *conn, struct dccl_ib_ctx **out) {
   void **slot = &conn->ctx->transport_state[conn->transport->index];
   const struct dccl_ib_local *rails;
-  int nrails = dccl_ib_rails(&rails);
-  if (nrails == 0) return dccl_error(ncclSystemError, "net_ib: %s", dccl_ib_local()->why);
+  int ordinal = conn->ctx->cuda_ordinal;
+  int nrails = dccl_ib_rails(ordinal, &rails);
+  if (nrails == 0) return dccl_error(ncclSystemError, "net_ib: %s", dccl_ib_local(ordinal)->why);
   if (!*slot) {
     struct ib_comm *c = calloc(1, sizeof(*c));
     if (!c) return dccl_error(ncclSystemError, "out of memory for net_ib state");
