@@ -1,6 +1,9 @@
 /* Which RDMA ports a process spreads its links over (transports/net_ib/ib_device.c, dccl_ib_rails_of): the nearest
- * first, then the others as near and of its link layer; all of one link layer where hwloc placed none. */
+ * first, then the others as near and of its link layer; all of one link layer where hwloc placed none. And the
+ * choice is kept per GPU of the process (an ordinal out of range counts as no GPU), the rails agreeing with it,
+ * whatever RDMA devices this machine has. */
 #include <infiniband/verbs.h>
+#include <string.h>
 
 #include "transports/net_ib/ib_device.h"
 #include "unit_check.h"
@@ -28,6 +31,14 @@ int main(void) {
   int flat[] = {1, 1, 1, 1}, ib[] = {IB, IB, IB, IB};
   check(dccl_ib_rails_of(flat, ib, 4, 0, out, 2) == 2, "capped at max");
   check(dccl_ib_rails_of(flat, ib, 0, -1, out, 2) == 0, "no candidate: no rail");
+  const struct dccl_ib_local *cpus = dccl_ib_local(-1), *gpu0 = dccl_ib_local(0), *gpu1 = dccl_ib_local(1);
+  check(cpus && gpu0 && gpu1 && cpus != gpu0 && gpu0 != gpu1, "one choice per GPU and one without");
+  check(dccl_ib_local(1000) == cpus && dccl_ib_local(-7) == cpus, "an ordinal out of range: no GPU's choice");
+  check(dccl_ib_local(0) == gpu0, "made once: the same choice again");
+  const struct dccl_ib_local *rails;
+  int nrails = dccl_ib_rails(0, &rails);
+  check(gpu0->ready ? nrails >= 1 && !strcmp(rails[0].name, gpu0->name) && rails[0].port == gpu0->port : nrails == 0,
+        "GPU 0's first rail is its port (%d rails, ready %d)", nrails, gpu0->ready);
   printf("test_ib_rails: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
 }
