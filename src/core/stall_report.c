@@ -49,7 +49,7 @@ void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call
 }
 
 /* The monitor thread: notes the oldest unfinished kernel launch while there is one. `stall_ticking` says a tick
- * is due, so a launch needs not wake the thread; it is cleared before the check, so a launch the check misses
+ * is due, so a launch need not wake the thread; it is cleared before the check, so a launch the check misses
  * sees it cleared and wakes it. */
 static int tick(void *arg) {
   struct dccl_comm *comm = arg;
