@@ -2,7 +2,9 @@
 # DCCL's device all-reduce against PyTorch gloo with CUDA tensors (issue 10's peer), in one run on the GPU
 # machine: for 2 and 4 ranks on one GPU under MPS (this script starts its own daemon), gloo and DCCL's
 # all_reduce_perf alternate ROUNDS times; each prints the slowest rank's time per float32-sum all-reduce at 8 B,
-# 1 MiB, 16 MiB and 128 MiB; the table gives the medians over rounds and the ratio gloo time / DCCL time.
+# 1 MiB, 16 MiB and 128 MiB; the table gives the medians over rounds and the ratio gloo time / DCCL time, and
+# OUT_DIR/{gloo,dccl}.npN.median.json hold the medians in the perf tools' -J format (busbw = algbw x 2(N-1)/N), for
+# perf/plot_busbw.py to draw gloo beside DCCL's paths.
 # Usage: perf/gloo_vs_dccl.sh BUILD_DIR OUT_DIR [ROUNDS=3] [NPS="2 4"]
 set -uo pipefail
 build=$1
@@ -46,10 +48,22 @@ for np_ in nps:
         for row in json.load(open(f))["rows"]:
             dccl.setdefault(row["size_bytes"], []).append(row["out_of_place"]["time_us"])
             bad += bool(row["out_of_place"]["wrong"])
+    medians = {"gloo": [], "dccl": []}
     for size in sorted(gloo):
         g = statistics.median(gloo[size])
         d = statistics.median(dccl.get(size, [float("nan")]))
         print(f"| {np_} | {size} | {g:.1f} | {d:.1f} | {size / g / 1e3:.2f} | {size / d / 1e3:.1f} | {g / d:.0f}x |")
+        medians["gloo"].append((size, g))
+        medians["dccl"].append((size, d))
+    n = int(np_)
+    for lib, points in medians.items():  # the perf tools' -J shape, so plot_busbw.py draws it
+        rows = [{"size_bytes": size, "type": "float32", "redop": "sum", "root": -1,
+                 "out_of_place": {"time_us": us, "algbw_gbs": size / us / 1e3,
+                                  "busbw_gbs": size / us / 1e3 * 2 * (n - 1) / n, "wrong": 0}}
+                for size, us in points]
+        with open(f"{out}/{lib}.np{np_}.median.json", "w") as f:
+            json.dump({"tool": "gloo_vs_dccl", "nranks": n, "label": f"{lib}, {n} ranks (medians)",
+                       "rows": rows}, f, indent=1)
 print(f"checks: {'ok' if not bad else f'{bad} FAILED'}")
 sys.exit(1 if bad else 0)
 PY
