@@ -1,5 +1,5 @@
-/* What the two file-load perf tools (file_load_perf, file_load_gpu_perf) share: the clock, dropping a file's pages
- * for a cold run, and the median of the rounds. */
+/* What the file-load perf tools (file_load_perf, file_load_gpu_perf, page_cache_dma_perf) share: the clock,
+ * dropping a file's pages for a cold run, and the median of the rounds. */
 #ifndef DCCL_PERF_FILE_LOAD_COMMON_H_
 #define DCCL_PERF_FILE_LOAD_COMMON_H_
 

@@ -22,6 +22,7 @@
 
 #include "dccl.h"
 #include "file_load_common.h"
+#include "file_load_gpu_check.h"
 
 #define MAX_ROUNDS 15
 #define MAX_RANKS 16
@@ -53,22 +54,6 @@ static int baseline(char *dev) {
   return ok;
 }
 
-/* The loaded bytes against the file's. */
-static int matches_file(const char *dev) {
-  char *host = malloc(bytes), *file = malloc(bytes);
-  int fd = open(path, O_RDONLY), ok = host && file && fd >= 0;
-  for (size_t done = 0; ok && done < bytes;) {
-    ssize_t n = pread(fd, file + done, bytes - done, (off_t)done);
-    ok = n > 0;
-    done += n > 0 ? (size_t)n : 0;
-  }
-  ok = ok && cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess && !memcmp(host, file, bytes);
-  if (fd >= 0) close(fd);
-  free(host);
-  free(file);
-  return ok;
-}
-
 /* One rank's run: `collective` loads with dcclCommFileLoad (nranks ranks), else with dcclFileLoad (dccl) or the
  * baseline. */
 static int child(int rank, int nranks, int dccl, int collective) {
@@ -94,7 +79,7 @@ static int child(int rank, int nranks, int dccl, int collective) {
   ok = ok && cudaStreamSynchronize(s) == cudaSuccess;
   t = now_s() - t;
   if (!ok) fprintf(stderr, "rank %d: %s\n", rank, ncclGetLastError(comm));
-  if (ok && dccl) ok = matches_file(dev);
+  if (ok && dccl) ok = gpu_matches_file(path, bytes, dev);
   sh->seconds[rank] = ok ? t : -1;
   if (comm) ncclCommDestroy(comm);
   return ok ? 0 : 1;

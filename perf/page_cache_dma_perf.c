@@ -16,6 +16,7 @@
 
 #include "dccl.h"
 #include "file_load_common.h"
+#include "file_load_gpu_check.h"
 
 #define MAX_ROUNDS 15
 #define CHUNK ((size_t)64 << 20)
@@ -26,21 +27,6 @@ struct shared {
   double seconds, register_s; /* negative: failed */
 };
 static struct shared *sh;
-
-static int matches_file(const char *dev) {
-  char *host = malloc(bytes), *file = malloc(bytes);
-  int fd = open(path, O_RDONLY), ok = host && file && fd >= 0;
-  for (size_t done = 0; ok && done < bytes;) {
-    ssize_t n = pread(fd, file + done, bytes - done, (off_t)done);
-    ok = n > 0;
-    done += n > 0 ? (size_t)n : 0;
-  }
-  ok = ok && cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess && !memcmp(host, file, bytes);
-  if (fd >= 0) close(fd);
-  free(host);
-  free(file);
-  return ok;
-}
 
 /* The mapping registered with CUDA, copied in chunks; sh->register_s gets the registration's share. */
 static int registered(char *dev, cudaStream_t s) {
@@ -81,7 +67,7 @@ static int child(int dccl) {
     ok = registered(dev, s);
   }
   t = now_s() - t;
-  ok = ok && matches_file(dev);
+  ok = ok && gpu_matches_file(path, bytes, dev);
   sh->seconds = ok ? t : -1;
   return ok ? 0 : 1;
 }
