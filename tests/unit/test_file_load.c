@@ -309,6 +309,31 @@ static void path_refused(void) {
   unlink(path);
 }
 
+/* The bounce's cases under DCCL_FILE_PATH=`setting`: ranges with the default chunks and with `small_chunk`-byte
+ * chunks over 3 threads, progress, errors, a file truncated under one thread of 4 KiB chunks, collective loads. */
+static int pipeline_cases(const char *setting, const char *small_chunk) {
+  char path[64], chunk[64], name[160];
+  snprintf(path, sizeof path, "DCCL_FILE_PATH=%s", setting);
+  snprintf(chunk, sizeof chunk, "DCCL_FILE_CHUNK=%s", small_chunk);
+  const char *whole[] = {path, NULL};
+  const char *small[] = {path, chunk, "DCCL_FILE_THREADS=3", NULL};
+  const char *one[] = {path, "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=1", NULL};
+  int ok = 1;
+  snprintf(name, sizeof name, "ranges, %s", setting);
+  ok &= run_case(name, ranges, whole);
+  snprintf(name, sizeof name, "ranges, %s, %s-byte chunks over 3 threads", setting, small_chunk);
+  ok &= run_case(name, ranges, small);
+  snprintf(name, sizeof name, "progress, %s", setting);
+  ok &= run_case(name, progress, whole);
+  snprintf(name, sizeof name, "errors at the start, %s", setting);
+  ok &= run_case(name, errors, whole);
+  snprintf(name, sizeof name, "a file truncated while read, %s", setting);
+  ok &= run_case(name, truncated, one);
+  snprintf(name, sizeof name, "collective loads, %s", setting);
+  ok &= run_case(name, collectives, small);
+  return ok;
+}
+
 int main(void) {
   if (!getcwd(disk_dir, sizeof disk_dir)) return 1;
   int ok = 1;
@@ -322,17 +347,9 @@ int main(void) {
   ok &= run_case("a file truncated while read", truncated, one_thread);
   ok &= run_case("collective loads, 1-8 ranks", collectives, NULL);
   /* The bounce (pread into staging buffers, copied on by a sink): the GPU path's pipeline, on host memory. */
-  const char *bounce[] = {"DCCL_FILE_PATH=bounce", NULL};
-  const char *bounce_small[] = {"DCCL_FILE_PATH=bounce", "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=3", NULL};
-  const char *bounce_one[] = {"DCCL_FILE_PATH=bounce", "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=1", NULL};
-  ok &= run_case("ranges, bounce", ranges, bounce);
-  ok &= run_case("ranges, bounce, 4 KiB chunks over 3 threads", ranges, bounce_small);
-  ok &= run_case("progress, bounce", progress, bounce);
-  ok &= run_case("errors at the start, bounce", errors, bounce);
-  ok &= run_case("a file truncated while read, bounce", truncated, bounce_one);
-  ok &= run_case("collective loads, bounce", collectives, bounce_small);
-  /* O_DIRECT reads: odd offsets and lengths widen to whole blocks; where the file system refuses O_DIRECT the
-   * load falls back to buffered reads, so say where it ran. */
+  ok &= pipeline_cases("bounce", "4096");
+  /* O_DIRECT reads: odd offsets and lengths widen to whole blocks (5000-byte chunks straddle them); where the
+   * file system refuses O_DIRECT the load falls back to buffered reads, so say where it ran. */
   const char *dirs[] = {shm_dir, disk_dir};
   for (int d = 0; d < 2; d++) {
     const char *probe = make_file(dirs[d], "probe", 4096);
@@ -341,15 +358,7 @@ int main(void) {
     if (fd >= 0) close(fd);
     if (probe) unlink(probe);
   }
-  const char *direct[] = {"DCCL_FILE_PATH=direct", NULL};
-  const char *direct_small[] = {"DCCL_FILE_PATH=direct", "DCCL_FILE_CHUNK=5000", "DCCL_FILE_THREADS=3", NULL};
-  const char *direct_one[] = {"DCCL_FILE_PATH=direct", "DCCL_FILE_CHUNK=4096", "DCCL_FILE_THREADS=1", NULL};
-  ok &= run_case("ranges, O_DIRECT", ranges, direct);
-  ok &= run_case("ranges, O_DIRECT, 5000-byte chunks over 3 threads", ranges, direct_small);
-  ok &= run_case("progress, O_DIRECT", progress, direct);
-  ok &= run_case("errors at the start, O_DIRECT", errors, direct);
-  ok &= run_case("a file truncated while read, O_DIRECT", truncated, direct_one);
-  ok &= run_case("collective loads, O_DIRECT", collectives, direct_small);
+  ok &= pipeline_cases("direct", "5000");
   const char *auto_mode[] = {"DCCL_FILE_PATH=auto", "DCCL_FILE_CHUNK=1048576", NULL};
   const char *auto_small[] = {"DCCL_FILE_PATH=auto", "DCCL_FILE_CHUNK=5000", "DCCL_FILE_THREADS=3", NULL};
   ok &= run_case("auto: O_DIRECT for chunks out of the page cache, pread for cached ones", auto_by_page_cache,
