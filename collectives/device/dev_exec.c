@@ -549,7 +549,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
                                      args, NULL),
                "launching DCCL's kernel");
   if (!captured) {
-    __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_SEQ_CST); /* the pump and the monitor read it */
+    __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
     struct dccl_slot_header call = dccl_op_call_header(first);
     call.kind = (uint32_t)first->kind; /* as the host's waits note it */
     dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
