@@ -227,20 +227,21 @@ void dccl_bootstrap_set_stall_hooks(struct dccl_bootstrap *b, const struct dccl_
   b->stall = *hooks;
 }
 
-void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b) {
-  if (!b || !b->monitor_running || b->creator_pid != getpid() || b->ask_fd < 0) return;
+/* Bumps one of the monitor thread's eventfds, from any thread of the process that runs it. */
+static void signal_monitor(struct dccl_bootstrap *b, int fd) {
+  if (!b->monitor_running || b->creator_pid != getpid() || fd < 0) return;
   uint64_t one = 1;
   ssize_t n;
-  do n = write(b->ask_fd, &one, sizeof(one));
+  do n = write(fd, &one, sizeof(one));
   while (n < 0 && errno == EINTR);
 }
 
+void dccl_bootstrap_ask_stall_report(struct dccl_bootstrap *b) {
+  if (b) signal_monitor(b, b->ask_fd);
+}
+
 void dccl_bootstrap_wake_monitor(struct dccl_bootstrap *b) {
-  if (!b || !b->monitor_running || b->creator_pid != getpid() || b->wake_fd < 0) return;
-  uint64_t one = 1;
-  ssize_t n;
-  do n = write(b->wake_fd, &one, sizeof(one));
-  while (n < 0 && errno == EINTR);
+  if (b) signal_monitor(b, b->wake_fd);
 }
 
 void dccl_bootstrap_send_verdict(struct dccl_bootstrap *b, const struct dccl_stall_status pair[2]) {
