@@ -6,7 +6,8 @@
  * not mmap: a file that shrinks while it is read gives a short read, which is an error naming the file, where a
  * mapping would raise SIGBUS in the middle of a copy. O_DIRECT reads the disk's blocks straight into the staging
  * buffers, past the page cache, where the file system allows it: for GPU destinations each chunk that is mostly
- * not cached (DCCL_FILE_PATH=direct: every chunk). */
+ * not cached (DCCL_FILE_PATH=direct: every chunk). Where cuFile takes the file (storage/cufile.h), each thread
+ * reads its chunks straight into GPU memory through it, ordered on the stream by the GPU sink. */
 #define _GNU_SOURCE /* O_DIRECT */
 #include "storage/file_load.h"
 
@@ -22,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "storage/cufile_probe.h"
+#include "storage/cufile.h"
 #include "storage/load_sink.h"
 #include "storage/page_cache.h"
 #include "util/cuda_driver.h"
@@ -39,6 +40,7 @@ struct dcclLoad {
   int fd, owned;
   int direct_fd; /* the file opened again with O_DIRECT, or -1 */
   int direct;    /* enum direct_mode */
+  void *cufile;  /* cuFile's handle of the file when it reads the chunks, or NULL */
   struct dccl_page_cache_view cached; /* DIRECT_UNCACHED: which chunks the page cache holds */
   _Atomic size_t direct_chunks;       /* chunks read with O_DIRECT */
   char name[256];
@@ -75,6 +77,13 @@ static void fail(struct dcclLoad *l, ncclResult_t res, const char *fmt, ...) {
   atomic_store(&l->failed, 1);
 }
 
+static void fail_short(struct dcclLoad *l, size_t at) {
+  fail(l, ncclSystemError,
+       "reading %s: it ended at byte %zu, before the %zu bytes asked from byte %zu (the file shrank while it was "
+       "read?)",
+       l->name, at, l->bytes, l->offset);
+}
+
 /* Reads [begin, end) of the range whole into `to` (pread may return less than asked; 0 means the file ended
  * early). Without a sink the bytes count as done as they arrive. 0, or -1 after recording the failure. */
 static int read_range(struct dcclLoad *l, char *to, size_t begin, size_t end) {
@@ -86,10 +95,7 @@ static int read_range(struct dcclLoad *l, char *to, size_t begin, size_t end) {
       return -1;
     }
     if (n == 0) {
-      fail(l, ncclSystemError,
-           "reading %s: it ended at byte %zu, before the %zu bytes asked from byte %zu (the file shrank while it was "
-           "read?)",
-           l->name, l->offset + at, l->bytes, l->offset);
+      fail_short(l, l->offset + at);
       return -1;
     }
     at += (size_t)n;
@@ -115,10 +121,7 @@ static int read_direct(struct dcclLoad *l, char *to, size_t begin, size_t end, s
     }
     at += (size_t)n;
     if (n == 0 || (at % DIRECT_ALIGN != 0 && at < last)) {
-      fail(l, ncclSystemError,
-           "reading %s: it ended at byte %zu, before the %zu bytes asked from byte %zu (the file shrank while it was "
-           "read?)",
-           l->name, at, l->bytes, l->offset);
+      fail_short(l, at);
       return -1;
     }
   }
@@ -145,6 +148,29 @@ static void bounce_chunk(struct dcclLoad *l, int thread, int which, size_t begin
   else atomic_fetch_add(&l->done, end - begin);
 }
 
+/* [begin, end) of the range through cuFile, straight into the destination once the caller's stream lets it. */
+static void cufile_chunk(struct dcclLoad *l, int thread, size_t begin, size_t end) {
+  ncclResult_t res = l->sink->ops->begin(l->sink, thread);
+  if (res != ncclSuccess) {
+    fail(l, res, "loading %s: %s", l->name, dccl_last_error());
+    return;
+  }
+  for (size_t at = begin; at < end && !atomic_load(&l->failed);) {
+    char why[256];
+    ssize_t n = dccl_cufile_read(l->cufile, l->dst, end - at, l->offset + at, at, why, sizeof(why));
+    if (n < 0) {
+      fail(l, ncclSystemError, "reading %s at byte %zu: %s", l->name, l->offset + at, why);
+      return;
+    }
+    if (n == 0) {
+      fail_short(l, l->offset + at);
+      return;
+    }
+    at += (size_t)n;
+    atomic_fetch_add(&l->done, (size_t)n);
+  }
+}
+
 static void *reader(void *arg) {
   struct reader_arg *a = arg;
   struct dcclLoad *l = a->load;
@@ -153,7 +179,8 @@ static void *reader(void *arg) {
     size_t c = atomic_fetch_add(&l->next_chunk, 1);
     if (c >= nchunks || atomic_load(&l->failed)) break;
     size_t begin = c * l->chunk, end = begin + l->chunk < l->bytes ? begin + l->chunk : l->bytes;
-    if (l->sink) bounce_chunk(l, a->index, which, begin, end);
+    if (l->cufile) cufile_chunk(l, a->index, begin, end);
+    else if (l->sink) bounce_chunk(l, a->index, which, begin, end);
     else read_range(l, l->dst + begin, begin, end);
   }
   /* The last reader ends the sink's copies and lets the caller's stream go on, before the load reads as done. */
@@ -167,6 +194,7 @@ static void *reader(void *arg) {
 
 static void load_free(struct dcclLoad *l) {
   if (l->sink) l->sink->ops->free(l->sink);
+  dccl_cufile_close(l->cufile); /* before the descriptor it names closes */
   if (l->owned && l->fd >= 0) close(l->fd);
   if (l->direct_fd >= 0) close(l->direct_fd);
   dccl_page_cache_view_close(&l->cached);
@@ -174,15 +202,16 @@ static void load_free(struct dcclLoad *l) {
   free(l);
 }
 
-/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, and which
- * of the bounce's chunks are read with O_DIRECT (*direct, enum direct_mode). `auto` is what GPU destinations get
- * by default; naming it lets host destinations (CI's machines have no GPU) run the same pipeline. */
+/* Which way the bytes go (DCCL_FILE_PATH), logged with the reason: *bounce or pread straight into place, which of
+ * the bounce's chunks are read with O_DIRECT (*direct, enum direct_mode), and whether cuFile is asked first (GPU
+ * destinations: under `cufile`, and by default where nvidia-fs is loaded; its compat mode, cuFile's own bounce,
+ * only when asked by name). `auto` is what GPU destinations get by default; naming it lets host destinations (CI's
+ * machines have no GPU) run the same pipeline. */
 static ncclResult_t choose_path(const char *name, int on_device, int *bounce, int *direct, int *cufile) {
   const char *forced = dccl_param_str(DCCL_PARAM_FILE_PATH);
-  /* `cufile`: cuFile is asked about the file and its answer logged; its reads are not built, so `auto` follows
-   * (storage/cufile_probe.h). Not asked by default until the probe has run on a GPU machine. */
-  *cufile = !strcasecmp(forced, "cufile");
-  int is_auto = !strcasecmp(forced, "auto") || *cufile;
+  int named_cufile = !strcasecmp(forced, "cufile"), named_auto = !strcasecmp(forced, "auto");
+  *cufile = on_device && (named_cufile || ((!*forced || named_auto) && dccl_cufile_gpudirect_loaded()));
+  int is_auto = named_auto || named_cufile;
   if (*forced && strcasecmp(forced, "bounce") && strcasecmp(forced, "direct") && !is_auto)
     return dccl_error(ncclInvalidArgument,
                       "loading %s: DCCL_FILE_PATH=%s: want auto, bounce, direct or cufile (or unset)", name, forced);
@@ -244,12 +273,6 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
     if (owned) close(fd);
     return dccl_error(ncclInvalidArgument, "loading %s: the destination is NULL", name);
   }
-  if (cufile) {
-    char why[300];
-    int accepted = dccl_cufile_accepts(fd, why, sizeof(why));
-    DCCL_INFO(DCCL_ALL, "loading %s: cuFile: %s; %s", name, why,
-              accepted ? "reading through it is not built yet: the bounce" : "the bounce");
-  }
   struct dcclLoad *l = calloc(1, sizeof(*l));
   if (!l) {
     if (owned) close(fd);
@@ -257,8 +280,14 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   }
   l->fd = fd;
   l->owned = owned;
-  l->direct = direct;
-  l->direct_fd = direct != DIRECT_NONE && bytes > 0 && S_ISREG(st.st_mode) ? open_direct(fd, name) : -1;
+  if (cufile && bytes > 0) {
+    char why[300];
+    l->cufile = dccl_cufile_open(fd, why, sizeof(why));
+    DCCL_INFO(DCCL_ALL, "loading %s: cuFile: %s; %s", name, why,
+              l->cufile ? "reading through it" : "the bounce");
+  }
+  l->direct = l->cufile ? DIRECT_NONE : direct;
+  l->direct_fd = l->direct != DIRECT_NONE && bytes > 0 && S_ISREG(st.st_mode) ? open_direct(fd, name) : -1;
   if (l->direct_fd >= 0 && direct == DIRECT_UNCACHED) dccl_page_cache_view_open(&l->cached, fd, offset, bytes);
   snprintf(l->name, sizeof(l->name), "%s", name);
   l->dst = dst;
@@ -267,7 +296,7 @@ ncclResult_t dccl_file_load_start(int fd, int owned, const char *name, size_t of
   int64_t chunk = dccl_param_int(DCCL_PARAM_FILE_CHUNK), threads = dccl_param_int(DCCL_PARAM_FILE_THREADS);
   l->chunk = chunk >= 4096 ? (size_t)chunk : 4096;
   if (l->direct_fd >= 0) l->chunk = (l->chunk + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-  size_t staging = l->chunk + (l->direct_fd >= 0 ? 2 * DIRECT_ALIGN : 0); /* O_DIRECT reads whole blocks */
+  size_t staging = l->cufile ? 0 : l->chunk + (l->direct_fd >= 0 ? 2 * DIRECT_ALIGN : 0); /* O_DIRECT: blocks */
   size_t nchunks = (bytes + l->chunk - 1) / l->chunk;
   if (threads < 1) threads = 1;
   if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -320,6 +349,7 @@ ncclResult_t dcclLoadQuery(dcclLoad_t load, size_t *done, size_t *total) {
 ncclResult_t dcclLoadWait(dcclLoad_t load) {
   if (!load) return dccl_error(ncclInvalidArgument, "dcclLoadWait: load is NULL");
   for (int i = 0; i < load->nthreads; i++) pthread_join(load->threads[i], NULL);
+  if (load->cufile) DCCL_INFO(DCCL_ALL, "loaded %s: every chunk through cuFile", load->name);
   if (load->direct_fd >= 0)
     DCCL_INFO(DCCL_ALL, "loaded %s: %zu of %zu chunks with O_DIRECT, the others with pread", load->name,
               atomic_load(&load->direct_chunks), (load->bytes + load->chunk - 1) / load->chunk);

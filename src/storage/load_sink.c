@@ -25,6 +25,11 @@ static ncclResult_t host_nothing(struct dccl_load_sink *s, int thread, int which
   return ncclSuccess;
 }
 
+static ncclResult_t host_begin(struct dccl_load_sink *s, int thread) {
+  (void)s, (void)thread;
+  return ncclSuccess;
+}
+
 static ncclResult_t host_finish(struct dccl_load_sink *s) {
   (void)s;
   return ncclSuccess;
@@ -36,7 +41,7 @@ static void host_free(struct dccl_load_sink *s) {
   free(h);
 }
 
-static const struct dccl_load_sink_ops host_ops = {host_staging, host_put, host_nothing, host_finish, host_free};
+static const struct dccl_load_sink_ops host_ops = {host_begin, host_staging, host_put, host_nothing, host_finish, host_free};
 
 ncclResult_t dccl_load_sink_host(int nthreads, size_t chunk, struct dccl_load_sink **out) {
   *out = NULL;

@@ -2,7 +2,8 @@
  * hands it to the sink, which copies it on to the destination, and refills the other meanwhile; a buffer is
  * refilled only once its copy is done. Two sinks: host memory (memcpy; what DCCL_FILE_PATH=bounce tests on
  * machines without a GPU) and GPU memory (pinned staging buffers, copies on a stream of each reader's, ordered
- * against the caller's stream: load_sink_cuda.c). */
+ * against the caller's stream: load_sink_cuda.c). Reads through cuFile use only the GPU sink's ordering (begin,
+ * finish): no staging buffers. */
 #ifndef DCCL_STORAGE_LOAD_SINK_H_
 #define DCCL_STORAGE_LOAD_SINK_H_
 
@@ -13,6 +14,9 @@
 
 struct dccl_load_sink;
 struct dccl_load_sink_ops {
+  /* Returns once reader `thread` may write the destination itself (cuFile's reads): the caller's stream ran what
+   * came before the load. */
+  ncclResult_t (*begin)(struct dccl_load_sink *s, int thread);
   /* Staging buffer `which` (0 or 1) of reader `thread`: `chunk` bytes (the sink's), page-aligned. */
   void *(*staging)(struct dccl_load_sink *s, int thread, int which);
   /* Copies `n` bytes of that buffer, from byte `from` of it, to dst: done (host) or issued (GPU) on return. */
@@ -32,7 +36,7 @@ ncclResult_t dccl_load_sink_host(int nthreads, size_t chunk, struct dccl_load_si
 
 #ifdef DCCL_HAVE_DEVICE_CODE
 /* GPU destinations (dst: on the device copies go to): copies start once `stream` has run the work queued on it
- * before this call, and the work queued on it after waits for the load's end. */
+ * before this call, and the work queued on it after waits for the load's end. `chunk` 0: no staging buffers. */
 ncclResult_t dccl_load_sink_device(int nthreads, size_t chunk, const void *dst, void *stream,
                                    struct dccl_load_sink **out);
 #else

@@ -138,12 +138,19 @@ static void *dev_staging(struct dccl_load_sink *s, int thread, int which) {
   return ((struct device_sink *)s)->readers[thread].staging[which]->ptr;
 }
 
-static ncclResult_t dev_put(struct dccl_load_sink *s, int thread, int which, size_t from, void *dst, size_t n) {
+static ncclResult_t dev_begin(struct dccl_load_sink *s, int thread) {
   struct device_sink *d = (struct device_sink *)s;
   struct reader *r = &d->readers[thread];
   DCCLCHECK(enter(d));
   while (!r->started && !(r->started = __atomic_load_n(&d->flags->go, __ATOMIC_ACQUIRE)))
     nanosleep(&(struct timespec){0, 20000}, NULL); /* the caller's stream still runs what came before the call */
+  return ncclSuccess;
+}
+
+static ncclResult_t dev_put(struct dccl_load_sink *s, int thread, int which, size_t from, void *dst, size_t n) {
+  struct device_sink *d = (struct device_sink *)s;
+  struct reader *r = &d->readers[thread];
+  DCCLCHECK(dev_begin(s, thread));
   DCCL_CUCHECK(dccl_cu.memcpy_htod_async((CUdeviceptr)(uintptr_t)dst, (char *)r->staging[which]->ptr + from, n,
                                          r->stream),
                "cuMemcpyHtoDAsync of a file chunk");
@@ -194,7 +201,7 @@ static void dev_free(struct dccl_load_sink *s) {
   free(d);
 }
 
-static const struct dccl_load_sink_ops device_ops = {dev_staging, dev_put, dev_reuse, dev_finish, dev_free};
+static const struct dccl_load_sink_ops device_ops = {dev_begin, dev_staging, dev_put, dev_reuse, dev_finish, dev_free};
 
 /* The readers' streams, events and buffers. */
 static ncclResult_t make_readers(struct device_sink *d, size_t chunk) {
@@ -203,7 +210,7 @@ static ncclResult_t make_readers(struct device_sink *d, size_t chunk) {
     DCCL_CUCHECK(dccl_cu.stream_create(&r->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate for a file load");
     for (int i = 0; i < 2; i++) {
       DCCL_CUCHECK(dccl_cu.event_create(&r->event[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate for a file load");
-      DCCLCHECK(pinned_get(chunk, &r->staging[i]));
+      if (chunk > 0) DCCLCHECK(pinned_get(chunk, &r->staging[i]));
     }
   }
   return ncclSuccess;

@@ -62,8 +62,9 @@
                         "`auto`), `bounce` (pread into two pinned staging buffers per thread, "                  \
                         "copied on from there; host destinations too), `auto` (the bounce, chunks mostly not in "  \
                         "the page cache read with O_DIRECT), `direct` (the bounce, every chunk read with "         \
-                        "O_DIRECT; buffered where the file system refuses it), `cufile` (cuFile asked about the "  \
-                        "file and its answer logged, then `auto`: reading through cuFile is not built).")         \
+                        "O_DIRECT; buffered where the file system refuses it), `cufile` (GPU memory: read through "\
+                        "cuFile where it registers the file, its compat mode included, else `auto`). Unset or "  \
+                        "`auto` asks cuFile first only where nvidia-fs is loaded.")                               \
   X(DIRECT_MIN_BYTES, INT, 0, "Device collectives of at least this many bytes between ranks of one GPU (of one "  \
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \

@@ -111,6 +111,16 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(file_load_direct COMMAND gpu_file_load ENV DCCL_FILE_PATH=direct DCCL_FILE_CHUNK=65536)
   dccl_gpu_test(file_load_cufile_asked COMMAND ${DCCL_EXPECT_OUTPUT} "cuFile: .* (the bounce|reading through)"
                 $<TARGET_FILE:gpu_file_load> ENV DCCL_FILE_PATH=cufile DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=ALL)
+  # Reads through cuFile, end to end, against a stand-in libcufile.so.0 (tests/cuda/fake_cufile.c): the H200's own
+  # cuFile refuses its files. Every case of gpu_file_load, and the stand-in's count of reads at exit.
+  add_library(fake_cufile SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cuda/fake_cufile.c)
+  target_include_directories(fake_cufile PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(fake_cufile PRIVATE CUDA::cudart)
+  set_target_properties(fake_cufile PROPERTIES OUTPUT_NAME cufile SUFFIX ".so.0"
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_cufile)
+  dccl_gpu_test(file_load_cufile_reads COMMAND ${DCCL_EXPECT_OUTPUT} "fake cuFile: [1-9][0-9]* reads"
+                $<TARGET_FILE:gpu_file_load> ENV DCCL_FILE_PATH=cufile DCCL_FILE_CHUNK=3145728
+                LD_LIBRARY_PATH=$<TARGET_FILE_DIR:fake_cufile>)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 
