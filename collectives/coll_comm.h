@@ -42,7 +42,8 @@ enum dccl_algo {
   DCCL_ALGO_TREE,
   DCCL_ALGO_ONESHOT,
   DCCL_ALGO_ORDERED,
-  DCCL_ALGO_DIRECT
+  DCCL_ALGO_DIRECT,
+  DCCL_ALGO_CE /* device all-reduce of ranks in several processes on one GPU by copy engines (dev_exec.h) */
 };
 
 /* One ring channel: the rank order, and where this rank sits. */

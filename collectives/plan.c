@@ -26,6 +26,7 @@ const char *dccl_algo_name(int algo) {
          : algo == DCCL_ALGO_ONESHOT ? "oneshot"
          : algo == DCCL_ALGO_ORDERED ? "ordered"
          : algo == DCCL_ALGO_DIRECT  ? "direct"
+         : algo == DCCL_ALGO_CE      ? "ce"
                                      : "ring";
 }
 

@@ -14,6 +14,9 @@
 #           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)
 #           measured first as the socket path's ceiling; then the 8-byte latency (dev_latency, 2 ranks) of two
 #           pretend hosts and one, eager and under graph replay.
+#   ce:     issue 10's copy-engine path: 2 and 4 ranks (CE_RANKS) in processes of their own WITHOUT MPS
+#           (all_reduce_perf through mpirun, float32 sum 8 B-64 MiB), DCCL_CE=1 against the kernels, alternated;
+#           then 2 ranks under MPS, the same pair (where the kernels are expected to win).
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -51,8 +54,26 @@ fits() { # fits SECONDS NAME
   done
 done
 
-[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ]] ||
-  exit $status
+ce_run() { # ce_run NAME NP PATH MPIRUN...
+  local name=$1 np=$2 path=$3
+  shift 3
+  fits 100 "$name" || return 0
+  DCCL_CE=$([ "$path" = ce ] && echo 1 || echo 0) timeout 150 "$@" -x DCCL_CE -np "$np" \
+    "$build/perf/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 -n 5 -w 2 -T 120 -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
+    { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+  awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
+    "$out/$name.log"
+}
+[[ " $parts " == *" ce "* ]] && for round in $(seq "$rounds"); do
+  for np in ${CE_RANKS:-2 4}; do
+    for path in ce kernels; do
+      ce_run "ce.np$np.$path.no_mps.r$round" "$np" "$path" mpirun --allow-run-as-root --oversubscribe --bind-to none
+    done
+  done
+done
+
+[[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
+   " $parts " == *" ce "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -113,6 +134,11 @@ done
     sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue" | tail -8
   done
 }
+[[ " $parts " == *" ce "* ]] && for round in $(seq "$rounds"); do
+  for path in ce kernels; do
+    DCCL_TRANSPORT= DCCL_ALGO= ce_run "ce.np2.$path.mps.r$round" 2 "$path" "${mpi[@]}"
+  done
+done
 [[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do
   for checks in on off; do
     name=check.$checks.r$round

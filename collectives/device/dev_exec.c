@@ -14,10 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/device/ce_allreduce.h"
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "collectives/device/launch_notes.h"
 #include "util/cuda_api.h"
+#include "util/cuda_driver.h"
 #include "util/clock.h"
 #include "util/cuda_peer_mem.h"
 #include "util/error.h"
@@ -61,6 +63,9 @@ struct dccl_dev_comm {
   CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path), then
                                       the windows' table (DCCL_MAX_WINDOWS rows of struct dccl_win_peer) */
   struct dccl_peer_mem_map *board_maps; /* by rank: the boards of ranks in other processes, mapped here */
+  size_t ce_chunk;                 /* DCCL_CE=1 between processes on this GPU: the board's allocation holds the
+                                      copy-engine all-reduce's region after the slots (ce_allreduce.h), or 0 */
+  struct dccl_ce *ce;              /* that all-reduce, once every rank's region is mapped */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
@@ -148,6 +153,20 @@ static int launch_share(const struct dccl_dev_comm *dev) {
   return share < DCCL_DEV_MAX_CTAS ? share : DCCL_DEV_MAX_CTAS;
 }
 
+/* DCCL_CE=1 and 2 to DCCL_CE_MAX_RANKS ranks, all on this GPU, in more than one process (every rank answers
+ * alike from the peer infos). */
+static int wants_ce(const struct dccl_coll_comm *comm, const struct dccl_dev_comm *dev) {
+  if (dccl_param_int(DCCL_PARAM_CE) != 1 || comm->nranks < 2 || comm->nranks > DCCL_CE_MAX_RANKS ||
+      dev->ranks_in_process == comm->nranks)
+    return 0;
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++)
+    if (comm->peers[r].real_host_hash != me->real_host_hash ||
+        memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid)))
+      return 0;
+  return 1;
+}
+
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu) {
   DCCLCHECK(dccl_cuda_api_load());
   struct dccl_dev_comm *dev = calloc(1, sizeof(*dev));
@@ -197,6 +216,10 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   DCCL_CUCHECK(r, "cuMemAlloc/cuMemcpyHtoD of the rings' orders");
   dev->device_bytes += order_bytes;
   size_t board_bytes = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
+  if (wants_ce(comm, dev)) {
+    dev->ce_chunk = dccl_ce_chunk();
+    board_bytes += dccl_ce_region_bytes(comm->nranks, dev->ce_chunk);
+  }
   DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->board, board_bytes), "cuMemAlloc of the direct board");
   DCCL_CUCHECK(dccl_cu.memset_d8(dev->board, 0, board_bytes), "clearing the direct board");
   dev->device_bytes += board_bytes;
@@ -243,6 +266,14 @@ ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const struct 
     if (res == ncclSuccess)
       res = dccl_cu_result(dccl_cu.memcpy_htod(dev->boards, boards, (size_t)n * sizeof(uint64_t)),
                            "writing the direct boards' table");
+  }
+  if (res == ncclSuccess && dev->ce_chunk) {
+    size_t slots = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
+    for (int r = 0; r < n; r++) boards[r] += slots;
+    res = dccl_ce_create(comm->rank, n, dev->ce_chunk, dev->board + slots, boards, &dev->ce);
+    if (res == ncclSuccess)
+      DCCL_INFO(DCCL_INIT, "rank %d: device all-reduces by copy engines (DCCL_CE=1): %d ranks, pieces of %zu bytes, "
+                "%zu bytes of GPU memory", comm->rank, n, dev->ce_chunk, dccl_ce_region_bytes(n, dev->ce_chunk));
   }
   free(boards);
   if (res == ncclSuccess) comm->direct_ok = own_process ? DCCL_DIRECT_ONE_PROCESS : DCCL_DIRECT_WINDOWS;
@@ -297,6 +328,18 @@ int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *
 
 void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
   if (comm->dev && comm->dev->abort_word) __atomic_store_n(comm->dev->abort_word, 1u, __ATOMIC_RELEASE);
+  if (comm->dev && comm->dev->ce) { /* streams blocked in its waits go on (their results no longer matter) */
+    CUcontext caller = NULL;
+    (void)dccl_cu.ctx_get_current(&caller);
+    if (enter(comm->dev->ctx) == ncclSuccess) dccl_ce_release(comm->dev->ce);
+    if (caller && caller != comm->dev->ctx) (void)dccl_cu.ctx_set_current(caller);
+  }
+}
+
+int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
+  return comm->dev && comm->dev->ce && op->kind == DCCL_OP_ALLREDUCE && op->count > 0 &&
+         (!op->redop.has_pre || op->redop.called == ncclAvg) && !op->redop.pre_dev &&
+         !dccl_cuda_stream_capturing(op->stream);
 }
 
 void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
@@ -317,6 +360,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->status) dccl_cu.mem_free_host(dev->status);
   if (dev->scratch) dccl_cu.mem_free_host(dev->scratch);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
+  dccl_ce_free(dev->ce);
   if (dev->board) dccl_cu.mem_free(dev->board);
   if (dev->boards) dccl_cu.mem_free(dev->boards);
   for (int r = 0; dev->board_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->board_maps[r]);
@@ -460,11 +504,62 @@ static ncclResult_t single_rank_copies(struct dccl_coll_comm *comm, struct dccl_
   return ncclSuccess;
 }
 
+/* An uncaptured launch's CTAs are counted, and the launch noted for stall reports under the call `first`. */
+static void count_launch(struct dccl_dev_comm *dev, const struct dccl_op *first, int nctas) {
+  __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
+  struct dccl_slot_header call = dccl_op_call_header(first);
+  call.kind = (uint32_t)first->kind; /* as the host's waits note it */
+  dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
+}
+
+/* The kernel part of a copy-engine all-reduce's round (ce_allreduce.h): CTAs for 256 KiB each, up to the GPU's
+ * resident ones (the part never waits, so it need not share them). */
+struct ce_launch {
+  struct dccl_dev_comm *dev;
+  const struct dccl_op *op;
+};
+static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream stream) {
+  struct ce_launch *l = arg;
+  struct dccl_dev_comm *dev = l->dev;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < (cw->mode == DCCL_CE_REDUCE ? 1 : cw->n); i++)
+    bytes += cw->mode == DCCL_CE_REDUCE ? cw->count[0] * cw->esize : cw->count[i];
+  uint64_t want = (bytes + (256 << 10) - 1) >> 18;
+  int cap = dev->resident < DCCL_DEV_MAX_CTAS ? dev->resident : DCCL_DEV_MAX_CTAS;
+  int nctas = want < 1 ? 1 : want > (uint64_t)cap ? cap : (int)want;
+  struct dccl_dev_work *w = &dev->launch;
+  memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
+  w->abort_flag = dev->abort_word;
+  w->status = dev->status;
+  w->done_ctas = dev->done_ctas;
+  w->nctas = (uint32_t)nctas;
+  w->ce = *cw;
+  void *args[] = {w};
+  int type = (int)l->op->type;
+  DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES], (unsigned)nctas, 1, 1,
+                                     DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
+               "launching DCCL's kernel (copy-engine all-reduce)");
+  count_launch(dev, l->op, nctas);
+  return ncclSuccess;
+}
+
+/* The list's copy-engine all-reduces of this communicator, queued in issue order before its kernel's tasks. */
+static ncclResult_t ce_ops(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  for (struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device || op->finished || op->algo != DCCL_ALGO_CE) continue;
+    struct ce_launch l = {comm->dev, op};
+    DCCLCHECK(dccl_ce_allreduce(comm->dev->ce, op, (CUstream)stream, ce_launch, &l));
+    op->finished = 1;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   struct dccl_dev_comm *dev = comm->dev;
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
   DCCLCHECK(enter(dev->ctx));
   if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
+  if (dev->ce) DCCLCHECK(ce_ops(comm, list, stream));
   int ntasks = 0, ncoll = 0, nlanes = 0, type = -1;
   for (const struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished) continue;
@@ -548,12 +643,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");
-  if (!captured) {
-    __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
-    struct dccl_slot_header call = dccl_op_call_header(first);
-    call.kind = (uint32_t)first->kind; /* as the host's waits note it */
-    dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
-  }
+  if (!captured) count_launch(dev, first, nctas);
   if (b) {
     b->captured = captured;
     b->ticket = dev->launched_ctas;

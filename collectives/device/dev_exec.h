@@ -41,6 +41,9 @@ int dccl_dev_comm_busy(struct dccl_coll_comm *comm);
 int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *call, int64_t *idle_ns);
 /* 1 once a launch of the communicator was captured into a CUDA graph (the calling thread's launches). */
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
+/* 1 when `op` (device buffers) runs as a copy-engine all-reduce (DCCL_CE=1; ce_allreduce.h): an all-reduce, not
+ * being captured, without a per-rank premultiply or a scalar in GPU memory. */
+int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op);
 /* Waits until none may (host operations and finalize wait for the communicator's device work). */
 void dccl_dev_comm_wait(struct dccl_coll_comm *comm);
 /* Launches the device ops of the list that belong to `comm` (linked by next, bound, in issue order) as one kernel
@@ -91,6 +94,10 @@ static inline int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl
 }
 static inline int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
 static inline void dccl_dev_comm_wait(struct dccl_coll_comm *comm) { (void)comm; }
+static inline int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
+  (void)comm, (void)op;
+  return 0;
+}
 static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   (void)comm, (void)list, (void)stream;
   return ncclInvalidUsage;

@@ -492,9 +492,61 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   __syncthreads();
 }
 
+// A copy-engine all-reduce's kernel part (dccl_ce_work): everything it reads has arrived, so it only combines or
+// copies; CTA b takes the b-th 16-byte-aligned share of each range.
+template <int TYPE>
+__device__ void dev_ce(const dccl_ce_work &c) {
+  __shared__ dccl_dev_args a;
+  if (c.mode == DCCL_CE_REDUCE) {
+    if (threadIdx.x == 0) {
+      uint64_t unit = 16 / c.esize, per = dccl_div_up(dccl_div_up(c.count[0], (uint64_t)gridDim.x), unit) * unit;
+      uint64_t lo = blockIdx.x * per < c.count[0] ? blockIdx.x * per : c.count[0];
+      uint64_t hi = lo + per < c.count[0] ? lo + per : c.count[0];
+      for (uint32_t s = 0; s < c.n; s++) a.srcs[s] = (const char *)c.srcs[s] + lo * c.esize;
+      a.dsts[0] = (char *)c.dsts[0] + lo * c.esize;
+      a.nsrcs = (int)c.n;
+      a.ndsts = 1;
+      a.own = c.own;
+      a.round_own = 1; // the direct all-reduce's bits: rank order, a premultiplied input rounded to its type
+      a.pre_all = 1;   // planned only for one scalar on every rank (an average)
+      a.kind = c.redop.kind;
+      a.has_pre = c.redop.has_pre;
+      a.pre = c.redop.pre;
+      a.post_div = c.redop.post_div;
+      a.n = hi - lo;
+    }
+    __syncthreads();
+    if (a.n > 0) dev_reduce_copy_for<TYPE>(a, c.redop.type, c.esize, threadIdx.x, blockDim.x);
+    return;
+  }
+  for (uint32_t i = 0; i < c.n; i++) {
+    __syncthreads(); // every thread is done with the last copy's operands
+    if (threadIdx.x == 0) {
+      uint64_t per = dccl_div_up(dccl_div_up(c.count[i], (uint64_t)gridDim.x), (uint64_t)16) * 16;
+      uint64_t lo = blockIdx.x * per < c.count[i] ? blockIdx.x * per : c.count[i];
+      uint64_t hi = lo + per < c.count[i] ? lo + per : c.count[i];
+      a.srcs[0] = (const char *)c.srcs[i] + lo;
+      a.dsts[0] = (char *)c.dsts[i] + lo;
+      a.ndsts = 1;
+      a.n = hi - lo;
+    }
+    __syncthreads();
+    if (a.n > 0) dev_copy(a, 1, threadIdx.x, blockDim.x);
+  }
+}
+
 template <int TYPE>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
+  if (w->ce.mode != DCCL_CE_NONE) {
+    dev_ce<TYPE>(w->ce);
+    __syncthreads();
+    if (threadIdx.x == 0 && w->done_ctas) {
+      __threadfence_system();
+      atomicAdd_system(w->done_ctas, 1u);
+    }
+    return;
+  }
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {

@@ -139,7 +139,13 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
   if (kind == DCCL_OP_SEND) op->seq = comm->p2p_send_seq[peer]++;
   else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
   else op->seq = comm->coll_seq++;
-  ncclResult_t res = dccl_plan_cache_get(op) ? ncclSuccess : dccl_op_plan(op);
+  ncclResult_t res = ncclSuccess;
+  if (c->on_device && dccl_dev_ce_takes(&comm->coll, op)) { /* copy engines: no channels, no links */
+    op->algo = DCCL_ALGO_CE;
+    op->nchannels = 0;
+  } else if (!dccl_plan_cache_get(op)) {
+    res = dccl_op_plan(op);
+  }
   op->stream_out = stream_output(comm, kind, count * esize);
   if (res != ncclSuccess) {
     dccl_op_put(op);
