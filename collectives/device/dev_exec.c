@@ -63,9 +63,9 @@ struct dccl_dev_comm {
   CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path), then
                                       the windows' table (DCCL_MAX_WINDOWS rows of struct dccl_win_peer) */
   struct dccl_peer_mem_map *board_maps; /* by rank: the boards of ranks in other processes, mapped here */
-  size_t ce_chunk;                 /* DCCL_CE=1 between processes on this GPU: the board's allocation holds the
-                                      copy-engine all-reduce's region after the slots (ce_allreduce.h), or 0 */
-  struct dccl_ce *ce;              /* that all-reduce, once every rank's region is mapped */
+  CUdeviceptr ce_region;           /* the copy-engine all-reduce's (ce_allreduce.h): this rank's flags and slots */
+  struct dccl_peer_mem_map *ce_maps; /* by rank: the regions of ranks in other processes, mapped here */
+  struct dccl_ce *ce;              /* that all-reduce, once every rank's region is mapped (else NULL) */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
@@ -153,20 +153,6 @@ static int launch_share(const struct dccl_dev_comm *dev) {
   return share < DCCL_DEV_MAX_CTAS ? share : DCCL_DEV_MAX_CTAS;
 }
 
-/* DCCL_CE=1 and 2 to DCCL_CE_MAX_RANKS ranks, all on this GPU, in more than one process (every rank answers
- * alike from the peer infos). */
-static int wants_ce(const struct dccl_coll_comm *comm, const struct dccl_dev_comm *dev) {
-  if (dccl_param_int(DCCL_PARAM_CE) != 1 || comm->nranks < 2 || comm->nranks > DCCL_CE_MAX_RANKS ||
-      dev->ranks_in_process == comm->nranks)
-    return 0;
-  const struct dccl_peer_info *me = &comm->peers[comm->rank];
-  for (int r = 0; r < comm->nranks; r++)
-    if (comm->peers[r].real_host_hash != me->real_host_hash ||
-        memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid)))
-      return 0;
-  return 1;
-}
-
 ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int ordinal, int ranks_on_gpu) {
   DCCLCHECK(dccl_cuda_api_load());
   struct dccl_dev_comm *dev = calloc(1, sizeof(*dev));
@@ -216,10 +202,6 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   DCCL_CUCHECK(r, "cuMemAlloc/cuMemcpyHtoD of the rings' orders");
   dev->device_bytes += order_bytes;
   size_t board_bytes = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
-  if (wants_ce(comm, dev)) {
-    dev->ce_chunk = dccl_ce_chunk();
-    board_bytes += dccl_ce_region_bytes(comm->nranks, dev->ce_chunk);
-  }
   DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->board, board_bytes), "cuMemAlloc of the direct board");
   DCCL_CUCHECK(dccl_cu.memset_d8(dev->board, 0, board_bytes), "clearing the direct board");
   dev->device_bytes += board_bytes;
@@ -267,17 +249,58 @@ ncclResult_t dccl_dev_comm_set_boards(struct dccl_coll_comm *comm, const struct 
       res = dccl_cu_result(dccl_cu.memcpy_htod(dev->boards, boards, (size_t)n * sizeof(uint64_t)),
                            "writing the direct boards' table");
   }
-  if (res == ncclSuccess && dev->ce_chunk) {
-    size_t slots = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
-    for (int r = 0; r < n; r++) boards[r] += slots;
-    res = dccl_ce_create(comm->rank, n, dev->ce_chunk, dev->board + slots, boards, &dev->ce);
-    if (res == ncclSuccess)
-      DCCL_INFO(DCCL_INIT, "rank %d: device all-reduces by copy engines (DCCL_CE=1): %d ranks, pieces of %zu bytes, "
-                "%zu bytes of GPU memory", comm->rank, n, dev->ce_chunk, dccl_ce_region_bytes(n, dev->ce_chunk));
-  }
   free(boards);
   if (res == ncclSuccess) comm->direct_ok = own_process ? DCCL_DIRECT_ONE_PROCESS : DCCL_DIRECT_WINDOWS;
   return res;
+}
+
+int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) {
+  const struct dccl_dev_comm *dev = comm->dev;
+  if (!dev || comm->nranks < 2 || comm->nranks > DCCL_CE_MAX_RANKS || dev->ranks_in_process == comm->nranks)
+    return 0;
+  const struct dccl_peer_info *me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++)
+    if (comm->peers[r].real_host_hash != me->real_host_hash ||
+        memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid)))
+      return 0;
+  return 1;
+}
+
+ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e) {
+  struct dccl_dev_comm *dev = comm->dev;
+  memset(e, 0, sizeof(*e));
+  DCCLCHECK(enter(dev->ctx));
+  size_t bytes = dccl_ce_region_bytes(comm->nranks, dccl_ce_chunk());
+  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->ce_region, bytes), "cuMemAlloc of the copy-engine all-reduce's region");
+  dev->device_bytes += bytes;
+  DCCL_CUCHECK(dccl_cu.memset_d8(dev->ce_region, 0, bytes), "clearing the copy-engine all-reduce's flags");
+  int fd = -1;
+  DCCLCHECK(dccl_peer_mem_export((void *)(uintptr_t)dev->ce_region, 1, e, &fd));
+  if (fd >= 0) close(fd); /* cuMemAlloc memory: a legacy handle, never a descriptor */
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
+                                 const int32_t *pids) {
+  struct dccl_dev_comm *dev = comm->dev;
+  int n = comm->nranks;
+  DCCLCHECK(enter(dev->ctx));
+  uint64_t regions[DCCL_CE_MAX_RANKS] = {0};
+  dev->ce_maps = calloc((size_t)n, sizeof(*dev->ce_maps));
+  if (!dev->ce_maps) return dccl_error(ncclSystemError, "out of memory");
+  for (int r = 0; r < n; r++) {
+    if (r == comm->rank || pids[r] == (int32_t)getpid()) { /* the address is ours too */
+      regions[r] = r == comm->rank ? dev->ce_region : exports[r].base;
+      continue;
+    }
+    DCCLCHECK(dccl_peer_mem_import(&exports[r], -1, dev->ordinal, &dev->ce_maps[r]));
+    regions[r] = dev->ce_maps[r].base;
+  }
+  size_t chunk = dccl_ce_chunk();
+  DCCLCHECK(dccl_ce_create(comm->rank, n, chunk, dev->ce_region, regions, &dev->ce));
+  DCCL_INFO(DCCL_INIT, "rank %d: device all-reduces by copy engines: %d ranks in processes of their own on one GPU, "
+            "pieces of %zu bytes, %zu bytes of GPU memory", comm->rank, n, chunk, dccl_ce_region_bytes(n, chunk));
+  return ncclSuccess;
 }
 
 /* Written on a stream of its own that does not wait for the legacy stream, so no kernel of the user's (which may
@@ -361,6 +384,9 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->scratch) dccl_cu.mem_free_host(dev->scratch);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
   dccl_ce_free(dev->ce);
+  if (dev->ce_region) dccl_cu.mem_free(dev->ce_region);
+  for (int r = 0; dev->ce_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->ce_maps[r]);
+  free(dev->ce_maps);
   if (dev->board) dccl_cu.mem_free(dev->board);
   if (dev->boards) dccl_cu.mem_free(dev->boards);
   for (int r = 0; dev->board_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->board_maps[r]);

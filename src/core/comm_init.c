@@ -13,6 +13,7 @@
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
+#include "core/copy_engine_setup.h"
 #include "core/gpu_sharing_probe.h"
 #include "core/group.h"
 #include "topo/cpu_topo.h"
@@ -339,7 +340,9 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   dccl_bootstrap_set_stall_hooks(comm->bootstrap, &hooks);
   DCCLCHECK(dccl_bootstrap_monitor_start(comm->bootstrap, on_peer_death, comm));
   phase_done(&clock, PHASE_MONITOR);
-  DCCLCHECK(dccl_gpu_sharing_probe(comm)); /* after the monitor: a rank dying in it stops the others' kernels */
+  int take_turns = 0;
+  DCCLCHECK(dccl_gpu_sharing_probe(comm, &take_turns)); /* after the monitor: a death in it stops the kernels */
+  DCCLCHECK(dccl_copy_engine_setup(comm, take_turns));
   phase_done(&clock, PHASE_GPU_PROBE);
   DCCLCHECK(dccl_bootstrap_barrier(comm->bootstrap));
   dccl_stall_created(comm);

@@ -61,19 +61,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-ncclResult_t dccl_gpu_sharing_probe(struct dccl_comm *comm) {
+ncclResult_t dccl_gpu_sharing_probe(struct dccl_comm *comm, int *take_turns) {
   int a, b;
+  *take_turns = 0;
   if (!comm->device_links || !comm->coll.dev || !processes_share_a_gpu(comm, &a, &b)) return ncclSuccess;
   double us[ROUNDS];
   DCCLCHECK(dccl_dev_time_rounds(&comm->coll, ROUNDS, issue_allreduce, comm, us));
   qsort(us + 1, ROUNDS - 1, sizeof(double), cmp_double); /* the first round is a warm-up */
   double median = (us[ROUNDS / 2] + us[(ROUNDS + 1) / 2]) / 2;
+  *take_turns = median > SLOW_US;
   if (median > SLOW_US && comm->rank == 0)
     DCCL_WARN(DCCL_INIT,
               "ranks of different processes share a GPU (ranks %d and %d, pids %d and %d) and do not run "
               "their kernels at once: a 4-byte device all-reduce took %.0f us at creation (median of %d; under MPS, "
-              "tens of microseconds). Every hand-off between those processes waits for the GPU's time slice: start "
-              "MPS (nvidia-cuda-mps-control -d) before the job",
+              "tens of microseconds). Every hand-off between those processes waits for the GPU's time slice (all-reduces "
+              "take the copy engines unless DCCL_CE=0; the other collectives wait): start MPS "
+              "(nvidia-cuda-mps-control -d) before the job",
               a, b, comm->peers[a].pid, comm->peers[b].pid, median, ROUNDS - 1);
   else
     DCCL_INFO(DCCL_INIT,

@@ -69,11 +69,12 @@
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
                               "(unless DCCL_ALGO=direct).")                                                          \
-  X(CE, INT, 0, "1: device all-reduces of ranks in several processes on one GPU (2 to 8 ranks) move by copy " \
-                "engines between IPC-mapped buffers, ordered by stream waits on flags, with short kernels that "   \
-                "only combine: nothing spins, so without MPS no rank's kernel holds the GPU from the others. "     \
-                "Uncaptured calls only (captured ones take the kernels). Every rank must set the same.")          \
-  X(CE_CHUNK, INT, 2097152, "DCCL_CE=1: bytes of each rank's share of an all-reduce moved per round; each rank "   \
+  X(CE, INT, -1, "Device all-reduces of ranks in several processes on one GPU (2 to 8 ranks) by copy engines "  \
+                 "between IPC-mapped buffers, ordered by stream waits on flags, with short kernels that only "     \
+                 "combine: nothing spins, so without MPS no rank's kernel holds the GPU from the others. -1: where "\
+                 "creation measures that the processes' kernels take turns (no MPS); 1: always; 0: never. "       \
+                 "Uncaptured calls only (captured ones take the kernels).")                                       \
+  X(CE_CHUNK, INT, 2097152, "Copy-engine all-reduce (DCCL_CE): bytes of each rank's share of an all-reduce moved per round; each rank "   \
                             "holds 4 x ranks of them in GPU memory.")                                              \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \

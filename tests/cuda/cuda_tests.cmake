@@ -157,8 +157,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${windows} 2 memalloc deterministic
                   ENV DCCL_TIMEOUT=60)
-    dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
-    dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle)
+    # Without MPS the kernels' waits (DCCL_CE=0: the all-reduce in kernels, as with MPS).
+    dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid ENV DCCL_CE=0)
+    dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle ENV DCCL_CE=0)
     dccl_gpu_test(peer_death_idle_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> idle)
     # Creation measures whether the processes' kernels run at once (src/core/gpu_sharing_probe.c): a WARN with the
     # figure without MPS, an INFO line with a small one under it.
@@ -177,22 +178,27 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # PyTorch's nonblocking mode polls ncclCommGetAsyncError while the creation builds the device side.
     dccl_gpu_test(torch_ddp_2ranks_mps_nonblocking COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_COMM_NONBLOCKING=1)
-    # DCCL_CE=1: all-reduces by copy engines between the processes (collectives/device/ce_allreduce.h), checked
-    # like any: without MPS (what it is for; the trace must show the path) and under it, every reduction (premulsum
-    # takes the kernels, in the same communicator), 4 KiB pieces so the larger sizes run many rounds through both
-    # halves of every slot; the default pieces at 4 ranks up to 64 MiB; a rank killed while the others' streams
-    # wait for its flags (abort raises their own flags, so the streams go on).
+    # The copy-engine all-reduce (collectives/device/ce_allreduce.h, DCCL_CE): taken by default without MPS, where
+    # creation measures that the processes' kernels take turns (the trace must show the path), and not under MPS;
+    # checked like any: every reduction (premulsum takes the kernels, in the same communicator), 4 KiB pieces so
+    # the larger sizes run many rounds through both halves of every slot; under MPS when asked (DCCL_CE=1), 3
+    # ranks, and 4 ranks with the default pieces up to 64 MiB; a rank killed while the others' streams wait for
+    # its flags (abort raises their own flags, so the streams go on).
     set(ce_cases --colls allreduce --types float,bfloat16,int32,f8e5m2 --sizes 1,7,1000,65543)
     dccl_gpu_test(suite_fork_2ranks_no_mps_ce COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
                   "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo ce"
                   ${suite} --fork 2 --timeout 270 ${ce_cases}
-                  ENV DCCL_TIMEOUT=60 DCCL_CE=1 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+                  ENV DCCL_TIMEOUT=60 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    dccl_gpu_test(suite_fork_2ranks_mps_no_ce COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo (ring|oneshot)"
+                  ${suite} --fork 2 --timeout 270 --colls allreduce --types float --ops sum --sizes 65543
+                  ENV DCCL_TIMEOUT=60 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     dccl_gpu_test(suite_fork_3ranks_mps_ce COMMAND ${mps} ${suite} --fork 3 --timeout 270 --colls allreduce,broadcast
                   ENV DCCL_TIMEOUT=60 DCCL_CE=1 DCCL_CE_CHUNK=4096)
     dccl_gpu_test(suite_fork_4ranks_mps_ce_big COMMAND ${mps} ${suite} --fork 4 --timeout 270 --colls allreduce
                   --types float,bfloat16 --ops sum,avg --sizes 1048579,16777259 ENV DCCL_TIMEOUT=60 DCCL_CE=1)
-    dccl_gpu_test(peer_death_mid_no_mps_ce COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid ENV DCCL_CE=1)
+    dccl_gpu_test(peer_death_mid_no_mps_ce COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
-                  --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60)
+                  --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60 DCCL_CE=0)
   endif()
 endif()

@@ -1,0 +1,49 @@
+/* The copy-engine all-reduce's creation step (core/copy_engine_setup.h). */
+#include "core/copy_engine_setup.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/device/dev_exec.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/params.h"
+
+ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
+  int64_t asked = dccl_param_int(DCCL_PARAM_CE);
+  if (asked == 0 || !dccl_dev_ce_possible(&comm->coll)) return ncclSuccess;
+  int n = comm->nranks;
+  /* Each rank's wish, then its region: a rank that could not allocate or export one says so, and none uses it. */
+  struct side {
+    int32_t want, ok, pid, pad;
+    struct dccl_peer_mem_export region;
+  } *all = calloc((size_t)n, sizeof(*all));
+  struct dccl_peer_mem_export *exports = calloc((size_t)n, sizeof(*exports));
+  int32_t *pids = calloc((size_t)n, sizeof(*pids));
+  ncclResult_t res = all && exports && pids ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
+  if (res == ncclSuccess) {
+    all[comm->rank].want = asked == 1 || take_turns;
+    res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  }
+  int want = 0;
+  for (int r = 0; r < n && res == ncclSuccess; r++) want |= all[r].want;
+  if (res == ncclSuccess && want) {
+    struct side *me = &all[comm->rank];
+    me->pid = (int32_t)getpid();
+    me->ok = dccl_dev_ce_export(&comm->coll, &me->region) == ncclSuccess;
+    if (!me->ok) DCCL_WARN(DCCL_INIT, "rank %d: no copy-engine all-reduce: %s", comm->rank, dccl_last_error());
+    res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+    int ok = 1;
+    for (int r = 0; r < n && res == ncclSuccess; r++) {
+      ok &= all[r].ok;
+      exports[r] = all[r].region;
+      pids[r] = all[r].pid;
+    }
+    if (res == ncclSuccess && ok) res = dccl_dev_ce_connect(&comm->coll, exports, pids);
+  }
+  free(all);
+  free(exports);
+  free(pids);
+  return res;
+}
