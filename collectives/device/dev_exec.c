@@ -259,10 +259,15 @@ int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) {
   if (!dev || comm->nranks < 2 || comm->nranks > DCCL_CE_MAX_RANKS || dev->ranks_in_process == comm->nranks)
     return 0;
   const struct dccl_peer_info *me = &comm->peers[comm->rank];
-  for (int r = 0; r < comm->nranks; r++)
+  for (int r = 0; r < comm->nranks; r++) {
     if (comm->peers[r].real_host_hash != me->real_host_hash ||
         memcmp(comm->peers[r].device_uuid, me->device_uuid, sizeof(me->device_uuid)))
       return 0;
+    /* One rank per process: streams of one process waiting on each other's flags may share a hardware queue
+     * (docs/gpu.md: such an echo under MPS never finished). */
+    for (int q = 0; q < r; q++)
+      if (comm->peers[q].pid == comm->peers[r].pid) return 0;
+  }
   return 1;
 }
 

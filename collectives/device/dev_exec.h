@@ -42,7 +42,7 @@ int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *
 /* 1 once a launch of the communicator was captured into a CUDA graph (the calling thread's launches). */
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
 /* The copy-engine all-reduce (ce_allreduce.h), set up at creation (core/copy_engine_setup.c): possible for 2 to
- * DCCL_CE_MAX_RANKS ranks all on this GPU in more than one process (every rank answers alike); this rank's region
+ * DCCL_CE_MAX_RANKS ranks all on this GPU, each in a process of its own (every rank answers alike); this rank's region
  * allocated and exported; every rank's mapped (exports[r] from process pids[r]). */
 int dccl_dev_ce_possible(const struct dccl_coll_comm *comm);
 ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e);

@@ -69,7 +69,7 @@
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
                               "(unless DCCL_ALGO=direct).")                                                          \
-  X(CE, INT, -1, "Device all-reduces of ranks in several processes on one GPU (2 to 8 ranks) by copy engines "  \
+  X(CE, INT, -1, "Device all-reduces of 2 to 8 ranks on one GPU, each in a process of its own, by copy engines "\
                  "between IPC-mapped buffers, ordered by stream waits on flags, with short kernels that only "     \
                  "combine: nothing spins, so without MPS no rank's kernel holds the GPU from the others. -1: where "\
                  "creation measures that the processes' kernels take turns (no MPS); 1: always; 0: never. "       \
