@@ -15,6 +15,7 @@ struct ce_flags {
   uint32_t ready[DCCL_CE_MAX_RANKS];
   uint32_t pad0[16 - DCCL_CE_MAX_RANKS];
   uint32_t gathered[DCCL_CE_MAX_RANKS];
+  uint32_t call[DCCL_CE_MAX_RANKS][4]; /* rank p's call, written before its flag in a call's first round */
 };
 _Static_assert(sizeof(struct ce_flags) <= FLAGS_BYTES, "the flags fit their block");
 
@@ -42,6 +43,18 @@ static CUdeviceptr flag(const struct dccl_ce *ce, int owner, int gathered, int f
 /* Slot `from` of owner's inbox (area 0) or gather area (1) in half h. */
 static CUdeviceptr slot(const struct dccl_ce *ce, int owner, int area, int h, int from) {
   return ce->regions[owner] + FLAGS_BYTES + ((size_t)(2 * h + area) * ce->nranks + (size_t)from) * ce->chunk;
+}
+
+/* This rank's call (count, what) into every peer's region, before the flag that lets the peer read it. */
+static ncclResult_t write_call(struct dccl_ce *ce, const struct dccl_slot_header *call, CUstream s) {
+  const uint32_t words[3] = {(uint32_t)call->count, (uint32_t)(call->count >> 32), call->what};
+  for (int p = 0; p < ce->nranks; p++)
+    for (int i = 0; i < 3 && p != ce->rank; i++)
+      DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + offsetof(struct ce_flags, call) +
+                                                       (4 * (size_t)ce->rank + (size_t)i) * 4,
+                                                words[i], CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue32 of a call's fingerprint at a peer");
+  return ncclSuccess;
 }
 
 ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, CUdeviceptr own, const uint64_t *regions,
@@ -90,6 +103,8 @@ static ncclResult_t wait_for_peers(struct dccl_ce *ce, int gathered, CUstream s)
  * it was done with them (its result arrives after it combined its inbox; its next piece after it gathered). */
 static ncclResult_t round_of(struct dccl_ce *ce, const struct dccl_op *op, uint64_t base, uint64_t m, CUstream s,
                              dccl_ce_launch_fn launch, void *arg) {
+  const struct dccl_slot_header call = dccl_op_call_header(op);
+  if (base == 0) DCCLCHECK(write_call(ce, &call, s));
   const int n = ce->nranks, me = ce->rank;
   const uint64_t es = op->esize, unit = 16 / es;
   uint64_t per = (m + n - 1) / n;
@@ -112,7 +127,7 @@ static ncclResult_t round_of(struct dccl_ce *ce, const struct dccl_op *op, uint6
   DCCLCHECK(wait_for_peers(ce, 0, s));
   struct dccl_ce_work w;
   memset(&w, 0, sizeof(w));
-  if (len[me]) {
+  if (len[me] || base == 0) { /* a call's first round compares the calls even where this rank combines nothing */
     w.mode = DCCL_CE_REDUCE;
     w.n = (uint32_t)n;
     w.esize = (uint32_t)es;
@@ -126,6 +141,8 @@ static ncclResult_t round_of(struct dccl_ce *ce, const struct dccl_op *op, uint6
     for (int q = 0; q < n; q++)
       w.srcs[q] = q == me ? (const void *)(in + lo[me] * es) : (const void *)(uintptr_t)slot(ce, me, 0, h, q);
     w.dsts[0] = out + lo[me] * es;
+    w.call = call;
+    if (base == 0) w.theirs = (const uint32_t *)(uintptr_t)(ce->regions[me] + offsetof(struct ce_flags, call));
     DCCLCHECK(launch(arg, &w, s));
   }
   for (int p = 0; p < n; p++)

@@ -6,8 +6,10 @@
  * cuStreamWriteValue32; waits for every peer's flag with cuStreamWaitValue32; a short kernel combines its own
  * piece from its input and the inbox in rank order; it copies the result into every peer's gather area and raises
  * their second flag; and once every peer's has risen, a short kernel copies the gathered pieces into its output.
- * Each rank's region (flags, then inbox and gather area, two of each used in alternate rounds) follows its direct
- * board in one allocation. Rounds carry epochs counted on the host, the same on every rank. */
+ * Each rank's region (flags and the ranks' calls, then inbox and gather area, two of each used in alternate rounds)
+ * is an allocation of its own, mapped by its peers. Rounds carry epochs counted on the host, the same on every
+ * rank. A call's first round also writes the call (count, type, reduction) at every peer before the flag; the
+ * combining kernel compares them and records a mismatch, as kernels on links do. */
 #ifndef DCCL_COLLECTIVES_DEVICE_CE_ALLREDUCE_H_
 #define DCCL_COLLECTIVES_DEVICE_CE_ALLREDUCE_H_
 

@@ -97,13 +97,17 @@ enum dccl_dev_error {
  * ranks' pieces between processes, and a launch with `ce.mode` set only combines or copies what already arrived,
  * never waiting on anything, so it cannot hold the GPU from a peer's context. REDUCE combines srcs[0..n) in rank
  * order (srcs[own] this rank's input, the one that gets a premultiply; an average's scalar is on every source) into
- * dsts[0], count[0] elements; GATHER copies count[i] bytes from srcs[i] to dsts[i], i < n. The CTAs split each range. */
+ * dsts[0], count[0] elements, after comparing every rank's call with this one's (a mismatch is recorded as a kernel's
+ * and nothing combined); GATHER copies count[i] bytes from srcs[i] to dsts[i], i < n. The CTAs split each range. */
 #define DCCL_CE_MAX_RANKS 8
 enum dccl_ce_mode { DCCL_CE_NONE = 0, DCCL_CE_REDUCE, DCCL_CE_GATHER };
 struct dccl_ce_work {
   uint32_t mode, n, esize;
   int32_t own;
   struct dccl_dev_redop redop;
+  struct dccl_slot_header call;  /* REDUCE: this rank's call (count, what), against... */
+  const uint32_t *theirs;        /* ...every rank's (count low, high, what; 4 words by rank), or NULL (not a call's
+                                    first round: the first finds any mismatch) */
   uint64_t count[DCCL_CE_MAX_RANKS];
   const void *srcs[DCCL_CE_MAX_RANKS];
   void *dsts[DCCL_CE_MAX_RANKS];

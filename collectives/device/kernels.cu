@@ -494,8 +494,31 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
 
 // A copy-engine all-reduce's kernel part (dccl_ce_work): everything it reads has arrived, so it only combines or
 // copies; CTA b takes the b-th 16-byte-aligned share of each range.
+// Whether every rank called as this one did (a call's first round: the peers wrote their calls before their flags).
+// A mismatch is recorded once per launch, naming the first such rank, as a kernel on links records one.
+__device__ int dev_ce_calls_match(const dccl_dev_work *w, const dccl_ce_work &c) {
+  if (!c.theirs) return 1;
+  for (uint32_t q = 0; q < c.n; q++) {
+    const volatile uint32_t *t = c.theirs + 4 * q;
+    dccl_slot_header got = c.call;
+    got.count = (uint64_t)t[0] | (uint64_t)t[1] << 32;
+    got.what = t[2];
+    if ((int32_t)q == c.own || (got.count == c.call.count && got.what == c.call.what)) continue;
+    if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
+      w->status->peer = (int32_t)q;
+      w->status->want = c.call;
+      w->status->got = got;
+      __threadfence_system();
+      atomicExch_system(&w->status->error, (uint32_t)DCCL_DEV_MISMATCH);
+    }
+    return 0;
+  }
+  return 1;
+}
+
 template <int TYPE>
-__device__ void dev_ce(const dccl_ce_work &c) {
+__device__ void dev_ce(const dccl_dev_work *w) {
+  const dccl_ce_work &c = w->ce;
   __shared__ dccl_dev_args a;
   if (c.mode == DCCL_CE_REDUCE) {
     if (threadIdx.x == 0) {
@@ -513,7 +536,7 @@ __device__ void dev_ce(const dccl_ce_work &c) {
       a.has_pre = c.redop.has_pre;
       a.pre = c.redop.pre;
       a.post_div = c.redop.post_div;
-      a.n = hi - lo;
+      a.n = dev_ce_calls_match(w, c) ? hi - lo : 0;
     }
     __syncthreads();
     if (a.n > 0) dev_reduce_copy_for<TYPE>(a, c.redop.type, c.esize, threadIdx.x, blockDim.x);
@@ -539,7 +562,7 @@ template <int TYPE>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
   if (w->ce.mode != DCCL_CE_NONE) {
-    dev_ce<TYPE>(w->ce);
+    dev_ce<TYPE>(w);
     __syncthreads();
     if (threadIdx.x == 0 && w->done_ctas) {
       __threadfence_system();

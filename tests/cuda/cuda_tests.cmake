@@ -121,6 +121,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(file_load_cufile_reads COMMAND ${DCCL_EXPECT_OUTPUT} "fake cuFile: [1-9][0-9]* reads"
                 $<TARGET_FILE:gpu_file_load> ENV DCCL_FILE_PATH=cufile DCCL_FILE_CHUNK=3145728
                 LD_LIBRARY_PATH=$<TARGET_FILE_DIR:fake_cufile>)
+  add_executable(gpu_ce_mismatch ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_ce_mismatch.c)
+  target_link_libraries(gpu_ce_mismatch PRIVATE dccl_fault_harness dccl CUDA::cudart)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 
@@ -198,6 +200,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(suite_fork_4ranks_mps_ce_big COMMAND ${mps} ${suite} --fork 4 --timeout 270 --colls allreduce
                   --types float,bfloat16 --ops sum,avg --sizes 1048579,16777259 ENV DCCL_TIMEOUT=60 DCCL_CE=1)
     dccl_gpu_test(peer_death_mid_no_mps_ce COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
+    # Ranks calling the copy-engine all-reduce with different counts: both name the mismatch (tests/cuda/gpu_ce_mismatch.c).
+    dccl_gpu_test(ce_mismatch_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ENV DCCL_CE=1)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60 DCCL_CE=0)
   endif()

@@ -16,6 +16,7 @@
 
 #include "dccl.h"
 #include "fault_harness.h"
+#include "gpu_rank.h"
 
 #define NRANKS 3
 #define VICTIM 2
@@ -42,12 +43,9 @@ static int wait_flag(volatile int *flag, double timeout_s) {
 
 static int rank_main(void *arg, int rank) {
   struct shared *sh = arg;
-  if (cudaSetDevice(0) != cudaSuccess) return 3;
   ncclComm_t comm;
-  if (ncclCommInitRank(&comm, NRANKS, sh->id, rank) != ncclSuccess) {
-    fprintf(stderr, "rank %d: ncclCommInitRank: %s\n", rank, ncclGetLastError(NULL));
-    return 3;
-  }
+  int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
+  if (setup) return setup;
   float *buf, *host = malloc(COUNT * sizeof(float));
   cudaStream_t s;
   if (!host || cudaMalloc((void **)&buf, COUNT * sizeof(float)) != cudaSuccess ||

@@ -1,0 +1,77 @@
+/* Mismatched all-reduces on the copy-engine path (DCCL_CE=1, collectives/device/ce_allreduce.h): two rank
+ * processes on GPU 0 (forked before anyone touches CUDA) call one all-reduce each, with different counts that fit
+ * one round (rank 0: 1000 floats, rank 1: 1003), so both streams run to the end. Checked: both streams finish
+ * within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched calls" naming the
+ * other rank and both counts; ncclCommAbort returns.
+ * Usage: gpu_ce_mismatch   (run with DCCL_CE=1, under tests/cuda/with_mps.sh [--off])
+ * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dccl.h"
+#include "fault_harness.h"
+#include "gpu_rank.h"
+
+#define NRANKS 2
+#define BOUND_S 10.0
+
+struct shared {
+  ncclUniqueId id;
+  volatile double took[NRANKS];
+  volatile int async_error[NRANKS];
+  char text[NRANKS][512];
+};
+
+static int rank_main(void *arg, int rank) {
+  struct shared *sh = arg;
+  ncclComm_t comm;
+  int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
+  if (setup) return setup;
+  size_t count = rank == 0 ? 1000 : 1003;
+  float *buf;
+  cudaStream_t s;
+  if (cudaMalloc((void **)&buf, 1003 * sizeof(float)) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+    return 3;
+  double t0 = fh_now();
+  ncclResult_t call = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
+  cudaError_t e = cudaErrorNotReady;
+  while (call == ncclSuccess && (e = cudaStreamQuery(s)) == cudaErrorNotReady && fh_now() < t0 + 60) usleep(200);
+  ncclResult_t async = ncclSuccess;
+  for (double end = fh_now() + 5; async == ncclSuccess && fh_now() < end; usleep(1000))
+    ncclCommGetAsyncError(comm, &async); /* the kernel's record may be read a moment after the stream ends */
+  sh->took[rank] = e == cudaSuccess ? fh_now() - t0 : -1;
+  sh->async_error[rank] = (int)async;
+  fh_copy_text(sh->text[rank], sizeof(sh->text[rank]), ncclGetLastError(comm));
+  ncclCommAbort(comm);
+  return 0;
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
+    printf("SKIP: no usable GPU\n");
+    return 77;
+  }
+  struct shared *sh = fh_shared_alloc(sizeof(*sh));
+  if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
+  int status[NRANKS], killed[NRANKS];
+  fh_run_ranks(rank_main, sh, NRANKS, 120, status, killed);
+  for (int r = 0; r < NRANKS; r++) {
+    char sbuf[64];
+    FH_EXPECT(fh_status_ok(status[r]), "rank %d: %s", r, fh_status_str(status[r], sbuf, sizeof(sbuf)));
+    FH_EXPECT(sh->took[r] >= 0 && sh->took[r] <= BOUND_S, "rank %d: its stream took %.2f s (bound %.0f s)", r,
+              sh->took[r], BOUND_S);
+    FH_EXPECT(sh->async_error[r] == ncclInvalidUsage && strstr(sh->text[r], "mismatched calls") &&
+                  fh_text_names_rank(sh->text[r], 1 - r) && strstr(sh->text[r], "1000") && strstr(sh->text[r], "1003"),
+              "rank %d: ncclCommGetAsyncError %d, \"%s\": want ncclInvalidUsage naming the mismatched calls", r,
+              sh->async_error[r], sh->text[r]);
+    printf("rank %d: stream done %.3f s after the call; async error %d: %s\n", r, sh->took[r], sh->async_error[r],
+           sh->text[r]);
+  }
+  printf("gpu_ce_mismatch: %s\n", fh_failures ? "FAILED" : "passed");
+  return fh_failures ? 1 : 0;
+}
