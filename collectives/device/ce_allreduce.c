@@ -30,6 +30,7 @@ struct dccl_ce {
 size_t dccl_ce_chunk(void) {
   int64_t c = dccl_param_int(DCCL_PARAM_CE_CHUNK);
   if (c < 4096) c = 4096;
+  if (c > ((int64_t)1 << 30)) c = (int64_t)1 << 30;
   return (size_t)(c + 4095) / 4096 * 4096;
 }
 
@@ -161,7 +162,9 @@ static ncclResult_t round_of(struct dccl_ce *ce, const struct dccl_op *op, uint6
       w.dsts[w.n] = out + lo[p] * es;
       w.count[w.n++] = len[p] * es;
     }
-  return w.n ? launch(arg, &w, s) : ncclSuccess;
+  /* Launched even with nothing to copy: a round ends in a counted kernel, so once the communicator's kernels are
+   * done (host operations, destroy) no copy or flag write of it is still queued. */
+  return launch(arg, &w, s);
 }
 
 ncclResult_t dccl_ce_allreduce(struct dccl_ce *ce, const struct dccl_op *op, CUstream stream, dccl_ce_launch_fn launch,

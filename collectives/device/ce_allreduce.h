@@ -25,7 +25,7 @@ struct dccl_ce;
 /* Bytes of a rank's region for `nranks` ranks with `chunk` bytes a piece (chunk a multiple of 4096). */
 size_t dccl_ce_region_bytes(int nranks, size_t chunk);
 
-/* The piece size DCCL_CE_CHUNK asks for, a multiple of 4096. */
+/* The piece size DCCL_CE_CHUNK asks for on this rank, a multiple of 4096 (creation takes the smallest any asks). */
 size_t dccl_ce_chunk(void);
 
 /* This rank's state: its region at `own`, every rank's region as this process addresses it (`regions`, by rank). */

@@ -271,11 +271,13 @@ int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) {
   return 1;
 }
 
-ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e) {
+size_t dccl_dev_ce_chunk(void) { return dccl_ce_chunk(); }
+
+ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struct dccl_peer_mem_export *e) {
   struct dccl_dev_comm *dev = comm->dev;
   memset(e, 0, sizeof(*e));
   DCCLCHECK(enter(dev->ctx));
-  size_t bytes = dccl_ce_region_bytes(comm->nranks, dccl_ce_chunk());
+  size_t bytes = dccl_ce_region_bytes(comm->nranks, chunk);
   DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->ce_region, bytes), "cuMemAlloc of the copy-engine all-reduce's region");
   dev->device_bytes += bytes;
   DCCL_CUCHECK(dccl_cu.memset_d8(dev->ce_region, 0, bytes), "clearing the copy-engine all-reduce's flags");
@@ -285,7 +287,7 @@ ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_me
   return ncclSuccess;
 }
 
-ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
+ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, const struct dccl_peer_mem_export *exports,
                                  const int32_t *pids) {
   struct dccl_dev_comm *dev = comm->dev;
   int n = comm->nranks;
@@ -301,7 +303,6 @@ ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, const struct dccl_
     DCCLCHECK(dccl_peer_mem_import(&exports[r], -1, dev->ordinal, &dev->ce_maps[r]));
     regions[r] = dev->ce_maps[r].base;
   }
-  size_t chunk = dccl_ce_chunk();
   DCCLCHECK(dccl_ce_create(comm->rank, n, chunk, dev->ce_region, regions, &dev->ce));
   DCCL_INFO(DCCL_INIT, "rank %d: device all-reduces by copy engines: %d ranks in processes of their own on one GPU, "
             "pieces of %zu bytes, %zu bytes of GPU memory", comm->rank, n, chunk, dccl_ce_region_bytes(n, chunk));

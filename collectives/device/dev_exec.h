@@ -43,10 +43,11 @@ int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
 /* The copy-engine all-reduce (ce_allreduce.h), set up at creation (core/copy_engine_setup.c): possible for 2 to
  * DCCL_CE_MAX_RANKS ranks all on this GPU, each in a process of its own (every rank answers alike); this rank's region
- * allocated and exported; every rank's mapped (exports[r] from process pids[r]). */
+ * for pieces of `chunk` bytes allocated and exported; every rank's mapped (exports[r] from process pids[r]). */
 int dccl_dev_ce_possible(const struct dccl_coll_comm *comm);
-ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e);
-ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
+size_t dccl_dev_ce_chunk(void); /* the piece size this rank asks for (DCCL_CE_CHUNK) */
+ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struct dccl_peer_mem_export *e);
+ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, const struct dccl_peer_mem_export *exports,
                                  const int32_t *pids);
 /* 1 when `op` (device buffers) runs as a copy-engine all-reduce (DCCL_CE=1; ce_allreduce.h): an all-reduce, not
  * being captured, without a per-rank premultiply or a scalar in GPU memory. */
@@ -102,13 +103,15 @@ static inline int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl
 static inline int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
 static inline void dccl_dev_comm_wait(struct dccl_coll_comm *comm) { (void)comm; }
 static inline int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
-static inline ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, struct dccl_peer_mem_export *e) {
-  (void)comm, (void)e;
+static inline size_t dccl_dev_ce_chunk(void) { return 0; }
+static inline ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk,
+                                              struct dccl_peer_mem_export *e) {
+  (void)comm, (void)chunk, (void)e;
   return ncclInvalidUsage;
 }
-static inline ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, const struct dccl_peer_mem_export *exports,
-                                               const int32_t *pids) {
-  (void)comm, (void)exports, (void)pids;
+static inline ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk,
+                                               const struct dccl_peer_mem_export *exports, const int32_t *pids) {
+  (void)comm, (void)chunk, (void)exports, (void)pids;
   return ncclInvalidUsage;
 }
 static inline int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {

@@ -17,6 +17,7 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
   /* Each rank's wish, then its region: a rank that could not allocate or export one says so, and none uses it. */
   struct side {
     int32_t want, ok, pid, pad;
+    uint64_t chunk; /* what DCCL_CE_CHUNK asks here: all take the smallest, so their regions' layouts agree */
     struct dccl_peer_mem_export region;
   } *all = calloc((size_t)n, sizeof(*all));
   struct dccl_peer_mem_export *exports = calloc((size_t)n, sizeof(*exports));
@@ -24,14 +25,19 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
   ncclResult_t res = all && exports && pids ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
   if (res == ncclSuccess) {
     all[comm->rank].want = asked == 1 || take_turns;
+    all[comm->rank].chunk = dccl_dev_ce_chunk();
     res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   }
   int want = 0;
-  for (int r = 0; r < n && res == ncclSuccess; r++) want |= all[r].want;
+  size_t chunk = res == ncclSuccess ? all[0].chunk : 0;
+  for (int r = 0; r < n && res == ncclSuccess; r++) {
+    want |= all[r].want;
+    if (all[r].chunk < chunk) chunk = all[r].chunk;
+  }
   if (res == ncclSuccess && want) {
     struct side *me = &all[comm->rank];
     me->pid = (int32_t)getpid();
-    me->ok = dccl_dev_ce_export(&comm->coll, &me->region) == ncclSuccess;
+    me->ok = dccl_dev_ce_export(&comm->coll, chunk, &me->region) == ncclSuccess;
     if (!me->ok) DCCL_WARN(DCCL_INIT, "rank %d: no copy-engine all-reduce: %s", comm->rank, dccl_last_error());
     res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
     int ok = 1;
@@ -40,7 +46,7 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
       exports[r] = all[r].region;
       pids[r] = all[r].pid;
     }
-    if (res == ncclSuccess && ok) res = dccl_dev_ce_connect(&comm->coll, exports, pids);
+    if (res == ncclSuccess && ok) res = dccl_dev_ce_connect(&comm->coll, chunk, exports, pids);
   }
   free(all);
   free(exports);
