@@ -79,8 +79,8 @@ ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, CUdeviceptr own,
   return ncclSuccess;
 }
 
-/* Raises flag `f` of every peer to the epoch, after the copies queued before it (a write's default flags order it
- * after the stream's earlier work, memory included). */
+/* Raises this rank's flag (ready, or gathered) at every peer to the epoch, after the copies queued before it (a
+ * write's default flags order it after the stream's earlier work, memory included). */
 static ncclResult_t raise_at_peers(struct dccl_ce *ce, int gathered, CUstream s) {
   for (int p = 0; p < ce->nranks; p++)
     if (p != ce->rank)
@@ -97,6 +97,28 @@ static ncclResult_t wait_for_peers(struct dccl_ce *ce, int gathered, CUstream s)
                                                CU_STREAM_WAIT_VALUE_GEQ),
                    "cuStreamWaitValue32 (copy-engine all-reduce)");
   return ncclSuccess;
+}
+
+/* The combining kernel's part: piece `me` (at `in`, `len` elements) and every peer's from the inbox's half h, in rank
+ * order, into `out`; `check` compares the ranks' calls first. */
+static void reduce_work(const struct dccl_ce *ce, const struct dccl_op *op, const struct dccl_slot_header *call,
+                        const char *in, char *out, uint64_t len, int h, int check, struct dccl_ce_work *w) {
+  memset(w, 0, sizeof(*w));
+  w->mode = DCCL_CE_REDUCE;
+  w->n = (uint32_t)ce->nranks;
+  w->esize = (uint32_t)op->esize;
+  w->own = ce->rank;
+  w->redop.type = (uint32_t)op->redop.type;
+  w->redop.kind = (uint32_t)op->redop.kind;
+  w->redop.has_pre = (uint32_t)op->redop.has_pre;
+  w->redop.post_div = (uint32_t)op->redop.post_div;
+  memcpy(&w->redop.pre, op->redop.pre, sizeof(w->redop.pre));
+  w->count[0] = len;
+  for (int q = 0; q < ce->nranks; q++)
+    w->srcs[q] = q == ce->rank ? (const void *)in : (const void *)(uintptr_t)slot(ce, ce->rank, 0, h, q);
+  w->dsts[0] = out;
+  w->call = *call;
+  if (check) w->theirs = (const uint32_t *)(uintptr_t)(ce->regions[ce->rank] + offsetof(struct ce_flags, call));
 }
 
 /* One round: elements [base, base + m) of the buffers, piece p = [lo[p], lo[p] + len[p]) of them. Slots of half
@@ -127,23 +149,8 @@ static ncclResult_t round_of(struct dccl_ce *ce, const struct dccl_op *op, uint6
   DCCLCHECK(raise_at_peers(ce, 0, s));
   DCCLCHECK(wait_for_peers(ce, 0, s));
   struct dccl_ce_work w;
-  memset(&w, 0, sizeof(w));
   if (len[me] || base == 0) { /* a call's first round compares the calls even where this rank combines nothing */
-    w.mode = DCCL_CE_REDUCE;
-    w.n = (uint32_t)n;
-    w.esize = (uint32_t)es;
-    w.own = me;
-    w.redop.type = (uint32_t)op->redop.type;
-    w.redop.kind = (uint32_t)op->redop.kind;
-    w.redop.has_pre = (uint32_t)op->redop.has_pre;
-    w.redop.post_div = (uint32_t)op->redop.post_div;
-    memcpy(&w.redop.pre, op->redop.pre, sizeof(w.redop.pre));
-    w.count[0] = len[me];
-    for (int q = 0; q < n; q++)
-      w.srcs[q] = q == me ? (const void *)(in + lo[me] * es) : (const void *)(uintptr_t)slot(ce, me, 0, h, q);
-    w.dsts[0] = out + lo[me] * es;
-    w.call = call;
-    if (base == 0) w.theirs = (const uint32_t *)(uintptr_t)(ce->regions[me] + offsetof(struct ce_flags, call));
+    reduce_work(ce, op, &call, in + lo[me] * es, out + lo[me] * es, len[me], h, base == 0, &w);
     DCCLCHECK(launch(arg, &w, s));
   }
   for (int p = 0; p < n; p++)
