@@ -108,15 +108,12 @@ int main(int argc, char **argv) {
   }
   path = argv[1];
   int nranks = argc > 2 ? atoi(argv[2]) : 4, rounds = argc > 3 ? atoi(argv[3]) : 3;
-  struct stat st;
-  if (stat(path, &st) != 0 || st.st_size == 0 || nranks < 1 || nranks > MAX_RANKS || rounds < 1 ||
-      rounds > MAX_ROUNDS) {
+  bytes = file_bytes(path);
+  if (bytes == 0 || nranks < 1 || nranks > MAX_RANKS || rounds < 1 || rounds > MAX_ROUNDS) {
     fprintf(stderr, "%s: need a non-empty file, 1-%d ranks, 1-%d rounds\n", argv[0], MAX_RANKS, MAX_ROUNDS);
     return 2;
   }
-  bytes = (size_t)st.st_size;
-  sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED) return 1;
+  if (!(sh = shared_results(sizeof(*sh)))) return 1;
   printf("# file_load_gpu_perf: %s, %zu bytes into GPU 0, %d rounds alternating; medians\n", path, bytes, rounds);
   printf("# %-34s %10s %10s %9s %9s %9s\n", "", "base s", "DCCL s", "base GB/s", "DCCL GB/s", "speedup");
   int ok = 1;

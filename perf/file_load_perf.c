@@ -84,12 +84,11 @@ int main(int argc, char **argv) {
   }
   path = argv[1];
   int nranks = argc > 2 ? atoi(argv[2]) : 4, rounds = argc > 3 ? atoi(argv[3]) : 3;
-  struct stat st;
-  if (stat(path, &st) != 0 || st.st_size == 0 || nranks < 1 || nranks > 64 || rounds < 1 || rounds > MAX_ROUNDS) {
+  bytes = file_bytes(path);
+  if (bytes == 0 || nranks < 1 || nranks > 64 || rounds < 1 || rounds > MAX_ROUNDS) {
     fprintf(stderr, "%s: need a non-empty file, 1-64 ranks, 1-%d rounds\n", argv[0], MAX_ROUNDS);
     return 2;
   }
-  bytes = (size_t)st.st_size;
   char *buf = malloc(bytes);
   if (!buf) return 1;
   memset(buf, 0, bytes);

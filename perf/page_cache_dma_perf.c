@@ -88,14 +88,12 @@ int main(int argc, char **argv) {
   }
   path = argv[1];
   int rounds = argc > 2 ? atoi(argv[2]) : 3;
-  struct stat st;
-  if (stat(path, &st) != 0 || st.st_size == 0 || rounds < 1 || rounds > MAX_ROUNDS) {
+  bytes = file_bytes(path);
+  if (bytes == 0 || rounds < 1 || rounds > MAX_ROUNDS) {
     fprintf(stderr, "%s: need a non-empty file and 1-%d rounds\n", argv[0], MAX_ROUNDS);
     return 2;
   }
-  bytes = (size_t)st.st_size;
-  sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED) return 1;
+  if (!(sh = shared_results(sizeof(*sh)))) return 1;
   printf("# page_cache_dma_perf: %s, %zu bytes into GPU 0, %d rounds alternating; medians\n", path, bytes, rounds);
   printf("# %-22s %12s %12s %10s %10s %9s\n", "", "registered s", "of it, reg s", "DCCL s", "reg GB/s", "DCCL/reg");
   int ok = 1;
