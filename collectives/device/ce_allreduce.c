@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/device/dev_exec.h"
 #include "util/error.h"
 #include "util/params.h"
 
@@ -108,11 +109,7 @@ static void reduce_work(const struct dccl_ce *ce, const struct dccl_op *op, cons
   w->n = (uint32_t)ce->nranks;
   w->esize = (uint32_t)op->esize;
   w->own = ce->rank;
-  w->redop.type = (uint32_t)op->redop.type;
-  w->redop.kind = (uint32_t)op->redop.kind;
-  w->redop.has_pre = (uint32_t)op->redop.has_pre;
-  w->redop.post_div = (uint32_t)op->redop.post_div;
-  memcpy(&w->redop.pre, op->redop.pre, sizeof(w->redop.pre));
+  w->redop = dccl_dev_redop_of(&op->redop); /* pre_dev never set here: such ops take the kernels */
   w->count[0] = len;
   for (int q = 0; q < ce->nranks; q++)
     w->srcs[q] = q == ce->rank ? (const void *)in : (const void *)(uintptr_t)slot(ce, ce->rank, 0, h, q);

@@ -462,6 +462,18 @@ static ncclResult_t get_block(struct dccl_dev_comm *dev, size_t bytes, struct wo
   return ncclSuccess;
 }
 
+struct dccl_dev_redop dccl_dev_redop_of(const struct dccl_redop *r) {
+  struct dccl_dev_redop d;
+  memset(&d, 0, sizeof(d));
+  d.type = (uint32_t)r->type;
+  d.kind = (uint32_t)r->kind;
+  d.has_pre = (uint32_t)r->has_pre;
+  d.post_div = (uint32_t)r->post_div;
+  memcpy(&d.pre, r->pre, sizeof(d.pre));
+  d.pre_ptr = (uint64_t)(uintptr_t)r->pre_dev;
+  return d;
+}
+
 static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, const struct dccl_op *op, int c,
                       struct dccl_dev_task *t) {
   const struct dccl_op_channel *ch = &op->ch[c];
@@ -477,12 +489,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->nsteps[1] = ch->nsteps[1];
   t->sendbuff = op->sendbuff;
   t->recvbuff = op->recvbuff;
-  t->redop.type = (uint32_t)op->redop.type;
-  t->redop.kind = (uint32_t)op->redop.kind;
-  t->redop.has_pre = (uint32_t)op->redop.has_pre;
-  t->redop.post_div = (uint32_t)op->redop.post_div;
-  memcpy(&t->redop.pre, op->redop.pre, sizeof(t->redop.pre));
-  t->redop.pre_ptr = (uint64_t)(uintptr_t)op->redop.pre_dev;
+  t->redop = dccl_dev_redop_of(&op->redop);
   t->esize = (uint32_t)op->esize;
   t->kind = (uint32_t)op->kind;
   t->rank = comm->rank;

@@ -52,6 +52,8 @@ ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, cons
 /* 1 when `op` (device buffers) runs as a copy-engine all-reduce (DCCL_CE=1; ce_allreduce.h): an all-reduce, not
  * being captured, without a per-rank premultiply or a scalar in GPU memory. */
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op);
+/* The device's copy of a reduction (its premultiplier by value, or the GPU address it is read from). */
+struct dccl_dev_redop dccl_dev_redop_of(const struct dccl_redop *r);
 /* Waits until none may (host operations and finalize wait for the communicator's device work). */
 void dccl_dev_comm_wait(struct dccl_coll_comm *comm);
 /* Launches the device ops of the list that belong to `comm` (linked by next, bound, in issue order) as one kernel
