@@ -240,7 +240,9 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
     return dccl_error(ncclInvalidUsage,
                       "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the direct all-reduce of ranks "
                       "on one GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
-                      "ncclCommWindowRegister), without a per-rank premultiply, so far",
+                      "ncclCommWindowRegister), and for the copy engines' all-reduce, reduce-scatter and reduce "
+                      "(ranks in processes of their own on one GPU without MPS, or DCCL_CE=1), without a per-rank "
+                      "premultiply, so far",
                       dccl_op_name(op->kind));
   plan_oneshot(op);
   struct dccl_op_channel *ch = &op->ch[0];

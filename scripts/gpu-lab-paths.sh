@@ -15,8 +15,9 @@
 #           measured first as the socket path's ceiling; then the 8-byte latency (dev_latency, 2 ranks) of two
 #           pretend hosts and one, eager and under graph replay.
 #   ce:     issue 10's copy-engine path: 2 and 4 ranks (CE_RANKS) in processes of their own WITHOUT MPS
-#           (all_reduce_perf through mpirun, float32 sum 8 B-64 MiB), DCCL_CE=1 against the kernels, alternated;
-#           then 2 ranks under MPS, the same pair (where the kernels are expected to win).
+#           (the perf tools of CE_COLLS, default all_reduce, through mpirun, float32 sum 8 B-64 MiB), DCCL_CE=1
+#           against the kernels, alternated; then 2 ranks under MPS, the same pairs (where the kernels are expected
+#           to win).
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -54,20 +55,23 @@ fits() { # fits SECONDS NAME
   done
 done
 
-ce_run() { # ce_run NAME NP PATH MPIRUN...
-  local name=$1 np=$2 path=$3
-  shift 3
+ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
+  local name=$1 np=$2 path=$3 coll=$4
+  shift 4
   fits 100 "$name" || return 0
   DCCL_CE=$([ "$path" = ce ] && echo 1 || echo 0) timeout 150 "$@" -x DCCL_CE -np "$np" \
-    "$build/perf/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 -n 5 -w 2 -T 120 -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
+    "$build/perf/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 5 -w 2 -T 120 -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
     { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
   awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
     "$out/$name.log"
 }
 [[ " $parts " == *" ce "* ]] && for round in $(seq "$rounds"); do
   for np in ${CE_RANKS:-2 4}; do
-    for path in ce kernels; do
-      ce_run "ce.np$np.$path.no_mps.r$round" "$np" "$path" mpirun --allow-run-as-root --oversubscribe --bind-to none
+    for coll in ${CE_COLLS:-all_reduce}; do
+      for path in ce kernels; do
+        ce_run "ce.np$np.$coll.$path.no_mps.r$round" "$np" "$path" "$coll" mpirun --allow-run-as-root --oversubscribe \
+          --bind-to none
+      done
     done
   done
 done
@@ -135,8 +139,10 @@ done
   done
 }
 [[ " $parts " == *" ce "* ]] && for round in $(seq "$rounds"); do
-  for path in ce kernels; do
-    DCCL_TRANSPORT= DCCL_ALGO= ce_run "ce.np2.$path.mps.r$round" 2 "$path" "${mpi[@]}"
+  for coll in ${CE_COLLS:-all_reduce}; do
+    for path in ce kernels; do
+      DCCL_TRANSPORT= DCCL_ALGO= ce_run "ce.np2.$coll.$path.mps.r$round" 2 "$path" "$coll" "${mpi[@]}"
+    done
   done
 done
 [[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do

@@ -54,7 +54,7 @@ cat "$out/machine.txt"
 start=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
-         gpu_concurrent gpu_peer_death gpu_ce_mismatch gpu_windows gpu_file_load coll_suite \
+         gpu_concurrent gpu_peer_death gpu_ce_mismatch gpu_ce_bits gpu_windows gpu_file_load coll_suite \
          all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
          gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf page_cache_dma_perf fake_cufile \
          test_transport_socket; } > "$out/build.log" 2>&1; then

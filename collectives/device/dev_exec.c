@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collectives/device/ce_allreduce.h"
+#include "collectives/device/ce_collectives.h"
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "collectives/device/launch_notes.h"
@@ -63,7 +63,7 @@ struct dccl_dev_comm {
   CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path), then
                                       the windows' table (DCCL_MAX_WINDOWS rows of struct dccl_win_peer) */
   struct dccl_peer_mem_map *board_maps; /* by rank: the boards of ranks in other processes, mapped here */
-  CUdeviceptr ce_region;           /* the copy-engine all-reduce's (ce_allreduce.h): this rank's flags and slots */
+  CUdeviceptr ce_region;           /* the copy-engine collectives' (ce_collectives.h): this rank's flags and slots */
   struct dccl_peer_mem_map *ce_maps; /* by rank: the regions of ranks in other processes, mapped here */
   struct dccl_ce *ce;              /* that all-reduce, once every rank's region is mapped (else NULL) */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
@@ -278,9 +278,9 @@ ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struc
   memset(e, 0, sizeof(*e));
   DCCLCHECK(enter(dev->ctx));
   size_t bytes = dccl_ce_region_bytes(comm->nranks, chunk);
-  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->ce_region, bytes), "cuMemAlloc of the copy-engine all-reduce's region");
+  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->ce_region, bytes), "cuMemAlloc of the copy-engine collectives' region");
   dev->device_bytes += bytes;
-  DCCL_CUCHECK(dccl_cu.memset_d8(dev->ce_region, 0, bytes), "clearing the copy-engine all-reduce's flags");
+  DCCL_CUCHECK(dccl_cu.memset_d8(dev->ce_region, 0, bytes), "clearing the copy-engine collectives' flags");
   int fd = -1;
   DCCLCHECK(dccl_peer_mem_export((void *)(uintptr_t)dev->ce_region, 1, e, &fd));
   if (fd >= 0) close(fd); /* cuMemAlloc memory: a legacy handle, never a descriptor */
@@ -304,7 +304,7 @@ ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, cons
     regions[r] = dev->ce_maps[r].base;
   }
   DCCLCHECK(dccl_ce_create(comm->rank, n, chunk, dev->ce_region, regions, &dev->ce));
-  DCCL_INFO(DCCL_INIT, "rank %d: device all-reduces by copy engines: %d ranks in processes of their own on one GPU, "
+  DCCL_INFO(DCCL_INIT, "rank %d: device collectives by copy engines: %d ranks in processes of their own on one GPU, "
             "pieces of %zu bytes, %zu bytes of GPU memory", comm->rank, n, chunk, dccl_ce_region_bytes(n, chunk));
   return ncclSuccess;
 }
@@ -366,7 +366,7 @@ void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
 }
 
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
-  return comm->dev && comm->dev->ce && op->kind == DCCL_OP_ALLREDUCE && op->count > 0 &&
+  return comm->dev && comm->dev->ce && dccl_ce_runs(op->kind) && op->count > 0 &&
          (!op->redop.has_pre || op->redop.called == ncclAvg) && !op->redop.pre_dev &&
          !dccl_cuda_stream_capturing(op->stream);
 }
@@ -551,7 +551,7 @@ static void count_launch(struct dccl_dev_comm *dev, const struct dccl_op *first,
   dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
 }
 
-/* The kernel part of a copy-engine all-reduce's round (ce_allreduce.h): CTAs for 256 KiB each, up to the GPU's
+/* The kernel part of a copy-engine collective's round (ce_collectives.h): CTAs for 256 KiB each, up to the GPU's
  * resident ones (the part never waits, so it need not share them). */
 struct ce_launch {
   struct dccl_dev_comm *dev;
@@ -577,17 +577,17 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   int type = (int)l->op->type;
   DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES], (unsigned)nctas, 1, 1,
                                      DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
-               "launching DCCL's kernel (copy-engine all-reduce)");
+               "launching DCCL's kernel (copy engines)");
   count_launch(dev, l->op, nctas);
   return ncclSuccess;
 }
 
-/* The list's copy-engine all-reduces of this communicator, queued in issue order before its kernel's tasks. */
+/* The list's copy-engine collectives of this communicator, queued in issue order before its kernel's tasks. */
 static ncclResult_t ce_ops(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   for (struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished || op->algo != DCCL_ALGO_CE) continue;
     struct ce_launch l = {comm->dev, op};
-    DCCLCHECK(dccl_ce_allreduce(comm->dev->ce, op, (CUstream)stream, ce_launch, &l));
+    DCCLCHECK(dccl_ce_collective(comm->dev->ce, op, (CUstream)stream, ce_launch, &l));
     op->finished = 1;
   }
   return ncclSuccess;

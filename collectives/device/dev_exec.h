@@ -41,7 +41,7 @@ int dccl_dev_comm_busy(struct dccl_coll_comm *comm);
 int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *call, int64_t *idle_ns);
 /* 1 once a launch of the communicator was captured into a CUDA graph (the calling thread's launches). */
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
-/* The copy-engine all-reduce (ce_allreduce.h), set up at creation (core/copy_engine_setup.c): possible for 2 to
+/* The copy-engine collectives (ce_collectives.h), set up at creation (core/copy_engine_setup.c): possible for 2 to
  * DCCL_CE_MAX_RANKS ranks all on this GPU, each in a process of its own (every rank answers alike); this rank's region
  * for pieces of `chunk` bytes allocated and exported; every rank's mapped (exports[r] from process pids[r]). */
 int dccl_dev_ce_possible(const struct dccl_coll_comm *comm);
@@ -49,8 +49,8 @@ size_t dccl_dev_ce_chunk(void); /* the piece size this rank asks for (DCCL_CE_CH
 ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struct dccl_peer_mem_export *e);
 ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, const struct dccl_peer_mem_export *exports,
                                  const int32_t *pids);
-/* 1 when `op` (device buffers) runs as a copy-engine all-reduce (DCCL_CE=1; ce_allreduce.h): an all-reduce, not
- * being captured, without a per-rank premultiply or a scalar in GPU memory. */
+/* 1 when `op` (device buffers) runs on the copy engines (ce_collectives.h): a collective they run (all but
+ * send/recv), not empty, not being captured, without a per-rank premultiply or a scalar in GPU memory. */
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op);
 /* The device's copy of a reduction (its premultiplier by value, or the GPU address it is read from). */
 struct dccl_dev_redop dccl_dev_redop_of(const struct dccl_redop *r);

@@ -93,21 +93,22 @@ enum dccl_dev_error {
   DCCL_DEV_RECORDING = 0xffffffffu
 };
 
-/* A kernel's share of a copy-engine all-reduce (collectives/device/ce_allreduce.c): the copy engines move the
- * ranks' pieces between processes, and a launch with `ce.mode` set only combines or copies what already arrived,
- * never waiting on anything, so it cannot hold the GPU from a peer's context. REDUCE combines srcs[0..n) in rank
- * order (srcs[own] this rank's input, the one that gets a premultiply; an average's scalar is on every source) into
- * dsts[0], count[0] elements, after comparing every rank's call with this one's (a mismatch is recorded as a kernel's
- * and nothing combined); GATHER copies count[i] bytes from srcs[i] to dsts[i], i < n. The CTAs split each range. */
+/* A kernel's share of a copy-engine collective's round (collectives/device/ce_collectives.h): the copy engines move
+ * the ranks' pieces between processes, and a launch with `ce.mode` set only combines or copies what already arrived,
+ * never waiting on anything, so it cannot hold the GPU from a peer's context. In a call's first round (`theirs` set)
+ * it first compares every rank's call with this one's (a mismatch is recorded as a kernel's, and nothing moved).
+ * REDUCE combines srcs[0..n) in rank order (srcs[own] this rank's input, the one that gets a premultiply; an
+ * average's scalar is on every source) into dsts[0], count[0] elements; GATHER copies count[i] bytes from srcs[i] to
+ * dsts[i], i < n. The CTAs split each range. */
 #define DCCL_CE_MAX_RANKS 8
 enum dccl_ce_mode { DCCL_CE_NONE = 0, DCCL_CE_REDUCE, DCCL_CE_GATHER };
 struct dccl_ce_work {
-  uint32_t mode, n, esize;
+  uint32_t mode, n, esize, nranks;
   int32_t own;
   struct dccl_dev_redop redop;
-  struct dccl_slot_header call;  /* REDUCE: this rank's call (count, what), against... */
-  const uint32_t *theirs;        /* ...every rank's (count low, high, what; 4 words by rank), or NULL (not a call's
-                                    first round: the first finds any mismatch) */
+  struct dccl_slot_header call;  /* this rank's call, against... */
+  const uint32_t *theirs;        /* ...every rank's (count low, high, what, kind | root + 1 << 8; by rank), or NULL
+                                    (not a call's first round: the first finds any mismatch) */
   uint64_t count[DCCL_CE_MAX_RANKS];
   const void *srcs[DCCL_CE_MAX_RANKS];
   void *dsts[DCCL_CE_MAX_RANKS];
@@ -127,7 +128,7 @@ struct dccl_dev_work {
   uint32_t *done_ctas; /* host-mapped: each CTA adds 1 as it exits; NULL when captured (a replay is not counted) */
   const struct dccl_dev_task *tasks; /* host-mapped, or NULL: the tasks are `inline_tasks` */
   uint32_t ntasks, nctas;
-  struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine all-reduce's launches */
+  struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine collective's launches */
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
   struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };

@@ -492,18 +492,22 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   __syncthreads();
 }
 
-// A copy-engine all-reduce's kernel part (dccl_ce_work): everything it reads has arrived, so it only combines or
+// A copy-engine collective's kernel part (dccl_ce_work): everything it reads has arrived, so it only combines or
 // copies; CTA b takes the b-th 16-byte-aligned share of each range.
 // Whether every rank called as this one did (a call's first round: the peers wrote their calls before their flags).
 // A mismatch is recorded once per launch, naming the first such rank, as a kernel on links records one.
 __device__ int dev_ce_calls_match(const dccl_dev_work *w, const dccl_ce_work &c) {
   if (!c.theirs) return 1;
-  for (uint32_t q = 0; q < c.n; q++) {
+  for (uint32_t q = 0; q < c.nranks; q++) {
     const volatile uint32_t *t = c.theirs + 4 * q;
     dccl_slot_header got = c.call;
     got.count = (uint64_t)t[0] | (uint64_t)t[1] << 32;
     got.what = t[2];
-    if ((int32_t)q == c.own || (got.count == c.call.count && got.what == c.call.what)) continue;
+    got.kind = t[3] & 0xffu;
+    got.root = (int32_t)(t[3] >> 8) - 1;
+    if ((int32_t)q == c.own || (got.count == c.call.count && got.what == c.call.what && got.kind == c.call.kind &&
+                                got.root == c.call.root))
+      continue;
     if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
       w->status->peer = (int32_t)q;
       w->status->want = c.call;
@@ -520,6 +524,10 @@ template <int TYPE>
 __device__ void dev_ce(const dccl_dev_work *w) {
   const dccl_ce_work &c = w->ce;
   __shared__ dccl_dev_args a;
+  __shared__ int calls_match;
+  if (threadIdx.x == 0) calls_match = dev_ce_calls_match(w, c);
+  __syncthreads();
+  if (!calls_match) return;
   if (c.mode == DCCL_CE_REDUCE) {
     if (threadIdx.x == 0) {
       uint64_t unit = 16 / c.esize, per = dccl_div_up(dccl_div_up(c.count[0], (uint64_t)gridDim.x), unit) * unit;
@@ -536,7 +544,7 @@ __device__ void dev_ce(const dccl_dev_work *w) {
       a.has_pre = c.redop.has_pre;
       a.pre = c.redop.pre;
       a.post_div = c.redop.post_div;
-      a.n = dev_ce_calls_match(w, c) ? hi - lo : 0;
+      a.n = hi - lo;
     }
     __syncthreads();
     if (a.n > 0) dev_reduce_copy_for<TYPE>(a, c.redop.type, c.esize, threadIdx.x, blockDim.x);

@@ -1,4 +1,4 @@
-/* The copy-engine all-reduce's creation step (core/copy_engine_setup.h). */
+/* The copy-engine collectives' creation step (core/copy_engine_setup.h). */
 #include "core/copy_engine_setup.h"
 
 #include <stdlib.h>
@@ -38,7 +38,7 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
     struct side *me = &all[comm->rank];
     me->pid = (int32_t)getpid();
     me->ok = dccl_dev_ce_export(&comm->coll, chunk, &me->region) == ncclSuccess;
-    if (!me->ok) DCCL_WARN(DCCL_INIT, "rank %d: no copy-engine all-reduce: %s", comm->rank, dccl_last_error());
+    if (!me->ok) DCCL_WARN(DCCL_INIT, "rank %d: no copy-engine collectives: %s", comm->rank, dccl_last_error());
     res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
     int ok = 1;
     for (int r = 0; r < n && res == ncclSuccess; r++) {

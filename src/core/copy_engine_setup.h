@@ -1,4 +1,4 @@
-/* Whether a communicator's device all-reduces take the copy engines (collectives/device/ce_allreduce.h), decided
+/* Whether a communicator's device collectives take the copy engines (collectives/device/ce_collectives.h), decided
  * at creation after the GPU sharing probe: DCCL_CE=1 asks for it, DCCL_CE=0 refuses it, and by default it is taken
  * where the probe found that the processes' kernels take turns on the GPU (no MPS; on the H200 it then beat the
  * kernels 3-11x, docs/performance.md). Possible for 2 to 8 ranks all on one GPU, each in a process of its own. All

@@ -69,13 +69,14 @@
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
                               "(unless DCCL_ALGO=direct).")                                                          \
-  X(CE, INT, -1, "Device all-reduces of 2 to 8 ranks on one GPU, each in a process of its own, by copy engines "\
-                 "between IPC-mapped buffers, ordered by stream waits on flags, with short kernels that only "     \
-                 "combine: nothing spins, so without MPS no rank's kernel holds the GPU from the others. -1: where "\
-                 "creation measures that the processes' kernels take turns (no MPS); 1: always; 0: never. "       \
-                 "Uncaptured calls only (captured ones take the kernels).")                                       \
-  X(CE_CHUNK, INT, 2097152, "Copy-engine all-reduce (DCCL_CE): bytes of each rank's share of an all-reduce moved per round; each rank "   \
-                            "holds 4 x ranks of them in GPU memory.")                                              \
+  X(CE, INT, -1, "Device collectives (all but send/recv) of 2 to 8 ranks on one GPU, each in a process of its "  \
+                 "own, by copy engines between IPC-mapped buffers, ordered by stream waits on flags, with short "  \
+                 "kernels that only combine or copy: nothing spins, so without MPS no rank's kernel holds the GPU " \
+                 "from the others. -1: where creation measures that the processes' kernels take turns (no MPS); "  \
+                 "1: always; 0: never. Uncaptured calls only (captured ones take the kernels).")                  \
+  X(CE_CHUNK, INT, 2097152, "Copy-engine collectives (DCCL_CE): bytes of one rank's piece moved per round (an "   \
+                            "all-reduce moves ranks of them, a broadcast 2 x ranks); each rank holds 4 x ranks of " \
+                            "them in GPU memory.")                                                                 \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
     "transports or placement (at most 9 ranks; host buffers for now). Every rank must set the same.")               \

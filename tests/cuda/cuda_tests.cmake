@@ -123,6 +123,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                 LD_LIBRARY_PATH=$<TARGET_FILE_DIR:fake_cufile>)
   add_executable(gpu_ce_mismatch ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_ce_mismatch.c)
   target_link_libraries(gpu_ce_mismatch PRIVATE dccl_fault_harness dccl CUDA::cudart)
+  add_executable(gpu_ce_bits ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_ce_bits.c)
+  target_link_libraries(gpu_ce_bits PRIVATE dccl_fault_harness dccl CUDA::cudart)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
 
@@ -180,28 +182,42 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # PyTorch's nonblocking mode polls ncclCommGetAsyncError while the creation builds the device side.
     dccl_gpu_test(torch_ddp_2ranks_mps_nonblocking COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_COMM_NONBLOCKING=1)
-    # The copy-engine all-reduce (collectives/device/ce_allreduce.h, DCCL_CE): taken by default without MPS, where
+    # The copy-engine collectives (collectives/device/ce_collectives.h, DCCL_CE): taken by default without MPS, where
     # creation measures that the processes' kernels take turns (the trace must show the path), and not under MPS;
     # checked like any: every reduction (premulsum takes the kernels, in the same communicator), 4 KiB pieces so
-    # the larger sizes run many rounds through both halves of every slot; under MPS when asked (DCCL_CE=1), 3
-    # ranks, and 4 ranks with the default pieces up to 64 MiB; a rank killed while the others' streams wait for
-    # its flags (abort raises their own flags, so the streams go on).
+    # the larger sizes run many rounds through both halves of every slot; the other collectives, in place and out;
+    # under MPS when asked (DCCL_CE=1), 3 ranks, and 4 ranks with the default pieces up to 64 MiB; a rank killed
+    # while the others' streams wait for its flags (abort raises their own flags, so the streams go on).
     set(ce_cases --colls allreduce --types float,bfloat16,int32,f8e5m2 --sizes 1,7,1000,65543)
     dccl_gpu_test(suite_fork_2ranks_no_mps_ce COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
                   "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo ce"
                   ${suite} --fork 2 --timeout 270 ${ce_cases}
                   ENV DCCL_TIMEOUT=60 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    dccl_gpu_test(suite_fork_2ranks_no_mps_ce_others COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
+                  "ncclReduceScatter #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo ce"
+                  ${DCCL_EXPECT_OUTPUT} "ncclBroadcast #[0-9]+ count 65543 type [a-z0-9]+ root 1 peer -1 algo ce"
+                  ${suite} --fork 2 --timeout 270 --colls reducescatter,reduce,allgather,broadcast
+                  --types float,bfloat16,int32 --sizes 1,7,65543
+                  ENV DCCL_TIMEOUT=60 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     dccl_gpu_test(suite_fork_2ranks_mps_no_ce COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo (ring|oneshot)"
                   ${suite} --fork 2 --timeout 270 --colls allreduce --types float --ops sum --sizes 65543
                   ENV DCCL_TIMEOUT=60 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
-    dccl_gpu_test(suite_fork_3ranks_mps_ce COMMAND ${mps} ${suite} --fork 3 --timeout 270 --colls allreduce,broadcast
-                  ENV DCCL_TIMEOUT=60 DCCL_CE=1 DCCL_CE_CHUNK=4096)
-    dccl_gpu_test(suite_fork_4ranks_mps_ce_big COMMAND ${mps} ${suite} --fork 4 --timeout 270 --colls allreduce
-                  --types float,bfloat16 --ops sum,avg --sizes 1048579,16777259 ENV DCCL_TIMEOUT=60 DCCL_CE=1)
+    dccl_gpu_test(suite_fork_3ranks_mps_ce COMMAND ${mps} ${suite} --fork 3 --timeout 270
+                  --colls allreduce,broadcast,reduce,allgather,reducescatter ENV DCCL_TIMEOUT=60 DCCL_CE=1
+                  DCCL_CE_CHUNK=4096)
+    dccl_gpu_test(suite_fork_4ranks_mps_ce_big COMMAND ${mps} ${suite} --fork 4 --timeout 270
+                  --colls allreduce,reducescatter,allgather --types float,bfloat16 --ops sum,avg
+                  --sizes 1048579,16777259 ENV DCCL_TIMEOUT=60 DCCL_CE=1)
     dccl_gpu_test(peer_death_mid_no_mps_ce COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
-    # Ranks calling the copy-engine all-reduce with different counts: both name the mismatch (tests/cuda/gpu_ce_mismatch.c).
-    dccl_gpu_test(ce_mismatch_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ENV DCCL_CE=1)
+    # Ranks calling the copy engines with different counts, or a broadcast with different roots: both name the
+    # mismatch (tests/cuda/gpu_ce_mismatch.c).
+    foreach(what count root)
+      dccl_gpu_test(ce_mismatch_${what}_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ${what} ENV DCCL_CE=1)
+    endforeach()
+    # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
+    dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
+                  ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60 DCCL_CE=0)
   endif()

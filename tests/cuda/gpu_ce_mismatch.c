@@ -1,9 +1,10 @@
-/* Mismatched all-reduces on the copy-engine path (DCCL_CE=1, collectives/device/ce_allreduce.h): two rank
- * processes on GPU 0 (forked before anyone touches CUDA) call one all-reduce each, with different counts that fit
- * one round (rank 0: 1000 floats, rank 1: 1003), so both streams run to the end. Checked: both streams finish
- * within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched calls" naming the
- * other rank and both counts; ncclCommAbort returns.
- * Usage: gpu_ce_mismatch   (run with DCCL_CE=1, under tests/cuda/with_mps.sh [--off])
+/* Mismatched calls on the copy-engine path (DCCL_CE=1, collectives/device/ce_collectives.h): two rank processes on
+ * GPU 0 (forked before anyone touches CUDA) call one collective each that differs between them but fits one round,
+ * so both streams run to the end: `count`, an all-reduce of 1000 floats on rank 0 and 1003 on rank 1; `root`, a
+ * broadcast of 1000 floats from root 0 on rank 0 and from root 1 on rank 1 (each thinks itself the root). Checked:
+ * both streams finish within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched
+ * calls" naming the other rank and both calls' differing part; ncclCommAbort returns.
+ * Usage: gpu_ce_mismatch count|root   (run with DCCL_CE=1, under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 struct shared {
   ncclUniqueId id;
+  int roots; /* the `root` case */
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
   char text[NRANKS][512];
@@ -30,14 +32,15 @@ static int rank_main(void *arg, int rank) {
   ncclComm_t comm;
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
-  size_t count = rank == 0 ? 1000 : 1003;
+  size_t count = rank == 0 || sh->roots ? 1000 : 1003;
   float *buf;
   cudaStream_t s;
   if (cudaMalloc((void **)&buf, 1003 * sizeof(float)) != cudaSuccess ||
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
     return 3;
   double t0 = fh_now();
-  ncclResult_t call = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
+  ncclResult_t call = sh->roots ? ncclBroadcast(buf, buf, count, ncclFloat32, rank, comm, s)
+                                : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
   cudaError_t e = cudaErrorNotReady;
   while (call == ncclSuccess && (e = cudaStreamQuery(s)) == cudaErrorNotReady && fh_now() < t0 + 60) usleep(200);
   ncclResult_t async = ncclSuccess;
@@ -50,14 +53,20 @@ static int rank_main(void *arg, int rank) {
   return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root"))) {
+    fprintf(stderr, "usage: gpu_ce_mismatch count|root\n");
+    return 2;
+  }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
     printf("SKIP: no usable GPU\n");
     return 77;
   }
   struct shared *sh = fh_shared_alloc(sizeof(*sh));
   if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
+  sh->roots = !strcmp(argv[1], "root");
+  const char *ours = sh->roots ? "root 0" : "1000", *theirs = sh->roots ? "root 1" : "1003";
   int status[NRANKS], killed[NRANKS];
   fh_run_ranks(rank_main, sh, NRANKS, 120, status, killed);
   for (int r = 0; r < NRANKS; r++) {
@@ -66,7 +75,7 @@ int main(void) {
     FH_EXPECT(sh->took[r] >= 0 && sh->took[r] <= BOUND_S, "rank %d: its stream took %.2f s (bound %.0f s)", r,
               sh->took[r], BOUND_S);
     FH_EXPECT(sh->async_error[r] == ncclInvalidUsage && strstr(sh->text[r], "mismatched calls") &&
-                  fh_text_names_rank(sh->text[r], 1 - r) && strstr(sh->text[r], "1000") && strstr(sh->text[r], "1003"),
+                  fh_text_names_rank(sh->text[r], 1 - r) && strstr(sh->text[r], ours) && strstr(sh->text[r], theirs),
               "rank %d: ncclCommGetAsyncError %d, \"%s\": want ncclInvalidUsage naming the mismatched calls", r,
               sh->async_error[r], sh->text[r]);
     printf("rank %d: stream done %.3f s after the call; async error %d: %s\n", r, sh->took[r], sh->async_error[r],
