@@ -79,7 +79,8 @@
                             "them in GPU memory.")                                                                 \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
-    "transports or placement (at most 9 ranks; host buffers for now). Every rank must set the same.")               \
+    "transports or placement (at most 9 ranks; GPU buffers only on the direct and copy-engine paths). Every "  \
+    "rank must set the same.")               \
   X(MAX_CTAS, INT, 0, "The CTAs each device launch uses; 0: the GPU's resident CTAs over the rank kernels that "   \
                       "may run at once there (every rank on the GPU of every live communicator of the process, "    \
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
