@@ -6,9 +6,21 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/device/dev_exec.h"
+#include "core/comm_init.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/params.h"
+
+/* The piece this rank asks for: DCCL_CE_CHUNK, lowered so that the region (4 x ranks pieces) fits in what
+ * DCCL_DEV_MEM_LIMIT leaves after the device links (one 4 KiB page a piece at least). */
+static size_t fit_chunk(struct dccl_comm *comm) {
+  size_t asked = dccl_dev_ce_chunk(), dev = 0, pinned = 0;
+  dccl_comm_memory(comm, &dev, &pinned);
+  uint64_t limit = (uint64_t)dccl_param_int(DCCL_PARAM_DEV_MEM_LIMIT);
+  uint64_t most = (limit > dev ? limit - dev : 0) / (4 * (uint64_t)comm->nranks) / 4096 * 4096;
+  if (most < 4096) most = 4096;
+  return asked < most ? asked : (size_t)most;
+}
 
 ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
   int64_t asked = dccl_param_int(DCCL_PARAM_CE);
@@ -17,7 +29,7 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
   /* Each rank's wish, then its region: a rank that could not allocate or export one says so, and none uses it. */
   struct side {
     int32_t want, ok, pid, pad;
-    uint64_t chunk; /* what DCCL_CE_CHUNK asks here: all take the smallest, so their regions' layouts agree */
+    uint64_t chunk; /* the piece asked for here (fit_chunk): all take the smallest, so their regions agree */
     struct dccl_peer_mem_export region;
   } *all = calloc((size_t)n, sizeof(*all));
   struct dccl_peer_mem_export *exports = calloc((size_t)n, sizeof(*exports));
@@ -25,7 +37,7 @@ ncclResult_t dccl_copy_engine_setup(struct dccl_comm *comm, int take_turns) {
   ncclResult_t res = all && exports && pids ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
   if (res == ncclSuccess) {
     all[comm->rank].want = asked == 1 || take_turns;
-    all[comm->rank].chunk = dccl_dev_ce_chunk();
+    all[comm->rank].chunk = fit_chunk(comm);
     res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   }
   int want = 0;

@@ -76,7 +76,8 @@
                  "1: always; 0: never. Uncaptured calls only (captured ones take the kernels).")                  \
   X(CE_CHUNK, INT, 2097152, "Copy-engine collectives (DCCL_CE): bytes of one rank's piece moved per round (an "   \
                             "all-reduce moves ranks of them, a broadcast 2 x ranks); each rank holds 4 x ranks of " \
-                            "them in GPU memory.")                                                                 \
+                            "them in GPU memory, lowered to fit what DCCL_DEV_MEM_LIMIT leaves after the device "  \
+                            "links.")                                                                              \
   X(DETERMINISTIC, INT, 0, "1: every reduction (all-reduce, reduce, reduce-scatter) combines each element's values " \
     "in rank order at one rank, so the result has the same bits whatever the algorithm, channels, chunk size, "      \
     "transports or placement (at most 9 ranks; GPU buffers only on the direct and copy-engine paths). Every "  \

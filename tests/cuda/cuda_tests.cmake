@@ -218,6 +218,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)
+    # A piece of 1 GiB asked under a 24 MiB limit: the region must shrink to fit beside the device links.
+    dccl_gpu_test(ce_bits_no_mps_memlimit COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
+                  ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=1073741824 DCCL_DEV_MEM_LIMIT=25165824)
     dccl_gpu_test(suite_fork_2ranks_no_mps COMMAND ${mps} --off ${suite} --fork 2 --timeout 270 --types float,bfloat16
                   --sizes 1,1000 --colls allreduce,broadcast,sendrecv ENV DCCL_TIMEOUT=60 DCCL_CE=0)
   endif()

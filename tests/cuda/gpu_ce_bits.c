@@ -5,6 +5,8 @@
  * output element must have the bits of the rank-order float sum 0..N-1 the host path gives (an average: each input
  * times the float 1/N first). Without the copy engines these calls would be refused in deterministic mode (ranks of
  * several processes, buffers outside windows), so each success also shows the copy-engine path ran.
+ * Each rank's dcclCommMemoryUsage must stay within DCCL_DEV_MEM_LIMIT (64 MiB unset): the copy engines' region is
+ * fitted into what the device links leave (run it also with a large DCCL_CE_CHUNK and a small limit).
  * Usage: gpu_ce_bits   (under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -99,7 +101,13 @@ static int rank_main(void *arg, int rank) {
         FH_FAIL("rank %d %s: %s", rank, what, ncclGetLastError(comm)), failures++;
     }
   }
-  printf("rank %d: %d of 12 calls with wrong bits or refused\n", rank, failures);
+  size_t dev_bytes = 0, pinned_bytes = 0;
+  const char *limit_text = getenv("DCCL_DEV_MEM_LIMIT");
+  size_t limit = limit_text ? strtoull(limit_text, NULL, 0) : (size_t)64 << 20;
+  if (dcclCommMemoryUsage(comm, &dev_bytes, &pinned_bytes) != ncclSuccess || dev_bytes > limit)
+    FH_FAIL("rank %d: %zu bytes of GPU memory held, limit %zu", rank, dev_bytes, limit), failures++;
+  printf("rank %d: %d of 12 calls with wrong bits or refused; %.2f MiB of GPU memory held (limit %.0f MiB)\n", rank,
+         failures, dev_bytes / 1048576.0, limit / 1048576.0);
   sh->failures[rank] = failures;
   free(input);
   ncclCommDestroy(comm);
