@@ -3,8 +3,8 @@
 # the repository (../shared stays behind, and symbolic links travel as links), so NVIDIA's nccl-tests are built
 # here against NVIDIA's nccl.h (tests/dropin/nccl_tests_bind.sh, into BUILD_DIR/nccl-tests) and packed, with DCCL's
 # libraries and perf tools, into CARRY/dropin.tar.gz (CARRY: an ignored folder, default build-carry; every binary
-# stripped and compressed: about 10 MiB, where the carried tree may hold 64), with the GPU test programs gpu_colls
-# and gpu_graphs (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
+# stripped and compressed: about 13 MiB, where the carried tree may hold 64), with the GPU test programs gpu_colls,
+# gpu_graphs and gpu_ce_bits (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
 #   run(command="mkdir -p /tmp/c && tar -xzf build-carry/dropin.tar.gz -C /tmp/c &&
 #                bash scripts/gpu-lab-dropin.sh /tmp/c /tmp/c/nccl-tests $OUT/dropin", carry=["build-carry"])
 # Usage: scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
@@ -12,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
 carry=${2:-$repo/build-carry}
-ninja -C "$build" nccl_dropin gpu_colls gpu_graphs all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
+ninja -C "$build" nccl_dropin gpu_colls gpu_graphs gpu_ce_bits all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
   alltoall_perf sendrecv_perf > /dev/null
 bash "$repo/tests/dropin/nccl_tests_bind.sh" "$build" "$repo/../shared/third_party/nccl-tests" > /dev/null
 stage=$(mktemp -d)
@@ -21,8 +21,8 @@ mkdir -p "$stage/nccl-tests" "$stage/perf" "$stage/tests"
 for lib in libnccl.so.2 libdccl.so.0 libdccl_mpi.so.0; do cp "$(readlink -f "$build/$lib")" "$stage/$lib"; done
 cp "$build"/nccl-tests/*_perf "$stage/nccl-tests/"
 for t in all_reduce all_gather broadcast reduce reduce_scatter alltoall sendrecv; do cp "$build/perf/${t}_perf" "$stage/perf/"; done
-# Two GPU test programs, to check a change without building on the device (LD_LIBRARY_PATH finds the library).
-cp "$build/tests/gpu_colls" "$build/tests/gpu_graphs" "$stage/tests/"
+# GPU test programs, to check a change without building on the device (LD_LIBRARY_PATH finds the library).
+cp "$build/tests/gpu_colls" "$build/tests/gpu_graphs" "$build/tests/gpu_ce_bits" "$stage/tests/"
 strip --strip-unneeded "$stage"/*.so.* "$stage"/nccl-tests/* "$stage"/perf/* "$stage"/tests/*
 rm -rf "$carry"
 mkdir -p "$carry"
