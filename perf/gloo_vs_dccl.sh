@@ -17,7 +17,9 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-gloo-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dc
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gloo_vs_dccl: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x PATH)
+# LD_LIBRARY_PATH travels where it is set (DCCL's libraries carried outside a build folder: scripts/gpu-carry.sh).
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x PATH
+     ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH})
 python=${PYTHON:-python3}
 sizes="8 1048576 16777216 134217728"
 status=0

@@ -13,7 +13,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
 carry=${2:-$repo/build-carry}
 ninja -C "$build" nccl_dropin gpu_colls gpu_graphs gpu_ce_bits all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
-  alltoall_perf sendrecv_perf > /dev/null
+  alltoall_perf sendrecv_perf inproc_allreduce > /dev/null
 bash "$repo/tests/dropin/nccl_tests_bind.sh" "$build" "$repo/../shared/third_party/nccl-tests" > /dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -21,6 +21,7 @@ mkdir -p "$stage/nccl-tests" "$stage/perf" "$stage/tests"
 for lib in libnccl.so.2 libdccl.so.0 libdccl_mpi.so.0; do cp "$(readlink -f "$build/$lib")" "$stage/$lib"; done
 cp "$build"/nccl-tests/*_perf "$stage/nccl-tests/"
 for t in all_reduce all_gather broadcast reduce reduce_scatter alltoall sendrecv; do cp "$build/perf/${t}_perf" "$stage/perf/"; done
+cp "$build/perf/inproc_allreduce" "$stage/perf/"
 # GPU test programs, to check a change without building on the device (LD_LIBRARY_PATH finds the library).
 cp "$build/tests/gpu_colls" "$build/tests/gpu_graphs" "$build/tests/gpu_ce_bits" "$stage/tests/"
 strip --strip-unneeded "$stage"/*.so.* "$stage"/nccl-tests/* "$stage"/perf/* "$stage"/tests/*
