@@ -74,8 +74,8 @@ ncclResult_t dccl_gpu_sharing_probe(struct dccl_comm *comm, int *take_turns) {
     DCCL_WARN(DCCL_INIT,
               "ranks of different processes share a GPU (ranks %d and %d, pids %d and %d) and do not run "
               "their kernels at once: a 4-byte device all-reduce took %.0f us at creation (median of %d; under MPS, "
-              "tens of microseconds). Every hand-off between those processes waits for the GPU's time slice (all-reduces "
-              "take the copy engines unless DCCL_CE=0; the other collectives wait): start MPS "
+              "tens of microseconds). Every hand-off between those processes waits for the GPU's time slice (the "
+              "collectives take the copy engines unless DCCL_CE=0; send/recv and what is made of them wait): start MPS "
               "(nvidia-cuda-mps-control -d) before the job",
               a, b, comm->peers[a].pid, comm->peers[b].pid, median, ROUNDS - 1);
   else
