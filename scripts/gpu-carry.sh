@@ -4,7 +4,7 @@
 # here against NVIDIA's nccl.h (tests/dropin/nccl_tests_bind.sh, into BUILD_DIR/nccl-tests) and packed, with DCCL's
 # libraries and perf tools, into CARRY/dropin.tar.gz (CARRY: an ignored folder, default build-carry; every binary
 # stripped and compressed: about 13 MiB, where the carried tree may hold 64), with the GPU test programs gpu_colls,
-# gpu_graphs and gpu_ce_bits (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
+# gpu_graphs, gpu_ce_bits and coll_suite (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
 #   run(command="mkdir -p /tmp/c && tar -xzf build-carry/dropin.tar.gz -C /tmp/c &&
 #                bash scripts/gpu-lab-dropin.sh /tmp/c /tmp/c/nccl-tests $OUT/dropin", carry=["build-carry"])
 # Usage: scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
@@ -12,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
 carry=${2:-$repo/build-carry}
-ninja -C "$build" nccl_dropin gpu_colls gpu_graphs gpu_ce_bits all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
+ninja -C "$build" nccl_dropin gpu_colls gpu_graphs gpu_ce_bits coll_suite all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
   alltoall_perf sendrecv_perf inproc_allreduce > /dev/null
 bash "$repo/tests/dropin/nccl_tests_bind.sh" "$build" "$repo/../shared/third_party/nccl-tests" > /dev/null
 stage=$(mktemp -d)
@@ -23,7 +23,7 @@ cp "$build"/nccl-tests/*_perf "$stage/nccl-tests/"
 for t in all_reduce all_gather broadcast reduce reduce_scatter alltoall sendrecv; do cp "$build/perf/${t}_perf" "$stage/perf/"; done
 cp "$build/perf/inproc_allreduce" "$stage/perf/"
 # GPU test programs, to check a change without building on the device (LD_LIBRARY_PATH finds the library).
-cp "$build/tests/gpu_colls" "$build/tests/gpu_graphs" "$build/tests/gpu_ce_bits" "$stage/tests/"
+cp "$build/tests/gpu_colls" "$build/tests/gpu_graphs" "$build/tests/gpu_ce_bits" "$build/tests/coll_suite" "$stage/tests/"
 strip --strip-unneeded "$stage"/*.so.* "$stage"/nccl-tests/* "$stage"/perf/* "$stage"/tests/*
 rm -rf "$carry"
 mkdir -p "$carry"

@@ -365,6 +365,8 @@ void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
   }
 }
 
+int dccl_dev_ce_on(const struct dccl_coll_comm *comm) { return comm->dev && comm->dev->ce; }
+
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
   return comm->dev && comm->dev->ce && dccl_ce_runs(op->kind) && op->count > 0 &&
          (!op->redop.has_pre || op->redop.called == ncclAvg) && !op->redop.pre_dev &&

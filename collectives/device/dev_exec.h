@@ -52,6 +52,8 @@ ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, cons
 /* 1 when `op` (device buffers) runs on the copy engines (ce_collectives.h): a collective they run (all but
  * send/recv), not empty, not being captured, without a per-rank premultiply or a scalar in GPU memory. */
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op);
+/* 1 when the communicator's collectives take the copy engines (the same on every rank). */
+int dccl_dev_ce_on(const struct dccl_coll_comm *comm);
 /* The device's copy of a reduction (its premultiplier by value, or the GPU address it is read from). */
 struct dccl_dev_redop dccl_dev_redop_of(const struct dccl_redop *r);
 /* Waits until none may (host operations and finalize wait for the communicator's device work). */
@@ -118,6 +120,10 @@ static inline ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size
 }
 static inline int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
   (void)comm, (void)op;
+  return 0;
+}
+static inline int dccl_dev_ce_on(const struct dccl_coll_comm *comm) {
+  (void)comm;
   return 0;
 }
 static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {

@@ -108,6 +108,7 @@ struct dccl_comm {
    * i on every rank). */
   struct dccl_window *window_list;
   struct dccl_window *windows[DCCL_MAX_WINDOWS];
+  struct dccl_lazy_map *lazy; /* implicit windows: buffers mapped on first use (core/comm_lazy_map.h) */
 
   int finalized, destroyed;
 

@@ -9,6 +9,7 @@
 #include "collectives/op.h"
 #include "core/comm.h"
 #include "core/comm_init.h"
+#include "core/comm_lazy_map.h"
 #include "transports/registry.h"
 #include "util/clock.h"
 #include "util/cuda_driver.h"
@@ -65,6 +66,7 @@ void dccl_comm_free(struct dccl_comm *comm, int goodbye) {
   dccl_comm_pump_stop(comm);
   dccl_dev_comm_free(&comm->coll);
   dccl_comm_free_windows(comm);
+  dccl_lazy_map_free(comm);
   struct dccl_conn_entry *e = atomic_load(&comm->conns);
   while (e) {
     struct dccl_conn_entry *next = e->next;

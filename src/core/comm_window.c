@@ -13,6 +13,7 @@
 
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
+#include "core/comm_lazy_map.h"
 #include "core/group.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
@@ -52,7 +53,7 @@ static int other_process(const struct dccl_comm *comm, const struct win_hello *h
 
 static int free_slot(const struct dccl_comm *comm) {
   for (int i = 0; i < DCCL_MAX_WINDOWS; i++)
-    if (!comm->windows[i]) return i;
+    if (!comm->windows[i] && !dccl_lazy_map_row_taken(comm, i)) return i;
   return -1;
 }
 

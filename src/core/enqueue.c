@@ -5,6 +5,7 @@
 #include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/comm_lazy_map.h"
 #include "core/group.h"
 #include "core/redop.h"
 #include "util/cuda_driver.h"
@@ -139,6 +140,14 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
   if (kind == DCCL_OP_SEND) op->seq = comm->p2p_send_seq[peer]++;
   else if (kind == DCCL_OP_RECV) op->seq = comm->p2p_recv_seq[peer]++;
   else op->seq = comm->coll_seq++;
+  /* Buffers outside windows between processes: mapped at the call where DCCL_LAZY_MAP_BYTES asks (the ranks meet). */
+  if (dccl_lazy_map_applies(comm, op)) {
+    ncclResult_t met = dccl_lazy_map_call(comm, op);
+    if (met != ncclSuccess) {
+      dccl_op_put(op);
+      return met;
+    }
+  }
   ncclResult_t res = ncclSuccess;
   if (c->on_device && dccl_dev_ce_takes(&comm->coll, op)) { /* copy engines: no channels, no links */
     op->algo = DCCL_ALGO_CE;

@@ -36,6 +36,9 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
   e->device = ordinal;
   e->base = base;
   e->bytes = size;
+  unsigned long long id = 0;
+  DCCL_CUCHECK(dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base), "the allocation's buffer id");
+  e->id = id;
   CUmemGenericAllocationHandle first = cumem_at(base);
   if (first) {
     /* A reserved range may hold several allocations (expandable segments): one file descriptor names one. */

@@ -21,6 +21,8 @@ struct dccl_peer_mem_export {
   int32_t device; /* the allocation's device ordinal in the owner's process */
   uint64_t base;  /* the allocation's first byte, in the owner's process */
   uint64_t bytes; /* the allocation's size */
+  uint64_t id;    /* the allocation's buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID): another allocation at the same
+                     address has another */
   unsigned char ipc[64]; /* CUipcMemHandle: the legacy kind */
 };
 

@@ -143,6 +143,14 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                     --colls allreduce,broadcast,reduce ENV DCCL_TIMEOUT=60)
     endif()
     dccl_gpu_test(suite_fork_3ranks_mps COMMAND ${mps} ${suite} --fork 3 --timeout 270 ENV DCCL_TIMEOUT=60)
+    # Buffers outside windows mapped on first use (core/comm_lazy_map.c, DCCL_LAZY_MAP_BYTES=0): every collective on
+    # the suite's unregistered cudaMalloc buffers, new ones each case and often at the last case's addresses (rows
+    # naming freed allocations must go), more cases than rows (the least recently used are replaced); the trace
+    # must show an all-reduce taking the direct algorithm, and the log a first-use mapping.
+    dccl_gpu_test(suite_fork_3ranks_mps_lazy COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo direct"
+                  ${DCCL_EXPECT_OUTPUT} "every rank's buffers mapped on first use" ${suite} --fork 3 --timeout 270
+                  ENV DCCL_TIMEOUT=60 DCCL_LAZY_MAP_BYTES=0 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     # Two pretend hosts of processes under MPS, their ranks alternating (A,B,A,B): the ring keeps each host's ranks
     # together and crosses between them twice; sockets carry the device links between them.
     dccl_gpu_test(suite_fork_4ranks_mps_two_hosts COMMAND ${mps} ${DCCL_EXPECT_OUTPUT} "host crossings 2\\)"

@@ -1,0 +1,300 @@
+/* Buffers outside windows, mapped on first use (core/comm_lazy_map.h). */
+#include "core/comm_lazy_map.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/device/dev_exec.h"
+#include "core/group.h"
+#include "util/cuda_driver.h"
+#include "util/cuda_peer_mem.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/params.h"
+
+#define LAZY_ROWS 32 /* of the DCCL_MAX_WINDOWS rows of the device table: the rest stay for ncclCommWindowRegister */
+
+/* An implicit window: one allocation per rank (kind 0 where the buffer is unused on that rank) in row `index`. */
+struct lazy_row {
+  int index; /* -1: free */
+  uint64_t used_at; /* the meeting that last used it: the least recent is replaced */
+  struct dccl_peer_mem_export *allocs; /* by rank */
+};
+
+/* Another process's allocation mapped here, once however many rows name it. */
+struct lazy_import {
+  int rank, refs;
+  uint64_t id;
+  struct dccl_peer_mem_map map;
+  struct lazy_import *next;
+};
+
+struct dccl_lazy_map {
+  uint64_t meetings;
+  /* Rows used from this meeting on may serve operations of an open group, not launched yet: not replaced. */
+  uint64_t protect_from;
+  int in_group;
+  struct lazy_row rows[LAZY_ROWS];
+  struct lazy_import *imports;
+};
+
+/* What a rank says at a meeting: whether it can take part, the rows its open group uses (bit i: rows[i]; no rank
+ * replaces a row any rank still needs, so all keep the same rows), and the allocations holding its buffers. */
+struct lazy_say {
+  int32_t ok;
+  uint32_t busy;
+  struct dccl_peer_mem_export buf[2]; /* send, recv */
+};
+
+static int one_rank_per_process(const struct dccl_comm *comm) {
+  for (int a = 0; a < comm->nranks; a++)
+    for (int b = a + 1; b < comm->nranks; b++)
+      if (comm->peers[a].pid == comm->peers[b].pid && comm->peers[a].real_host_hash == comm->peers[b].real_host_hash)
+        return 0;
+  return 1;
+}
+
+int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op) {
+  int64_t min = dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES);
+  const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
+  /* Every term is the same on every rank: the call, the communicator, the environment. A blocking meeting would
+   * break a nonblocking communicator's promise; deterministic mode takes no FIFO fallback it could not check. */
+  return min >= 0 && op->on_device && comm->coll.direct_ok == DCCL_DIRECT_WINDOWS && !comm->nonblocking &&
+         !comm->coll.deterministic && !dccl_dev_ce_on(&comm->coll) && op->kind != DCCL_OP_SEND &&
+         op->kind != DCCL_OP_RECV && !dccl_op_in_windows(op) && op->count * op->esize >= (uint64_t)min &&
+         (!*forced || !strcasecmp(forced, "direct")) && (!op->redop.has_pre || op->redop.called == ncclAvg) &&
+         comm->nranks <= DCCL_CONN_SLOTS && one_rank_per_process(comm);
+}
+
+int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
+  for (int i = 0; comm->lazy && i < LAZY_ROWS; i++)
+    if (comm->lazy->rows[i].index == index) return 1;
+  return 0;
+}
+
+/* The allocation holding [buf, +bytes): 1 with it described (kind 0 for an unused buffer), 0 where other processes
+ * cannot map it lazily (only cudaMalloc memory: cuMem memory travels as a file descriptor, which takes windows). */
+static int describe(const void *buf, size_t bytes, int unused, struct dccl_peer_mem_export *e) {
+  memset(e, 0, sizeof(*e));
+  if (unused) return 1;
+  int fd = -1;
+  ncclResult_t r = dccl_peer_mem_export(buf, bytes, e, &fd);
+  if (fd >= 0) close(fd);
+  return r == ncclSuccess && e->kind == DCCL_PEER_MEM_LEGACY;
+}
+
+static int same_alloc(const struct dccl_peer_mem_export *a, const struct dccl_peer_mem_export *b) {
+  return a->kind == b->kind && a->base == b->base && a->id == b->id;
+}
+
+static int overlap(const struct dccl_peer_mem_export *a, const struct dccl_peer_mem_export *b) {
+  return a->kind && b->kind && a->base < b->base + b->bytes && b->base < a->base + a->bytes;
+}
+
+static void release_import(struct dccl_lazy_map *lm, int rank, uint64_t id) {
+  for (struct lazy_import **link = &lm->imports; *link; link = &(*link)->next) {
+    struct lazy_import *im = *link;
+    if (im->rank != rank || im->id != id) continue;
+    if (--im->refs == 0) {
+      dccl_peer_mem_close(&im->map);
+      *link = im->next;
+      free(im);
+    }
+    return;
+  }
+}
+
+/* Frees a row: no kernel may still read it (the communicator's are waited for), then its mappings are let go. */
+static void drop_row(struct dccl_comm *comm, struct lazy_row *row) {
+  if (row->index < 0) return;
+  dccl_dev_comm_wait(&comm->coll);
+  for (int r = 0; r < comm->nranks; r++)
+    if (r != comm->rank && row->allocs[r].kind) release_import(comm->lazy, r, row->allocs[r].id);
+  free(row->allocs);
+  row->allocs = NULL;
+  row->index = -1;
+}
+
+/* Rank r's allocation as mapped here (imported on first use): its base in this process, or 0. */
+static uint64_t import(struct dccl_comm *comm, int r, const struct dccl_peer_mem_export *e) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  for (struct lazy_import *im = lm->imports; im; im = im->next)
+    if (im->rank == r && im->id == e->id) {
+      im->refs++;
+      return im->map.base;
+    }
+  struct lazy_import *im = calloc(1, sizeof(*im));
+  if (!im) return 0;
+  if (dccl_peer_mem_import(e, -1, comm->cuda_device, &im->map) != ncclSuccess) {
+    DCCL_INFO(DCCL_COLL, "rank %d: rank %d's allocation %#llx not mapped: %s", comm->rank, r,
+              (unsigned long long)e->base, dccl_last_error());
+    free(im);
+    return 0;
+  }
+  im->rank = r;
+  im->id = e->id;
+  im->refs = 1;
+  im->next = lm->imports;
+  lm->imports = im;
+  return im->map.base;
+}
+
+/* A table row no window uses (explicit or implicit), or -1. */
+static int free_index(const struct dccl_comm *comm) {
+  for (int i = 0; i < DCCL_MAX_WINDOWS; i++)
+    if (!comm->windows[i] && !dccl_lazy_map_row_taken(comm, i)) return i;
+  return -1;
+}
+
+/* The row holding the ranks' allocations of one buffer role (`which`: send 0, recv 1), made if there is none; -1
+ * when no row could be had. *made: it is new (its mappings are this rank's to report). `keep`: a row this call
+ * already uses, never replaced for the other role. */
+static struct lazy_row *row_for(struct dccl_comm *comm, const struct lazy_say *all, int which, uint32_t busy,
+                                const struct lazy_row *keep, int *made, int *mapped) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  int n = comm->nranks;
+  struct lazy_row *lru = NULL, *empty = NULL;
+  for (int i = 0; i < LAZY_ROWS; i++) {
+    struct lazy_row *row = &lm->rows[i];
+    if (row->index < 0) {
+      if (!empty) empty = row;
+      continue;
+    }
+    int r = 0;
+    while (r < n && same_alloc(&row->allocs[r], &all[r].buf[which])) r++;
+    if (r == n) return row;
+    if (row != keep && !(busy >> i & 1) && (!lru || row->used_at < lru->used_at)) lru = row;
+  }
+  int index = free_index(comm);
+  struct lazy_row *row = empty && index >= 0 ? empty : lru;
+  if (!row) return NULL;
+  if (row == lru) {
+    index = row->index;
+    drop_row(comm, row);
+  }
+  *made = 1; /* from here every rank reports (so all meet again, even where this rank runs out of memory) */
+  row->allocs = calloc((size_t)n, sizeof(*row->allocs));
+  struct dccl_win_peer *entries = calloc((size_t)n, sizeof(*entries));
+  if (!row->allocs || !entries) {
+    free(row->allocs);
+    free(entries);
+    row->allocs = NULL;
+    return NULL;
+  }
+  row->index = index;
+  for (int r = 0; r < n; r++) {
+    row->allocs[r] = all[r].buf[which];
+    if (r == comm->rank || !row->allocs[r].kind) continue; /* {0, 0}: an address as it is, or never read */
+    uint64_t local = import(comm, r, &row->allocs[r]);
+    if (!local) {
+      *mapped = 0;
+      row->allocs[r].kind = 0; /* nothing to release for it */
+    }
+    entries[r] = (struct dccl_win_peer){row->allocs[r].base, local};
+  }
+  if (*mapped && dccl_dev_comm_set_window(&comm->coll, index, entries) != ncclSuccess) *mapped = 0;
+  free(entries);
+  return row;
+}
+
+/* Rows naming an allocation of rank r that another allocation said here now overlaps (freed, allocated again). */
+static void drop_stale_rows(struct dccl_comm *comm, const struct lazy_say *all) {
+  for (int i = 0; i < LAZY_ROWS; i++) {
+    struct lazy_row *row = &comm->lazy->rows[i];
+    for (int r = 0; row->index >= 0 && r < comm->nranks; r++)
+      for (int b = 0; b < 2; b++)
+        if (overlap(&row->allocs[r], &all[r].buf[b]) && !same_alloc(&row->allocs[r], &all[r].buf[b])) {
+          drop_row(comm, row);
+          break;
+        }
+  }
+}
+
+/* The meeting proper, in the communicator's context. */
+static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  int n = comm->nranks, me = comm->rank;
+  size_t bytes = op->count * op->esize;
+  size_t in = op->kind == DCCL_OP_REDUCESCATTER ? bytes * (size_t)n : bytes;
+  size_t out = op->kind == DCCL_OP_ALLGATHER ? bytes * (size_t)n : bytes;
+  struct lazy_say *mine = &all[me];
+  mine->ok = !dccl_cuda_stream_capturing(op->stream) &&
+             describe(op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&
+             describe(op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
+  for (int i = 0; i < LAZY_ROWS; i++)
+    if (lm->rows[i].index >= 0 && lm->rows[i].used_at >= lm->protect_from) mine->busy |= 1u << i;
+  DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all)));
+  lm->meetings++;
+  uint32_t busy = 0;
+  for (int r = 0; r < n; r++) {
+    if (!all[r].ok) return ncclSuccess; /* FIFO algorithms, on every rank */
+    busy |= all[r].busy;
+  }
+  drop_stale_rows(comm, all);
+  int made = 0, mapped = 1;
+  struct lazy_row *send = row_for(comm, all, 0, busy, NULL, &made, &mapped);
+  struct lazy_row *recv = send ? row_for(comm, all, 1, busy, send, &made, &mapped) : NULL;
+  int32_t *oks = NULL;
+  if (made) { /* every rank made the same rows: each says whether it mapped them */
+    oks = calloc((size_t)n, sizeof(*oks));
+    if (!oks) return dccl_error(ncclSystemError, "out of memory");
+    oks[me] = send && recv && mapped;
+    ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, oks, sizeof(*oks));
+    for (int r = 0; r < n && res == ncclSuccess; r++) mapped &= oks[r] != 0;
+    free(oks);
+    DCCLCHECK(res);
+    if (!mapped) { /* some rank could not: every rank lets these rows go */
+      if (send) drop_row(comm, send);
+      if (recv && recv != send) drop_row(comm, recv);
+      return ncclSuccess;
+    }
+    DCCL_INFO(DCCL_COLL, "rank %d: %s #%llu: every rank's buffers mapped on first use (rows %d and %d of the windows' "
+              "table)", me, dccl_op_name(op->kind), (unsigned long long)op->seq, send->index, recv->index);
+  }
+  if (!send || !recv) return ncclSuccess;
+  send->used_at = recv->used_at = lm->meetings;
+  if (op->send_win != DCCL_WINDOW_UNUSED) op->send_win = send->index;
+  if (op->recv_win != DCCL_WINDOW_UNUSED) op->recv_win = recv->index;
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
+  if (!comm->lazy) {
+    comm->lazy = calloc(1, sizeof(*comm->lazy));
+    if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
+    for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
+  }
+  struct lazy_say *all = calloc((size_t)comm->nranks, sizeof(*all));
+  if (!all) return dccl_error(ncclSystemError, "out of memory");
+  /* Outside a group each call launched its kernels already; a group's calls launch at its end. */
+  struct dccl_lazy_map *lm = comm->lazy;
+  int depth = dccl_group_depth();
+  if (depth == 0 || !lm->in_group) lm->protect_from = lm->meetings + 1; /* this meeting's number */
+  lm->in_group = depth > 0;
+  void *saved = dccl_cuda_get_current();
+  dccl_cuda_set_current(comm->cu_ctx);
+  ncclResult_t res = meet(comm, op, all);
+  if (saved) dccl_cuda_set_current(saved);
+  free(all);
+  return res;
+}
+
+void dccl_lazy_map_free(struct dccl_comm *comm) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  if (!lm) return;
+  void *saved = dccl_cuda_get_current();
+  dccl_cuda_set_current(comm->cu_ctx);
+  for (int i = 0; i < LAZY_ROWS; i++) free(lm->rows[i].allocs);
+  while (lm->imports) {
+    struct lazy_import *im = lm->imports;
+    lm->imports = im->next;
+    dccl_peer_mem_close(&im->map);
+    free(im);
+  }
+  if (saved) dccl_cuda_set_current(saved);
+  free(lm);
+  comm->lazy = NULL;
+}
