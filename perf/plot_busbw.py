@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Usage: perf/plot_busbw.py [-o busbw.png] [--label TEXT]... [--in-place] [--title TEXT] RUN.json [RUN.json...]
+# Usage: perf/plot_busbw.py [-o busbw.png] [--label TEXT]... [--in-place] [--title TEXT] [--log-y] RUN.json [RUN.json...]
 #
 # Plots bus bandwidth (GB/s) against size from the JSON files the perf tools write with -J: one line per file
 # (labelled by the file's "label", e.g. "dccl DCCL_ALGO=ring", or by --label), and the file's MPI baseline, when
@@ -65,7 +65,7 @@ def default_title(runs, in_place):
     return f"{title}, {date}" if date else title
 
 
-def plot(runs, labels, in_place, title, out_path):
+def plot(runs, labels, in_place, title, out_path, log_y=False):
     fig, ax = plt.subplots(figsize=(9, 5.2), dpi=100)
     all_sizes = set()
     for run, label in zip(runs, labels):
@@ -93,7 +93,10 @@ def plot(runs, labels, in_place, title, out_path):
     ax.minorticks_off()
     ax.set_xlabel("size")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_ylim(bottom=0)
+    if log_y:  # paths 100x apart (host-staged, gloo) stay readable beside the direct ones
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title or default_title(runs, in_place), fontsize=10)
@@ -111,12 +114,13 @@ def main():
                         help="the line's name, once per file in order (default: the file's label)")
     parser.add_argument("--in-place", action="store_true", help="plot the in-place results (default out-of-place)")
     parser.add_argument("--title", help="the plot's title (default: tool, ranks, date)")
+    parser.add_argument("--log-y", action="store_true", help="bus bandwidth on a logarithmic axis")
     args = parser.parse_args()
     if args.label and len(args.label) != len(args.files):
         parser.error(f"{len(args.label)} --label for {len(args.files)} files: give one per file or none")
     runs = [load_run(path) for path in args.files]
     labels = args.label or [run.get("label", "dccl") for run in runs]
-    plot(runs, labels, args.in_place, args.title, args.output)
+    plot(runs, labels, args.in_place, args.title, args.output, args.log_y)
 
 
 if __name__ == "__main__":
