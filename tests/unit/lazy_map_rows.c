@@ -1,0 +1,203 @@
+/* The bookkeeping of buffers mapped on first use (src/core/comm_lazy_map.c), without a GPU: the module is built with
+ * fakes of what it calls (the bootstrap's allgather, the driver's exports and imports, the device table), seen from
+ * rank 0 of 3 ranks in processes of their own, each peer's side of every meeting scripted. Checked: a first call
+ * maps each role's row and says so in a second meeting; the same buffers again find their rows without mapping
+ * anything; an allocation freed and made again at the same address (a new buffer id) drops the rows naming the old
+ * one and closes its mappings; a rank that cannot take part (or a failed mapping anywhere) leaves the call to the
+ * FIFO algorithms on every rank; at most 32 rows, the least recently used replaced (after the communicator's
+ * kernels), none a rank's open group still needs; rows never take a slot an explicit window holds; at the end every
+ * mapping opened is closed once. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/device/dev_exec.h"
+#include "core/comm.h"
+#include "core/comm_lazy_map.h"
+#include "util/cuda_driver.h"
+#include "util/cuda_peer_mem.h"
+#include "unit_check.h"
+
+#define NRANKS 3
+
+/* The scripted world: each rank's buffers of the next call (an allocation's base and buffer id), who can take
+ * part, whose mapping fails. */
+static struct {
+  uint64_t base[NRANKS][2], id[NRANKS][2];
+  int ok[NRANKS], map_ok[NRANKS], capturing, depth;
+  int allgathers, waits, table_writes, opens, closes, fail_import_id;
+} w;
+
+ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, size_t size) {
+  (void)boot;
+  w.allgathers++;
+  unsigned char *all = buf;
+  if (size == sizeof(int32_t)) { /* the second meeting: whether each rank mapped */
+    for (int r = 1; r < NRANKS; r++) ((int32_t *)buf)[r] = w.map_ok[r];
+    return ncclSuccess;
+  }
+  /* The first: each peer says what rank 0 says for itself, with its own allocations (struct lazy_say's layout:
+   * ok, busy, then the two exports). */
+  for (int r = 1; r < NRANKS; r++) {
+    unsigned char *say = all + (size_t)r * size;
+    memcpy(say, all, size);
+    *(int32_t *)say = w.ok[r];
+    *(uint32_t *)(say + 4) = 0;
+    struct dccl_peer_mem_export *e = (struct dccl_peer_mem_export *)(say + 8);
+    for (int role = 0; role < 2; role++) {
+      e[role].base = w.base[r][role];
+      e[role].id = w.id[r][role];
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
+  (void)bytes;
+  *fd = -1;
+  memset(e, 0, sizeof(*e));
+  uint64_t p = (uint64_t)(uintptr_t)ptr;
+  for (int b = 0; b < 2; b++)
+    if (p == w.base[0][b]) {
+      e->kind = DCCL_PEER_MEM_LEGACY;
+      e->base = p;
+      e->bytes = 1 << 20;
+      e->id = w.id[0][b];
+      return ncclSuccess;
+    }
+  return ncclInvalidUsage;
+}
+ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
+                                  struct dccl_peer_mem_map *m) {
+  (void)fd, (void)ordinal;
+  if ((int)e->id == w.fail_import_id) return ncclUnhandledCudaError;
+  w.opens++;
+  m->kind = e->kind;
+  m->base = e->base + (1ull << 40);
+  m->bytes = e->bytes;
+  return ncclSuccess;
+}
+void dccl_peer_mem_close(struct dccl_peer_mem_map *m) {
+  if (m->base) w.closes++;
+  m->base = 0;
+}
+void dccl_dev_comm_wait(struct dccl_coll_comm *comm) {
+  (void)comm;
+  w.waits++;
+}
+ncclResult_t dccl_dev_comm_set_window(struct dccl_coll_comm *comm, int index, const struct dccl_win_peer *row) {
+  (void)comm, (void)index, (void)row;
+  w.table_writes++;
+  return ncclSuccess;
+}
+int dccl_dev_ce_on(const struct dccl_coll_comm *comm) {
+  (void)comm;
+  return 0;
+}
+int dccl_cuda_stream_capturing(cudaStream_t stream) {
+  (void)stream;
+  return w.capturing;
+}
+void *dccl_cuda_get_current(void) { return NULL; }
+void dccl_cuda_set_current(void *ctx) { (void)ctx; }
+int dccl_group_depth(void) { return w.depth; }
+const char *dccl_op_name(int kind) {
+  (void)kind;
+  return "ncclAllReduce";
+}
+
+static struct dccl_comm comm;
+static struct dccl_peer_info peers[NRANKS];
+static struct dccl_op op;
+
+/* Buffer set k: every rank's send allocation at 0x10000000 * (r + 1) + 2 MiB * k (id 1000 r + k), recv after it. */
+static void buffers(int k, int id_shift) {
+  for (int r = 0; r < NRANKS; r++)
+    for (int b = 0; b < 2; b++) {
+      w.base[r][b] = 0x10000000ull * (uint64_t)(r + 1) + (2ull << 20) * (uint64_t)(2 * k + b);
+      w.id[r][b] = 1000 * (uint64_t)r + (uint64_t)(2 * k + b) + (uint64_t)id_shift;
+    }
+}
+
+/* One all-reduce on set k: 1 with its windows set (the direct path), 0 (the FIFO algorithms). */
+static int call(int k, int id_shift) {
+  buffers(k, id_shift);
+  memset(&op, 0, sizeof(op));
+  op.kind = DCCL_OP_ALLREDUCE;
+  op.on_device = 1;
+  op.count = 1024;
+  op.esize = 4;
+  op.sendbuff = (const void *)(uintptr_t)w.base[0][0];
+  op.recvbuff = (void *)(uintptr_t)w.base[0][1];
+  op.send_win = op.recv_win = -1;
+  check(dccl_lazy_map_applies(&comm, &op), "set %d: the call meets the other ranks", k);
+  check(dccl_lazy_map_call(&comm, &op) == ncclSuccess, "set %d: the meeting succeeds", k);
+  return op.send_win >= 0 && op.recv_win >= 0;
+}
+
+int main(void) {
+  setenv("DCCL_LAZY_MAP_BYTES", "0", 1);
+  comm.rank = 0;
+  comm.nranks = NRANKS;
+  comm.peers = peers;
+  for (int r = 0; r < NRANKS; r++) peers[r].pid = 100 + r;
+  comm.coll.direct_ok = DCCL_DIRECT_WINDOWS;
+  static struct dccl_window *explicit_window; /* a stand-in: only its slot's being taken matters */
+  comm.windows[0] = (struct dccl_window *)&explicit_window;
+  for (int r = 0; r < NRANKS; r++) w.ok[r] = w.map_ok[r] = 1;
+  w.fail_import_id = -1;
+
+  /* First use: both rows made (two table writes), a second meeting, 2 peers x 2 roles mapped. */
+  int direct = call(0, 0);
+  check(direct && op.send_win != op.recv_win && op.send_win != 0 && op.recv_win != 0,
+        "first use: rows %d and %d (not the explicit window's 0)", op.send_win, op.recv_win);
+  check(w.allgathers == 2 && w.table_writes == 2 && w.opens == 4, "first use: %d meetings, %d rows written, %d "
+        "mappings", w.allgathers, w.table_writes, w.opens);
+  int first_send = op.send_win;
+  /* The same buffers: found, one meeting, nothing mapped. */
+  direct = call(0, 0);
+  check(direct && op.send_win == first_send && w.allgathers == 3 && w.opens == 4,
+        "again: the same rows (%d), %d meetings, %d mappings", op.send_win, w.allgathers, w.opens);
+  /* Every rank's allocations freed and made again at the same addresses (new buffer ids): the old rows go (their 4
+   * mappings, after the kernels), new ones are made. */
+  int waits = w.waits;
+  direct = call(0, 7);
+  check(direct && w.closes == 4 && w.waits > waits && w.opens == 8,
+        "reallocated: %d closed, %d mapped, %d waits for the kernels", w.closes, w.opens, w.waits - waits);
+  /* A rank that cannot take part: every rank keeps to the FIFO algorithms, nothing mapped. */
+  w.ok[2] = 0;
+  int opens = w.opens;
+  check(!call(1, 0) && w.opens == opens, "rank 2 cannot take part: FIFO algorithms, nothing mapped");
+  w.ok[2] = 1;
+  /* This rank's mapping fails: the second meeting says so, the new rows go, FIFO algorithms. */
+  buffers(2, 0);
+  w.fail_import_id = (int)w.id[1][0];
+  int closes = w.closes;
+  check(!call(2, 0), "a failed mapping: FIFO algorithms");
+  w.fail_import_id = -1;
+  check(w.closes - closes == w.opens - opens, "a failed mapping: what it did map is closed (%d of %d)",
+        w.closes - closes, w.opens - opens);
+  /* A peer's mapping fails: the same. */
+  w.map_ok[1] = 0;
+  check(!call(3, 0), "a peer could not map: FIFO algorithms");
+  w.map_ok[1] = 1;
+  /* Many sets: at most 32 rows, the least recently used replaced; the live rows' mappings stay open. */
+  for (int k = 10; k < 60; k++) check(call(k, 0), "set %d: direct", k);
+  check(w.opens - w.closes == 32 * 2, "after 50 sets: %d mappings open (32 rows x 2 peers)", w.opens - w.closes);
+  /* In a group, rows of the group's earlier calls are not replaced: the 33rd new set of one group finds no row. */
+  w.depth = 1;
+  int rows_seen[64] = {0}, reused = 0, all_direct = 1;
+  for (int k = 100; k < 116; k++) {
+    all_direct &= call(k, 0);
+    reused |= rows_seen[op.send_win]++ > 0 || rows_seen[op.recv_win]++ > 0;
+  }
+  check(all_direct && !reused, "a group of 16 calls (32 rows): direct, no row taken twice");
+  check(!call(116, 0), "the group's 17th call finds no free row: FIFO algorithms");
+  w.depth = 0;
+  check(call(133, 0), "outside the group again: rows are replaced");
+  dccl_lazy_map_free(&comm);
+  check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
+  printf("lazy_map_rows: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed ? 1 : 0;
+}
