@@ -65,7 +65,7 @@ struct dccl_dev_comm {
   struct dccl_peer_mem_map *board_maps; /* by rank: the boards of ranks in other processes, mapped here */
   CUdeviceptr ce_region;           /* the copy-engine collectives' (ce_collectives.h): this rank's flags and slots */
   struct dccl_peer_mem_map *ce_maps; /* by rank: the regions of ranks in other processes, mapped here */
-  struct dccl_ce *ce;              /* that all-reduce, once every rank's region is mapped (else NULL) */
+  struct dccl_ce *ce;              /* those collectives, once every rank's region is mapped (else NULL) */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */

@@ -58,11 +58,13 @@ static int one_rank_per_process(const struct dccl_comm *comm) {
 }
 
 int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op) {
+  /* Every call passes here: host buffers and other communicators leave before any parameter is read. */
+  if (!op->on_device || comm->coll.direct_ok != DCCL_DIRECT_WINDOWS) return 0;
   int64_t min = dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES);
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   /* Every term is the same on every rank: the call, the communicator, the environment. A blocking meeting would
    * break a nonblocking communicator's promise; deterministic mode takes no FIFO fallback it could not check. */
-  return min >= 0 && op->on_device && comm->coll.direct_ok == DCCL_DIRECT_WINDOWS && !comm->nonblocking &&
+  return min >= 0 && !comm->nonblocking &&
          !comm->coll.deterministic && !dccl_dev_ce_on(&comm->coll) && op->kind != DCCL_OP_SEND &&
          op->kind != DCCL_OP_RECV && !dccl_op_in_windows(op) && op->count * op->esize >= (uint64_t)min &&
          (!*forced || !strcasecmp(forced, "direct")) && (!op->redop.has_pre || op->redop.called == ncclAvg) &&
