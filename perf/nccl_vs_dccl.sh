@@ -10,7 +10,8 @@
 # Environment: NVD_GPUS (GPU counts to run, default every one of 1 2 4 8 the machine has), NVD_COLLS (default
 # all_reduce broadcast all_gather reduce_scatter sendrecv), NVD_ROUNDS (2), NVD_ITERS (20), NVD_MAX (1G),
 # NVD_AR_MAX (8G), NVD_BUILD_ONLY (set: build nccl-tests into OUT_DIR/nccl-tests and stop), NVD_RANKS_PER_GPU (1; more runs DCCL alone on one GPU under MPS, since NVIDIA's NCCL refuses two
-# ranks on one GPU), NCCL_TESTS_SRC, NCCL_HOME (where NVIDIA's include/nccl.h is).
+# ranks on one GPU), NCCL_TESTS_SRC, NCCL_HOME (where NVIDIA's include/nccl.h is), NVD_TESTS_BIN (a folder of
+# nccl-tests binaries built elsewhere, as scripts/gpu-carry.sh packs them: no build here).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:-build-gpu}" && pwd) || exit 2
@@ -18,7 +19,7 @@ out=${2:-nccl-vs-dccl-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 src=${NCCL_TESTS_SRC:-$here/../../shared/third_party/nccl-tests}
 [ -e "$build/libnccl.so.2" ] || { echo "nccl_vs_dccl: no $build/libnccl.so.2 (build DCCL first)"; exit 2; }
-[ -d "$src/src" ] || { echo "nccl_vs_dccl: no nccl-tests sources at $src"; exit 2; }
+[ -n "${NVD_TESTS_BIN:-}" ] || [ -d "$src/src" ] || { echo "nccl_vs_dccl: no nccl-tests sources at $src"; exit 2; }
 nccl_home=${NCCL_HOME:-}
 for d in /usr/local/cuda /usr; do [ -z "$nccl_home" ] && [ -e "$d/include/nccl.h" ] && nccl_home=$d; done
 [ -n "$nccl_home" ] || { echo "nccl_vs_dccl: no NVIDIA nccl.h (set NCCL_HOME)"; exit 2; }
@@ -30,9 +31,9 @@ echo "NVIDIA NCCL: $nvidia_lib ($(strings "$nvidia_lib" | grep -m1 -o 'NCCL vers
 echo "DCCL: $build/libnccl.so.2"
 
 # nccl-tests, built once against NVIDIA's header (the binaries then load whichever libnccl.so.2 comes first).
-tests=$out/nccl-tests
+tests=${NVD_TESTS_BIN:-$out/nccl-tests}
 mpi_home=$(dirname "$(mpicc --showme:incdirs | tr ' ' '\n' | head -1)")
-if ! make -C "$src/src" -j"$(nproc)" MPI=1 MPI_HOME="$mpi_home" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
+if [ -z "${NVD_TESTS_BIN:-}" ] && ! make -C "$src/src" -j"$(nproc)" MPI=1 MPI_HOME="$mpi_home" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
      BUILDDIR="$tests" > "$out/build.log" 2>&1; then
   tail -20 "$out/build.log"
   echo "nccl_vs_dccl: building nccl-tests failed"
