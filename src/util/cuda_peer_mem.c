@@ -1,6 +1,8 @@
 /* A device allocation of one process mapped into another (util/cuda_peer_mem.h). */
 #include "util/cuda_peer_mem.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -71,6 +73,61 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
   return ncclSuccess;
 }
 
+/* Legacy handles opened in this process, each once: the driver refuses to open one allocation twice
+ * (CUDA_ERROR_ALREADY_MAPPED), and a window, a buffer mapped on first use and a board may name the same one. */
+struct legacy_open {
+  unsigned char ipc[64];
+  CUdeviceptr base;
+  int refs;
+  struct legacy_open *next;
+};
+static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct legacy_open *legacy_opens;
+
+static ncclResult_t open_legacy(const struct dccl_peer_mem_export *e, CUdeviceptr *at) {
+  pthread_mutex_lock(&legacy_lock);
+  struct legacy_open *o = legacy_opens;
+  while (o && memcmp(o->ipc, e->ipc, sizeof(o->ipc))) o = o->next;
+  CUresult r = CUDA_SUCCESS;
+  if (o) {
+    o->refs++;
+  } else if (!(o = calloc(1, sizeof(*o)))) {
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    CUipcMemHandle h;
+    memcpy(&h, e->ipc, sizeof(h));
+    r = dccl_cu.ipc_open_mem_handle(&o->base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (r == CUDA_SUCCESS) {
+      memcpy(o->ipc, e->ipc, sizeof(o->ipc));
+      o->refs = 1;
+      o->next = legacy_opens;
+      legacy_opens = o;
+    } else {
+      free(o);
+      o = NULL;
+    }
+  }
+  if (o) *at = o->base;
+  pthread_mutex_unlock(&legacy_lock);
+  DCCL_CUCHECK(r, "cuIpcOpenMemHandle of a peer's allocation");
+  return ncclSuccess;
+}
+
+static void close_legacy(CUdeviceptr base) {
+  pthread_mutex_lock(&legacy_lock);
+  for (struct legacy_open **link = &legacy_opens; *link; link = &(*link)->next) {
+    struct legacy_open *o = *link;
+    if (o->base != base) continue;
+    if (--o->refs == 0) {
+      dccl_cu.ipc_close_mem_handle(base);
+      *link = o->next;
+      free(o);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&legacy_lock);
+}
+
 static ncclResult_t map_fd(const struct dccl_peer_mem_export *e, int fd, int ordinal, struct dccl_peer_mem_map *m) {
   CUmemGenericAllocationHandle h;
   CUresult r = dccl_cu.mem_import_from_shareable_handle(&h, (void *)(uintptr_t)fd,
@@ -108,11 +165,8 @@ ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, 
     if (fd < 0) return dccl_error(ncclInternalError, "a peer's cuMem allocation came without its file descriptor");
     DCCLCHECK(map_fd(e, fd, ordinal, m));
   } else if (e->kind == DCCL_PEER_MEM_LEGACY) {
-    CUipcMemHandle h;
-    memcpy(&h, e->ipc, sizeof(h));
     CUdeviceptr at = 0;
-    DCCL_CUCHECK(dccl_cu.ipc_open_mem_handle(&at, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                 "cuIpcOpenMemHandle of a peer's allocation");
+    DCCLCHECK(open_legacy(e, &at));
     m->base = at;
   } else {
     return dccl_error(ncclInternalError, "a peer's allocation of unknown kind %d", (int)e->kind);
@@ -124,7 +178,7 @@ ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, 
 void dccl_peer_mem_close(struct dccl_peer_mem_map *m) {
   if (!m->base) return;
   if (m->kind == DCCL_PEER_MEM_LEGACY) {
-    dccl_cu.ipc_close_mem_handle(m->base);
+    close_legacy(m->base);
   } else if (m->kind == DCCL_PEER_MEM_FD) {
     dccl_cu.mem_unmap(m->base, m->bytes);
     dccl_cu.mem_address_free(m->base, m->bytes);
