@@ -73,10 +73,12 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
   return ncclSuccess;
 }
 
-/* Legacy handles opened in this process, each once: the driver refuses to open one allocation twice
- * (CUDA_ERROR_ALREADY_MAPPED), and a window, a buffer mapped on first use and a board may name the same one. */
+/* Legacy handles opened in this process, each once per device: the driver refuses to open one allocation twice
+ * (CUDA_ERROR_ALREADY_MAPPED), and a window and a buffer mapped on first use may name the same one. */
 struct legacy_open {
   unsigned char ipc[64];
+  int ordinal;
+  uint64_t id; /* the allocation's buffer id: bytes alike for a new allocation at a freed one's place never match */
   CUdeviceptr base;
   int refs;
   struct legacy_open *next;
@@ -84,10 +86,10 @@ struct legacy_open {
 static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct legacy_open *legacy_opens;
 
-static ncclResult_t open_legacy(const struct dccl_peer_mem_export *e, CUdeviceptr *at) {
+static ncclResult_t open_legacy(const struct dccl_peer_mem_export *e, int ordinal, CUdeviceptr *at) {
   pthread_mutex_lock(&legacy_lock);
   struct legacy_open *o = legacy_opens;
-  while (o && memcmp(o->ipc, e->ipc, sizeof(o->ipc))) o = o->next;
+  while (o && (o->ordinal != ordinal || o->id != e->id || memcmp(o->ipc, e->ipc, sizeof(o->ipc)))) o = o->next;
   CUresult r = CUDA_SUCCESS;
   if (o) {
     o->refs++;
@@ -99,6 +101,8 @@ static ncclResult_t open_legacy(const struct dccl_peer_mem_export *e, CUdevicept
     r = dccl_cu.ipc_open_mem_handle(&o->base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (r == CUDA_SUCCESS) {
       memcpy(o->ipc, e->ipc, sizeof(o->ipc));
+      o->ordinal = ordinal;
+      o->id = e->id;
       o->refs = 1;
       o->next = legacy_opens;
       legacy_opens = o;
@@ -166,7 +170,7 @@ ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, 
     DCCLCHECK(map_fd(e, fd, ordinal, m));
   } else if (e->kind == DCCL_PEER_MEM_LEGACY) {
     CUdeviceptr at = 0;
-    DCCLCHECK(open_legacy(e, &at));
+    DCCLCHECK(open_legacy(e, ordinal, &at));
     m->base = at;
   } else {
     return dccl_error(ncclInternalError, "a peer's allocation of unknown kind %d", (int)e->kind);

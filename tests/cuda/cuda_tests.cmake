@@ -169,6 +169,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${windows} 2 memalloc deterministic
                   ENV DCCL_TIMEOUT=60)
+    # Windows over allocations mapped on first use and the reverse: no second open of one allocation.
+    dccl_gpu_test(windows_3ranks_cudamalloc_lazy COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "every rank's buffers mapped on first use" ${windows} 3 cudamalloc lazy
+                  ENV DCCL_TIMEOUT=60 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # Without MPS the kernels' waits (DCCL_CE=0: the all-reduce in kernels, as with MPS).
     dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid ENV DCCL_CE=0)
     dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle ENV DCCL_CE=0)

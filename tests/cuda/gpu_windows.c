@@ -9,7 +9,9 @@
  * since 2026-12-02; DCCL_ALGO=ring would take the rings). `deterministic` checks that the direct path is what ran: under
  * DCCL_DETERMINISTIC=1 (which serves device buffers of several processes only through the direct all-reduce) the
  * window call succeeds with the rank-order sum's exact bits, and a call on buffers outside windows is refused.
- * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic]  (under tests/cuda/with_mps.sh)
+ * `lazy` (cudamalloc, DCCL_LAZY_MAP_BYTES=0): windows and buffers mapped on first use over the same allocations,
+ * either first, each mapping kept while the other is let go (one legacy IPC open per allocation per process).
+ * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic|lazy]  (under tests/cuda/with_mps.sh)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -26,7 +28,7 @@
 
 struct shared {
   ncclUniqueId id;
-  int nranks, memalloc, deterministic;
+  int nranks, memalloc, deterministic, lazy;
 };
 
 static void *dev_alloc(int memalloc, size_t bytes) {
@@ -235,6 +237,32 @@ static void run_deterministic(ncclComm_t comm, int rank, int n, int memalloc, fl
   dev_free(memalloc, outside);
 }
 
+/* Windows over allocations that buffers outside windows mapped first, and the reverse (DCCL_LAZY_MAP_BYTES=0). */
+static void run_lazy(ncclComm_t comm, int rank, int n, float *send, float *recv, size_t bytes, cudaStream_t s) {
+  char *base = (char *)send - 4096; /* [base, send): in the allocation, in no window */
+  run_float(comm, rank, n, send, recv, 1001, 0, ncclSum, s, "mapped on first use");
+  ncclWindow_t wsend, wrecv;
+  FH_EXPECT(ncclCommWindowRegister(comm, send, bytes, &wsend, 0) == ncclSuccess &&
+                ncclCommWindowRegister(comm, recv, bytes, &wrecv, 0) == ncclSuccess,
+            "rank %d: a window over an allocation mapped on first use: %s", rank, ncclGetLastError(comm));
+  run_float(comm, rank, n, send, recv, 4097, 0, ncclSum, s, "windows after first use");
+  run_float(comm, rank, n, (float *)base, (float *)(base + 2048), 500, 0, ncclSum, s, "first use beside windows");
+  FH_EXPECT(ncclCommWindowDeregister(comm, wsend) == ncclSuccess && ncclCommWindowDeregister(comm, wrecv) ==
+                ncclSuccess, "rank %d: deregister: %s", rank, ncclGetLastError(comm));
+  run_float(comm, rank, n, send, recv, 1003, 0, ncclSum, s, "first use after the windows went");
+  /* The reverse: a window first, then a buffer of its allocation outside it, then the window let go. */
+  char *other = dev_alloc(0, 2 * bytes);
+  ncclWindow_t wother;
+  FH_EXPECT(ncclCommWindowRegister(comm, other, bytes, &wother, 0) == ncclSuccess, "rank %d: register: %s", rank,
+            ncclGetLastError(comm));
+  float *half = (float *)(other + bytes);
+  run_float(comm, rank, n, half, half + 8192, 8192, 0, ncclSum, s, "first use in a window's allocation");
+  FH_EXPECT(ncclCommWindowDeregister(comm, wother) == ncclSuccess, "rank %d: deregister: %s", rank,
+            ncclGetLastError(comm));
+  run_float(comm, rank, n, half, half + 8192, 8191, 0, ncclSum, s, "first use after its window went");
+  dev_free(0, other);
+}
+
 static int rank_main(void *arg, int rank) {
   const struct shared *sh = arg;
   CUDA_OK(cudaSetDevice(0));
@@ -248,6 +276,8 @@ static int rank_main(void *arg, int rank) {
   float *send = (float *)(base + 4096), *recv = (float *)(base + 8192 + bytes);
   if (sh->deterministic)
     run_deterministic(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
+  else if (sh->lazy)
+    run_lazy(comm, rank, sh->nranks, send, recv, bytes, s);
   else
     run_default(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
   FH_EXPECT(ncclCommDestroy(comm) == ncclSuccess, "rank %d: destroy", rank);
@@ -258,8 +288,11 @@ static int rank_main(void *arg, int rank) {
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 0;
   int kind_ok = argc >= 3 && (!strcmp(argv[2], "cudamalloc") || !strcmp(argv[2], "memalloc"));
-  if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || !kind_ok || (argc == 4 && strcmp(argv[3], "deterministic"))) {
-    fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic]\n", MAX_RANKS);
+  int mode_ok = argc < 4 || !strcmp(argv[3], "deterministic") || (!strcmp(argv[3], "lazy") &&
+                                                                    !strcmp(argv[2], "cudamalloc"));
+  if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || !kind_ok || !mode_ok) {
+    fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic] | cudamalloc lazy\n",
+            MAX_RANKS);
     return 2;
   }
   /* No CUDA in the parent: its children fork from it. */
@@ -270,8 +303,11 @@ int main(int argc, char **argv) {
   struct shared *sh = fh_shared_alloc(sizeof(*sh));
   sh->nranks = n;
   sh->memalloc = !strcmp(argv[2], "memalloc");
-  sh->deterministic = argc == 4;
-  if (sh->deterministic) setenv("DCCL_DETERMINISTIC", "1", 1); /* read once per process: before the children start */
+  sh->deterministic = argc == 4 && !strcmp(argv[3], "deterministic");
+  sh->lazy = argc == 4 && !strcmp(argv[3], "lazy");
+  /* Read once per process: set before the children start. */
+  if (sh->deterministic) setenv("DCCL_DETERMINISTIC", "1", 1);
+  if (sh->lazy) setenv("DCCL_LAZY_MAP_BYTES", "0", 1);
   if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
   int status[MAX_RANKS], killed[MAX_RANKS];
   fh_run_ranks(rank_main, sh, n, 240, status, killed);
@@ -280,7 +316,7 @@ int main(int argc, char **argv) {
     FH_EXPECT(fh_status_ok(status[r]), "rank %d: %s%s", r, fh_status_str(status[r], buf, sizeof(buf)),
               killed[r] ? " (killed at the deadline)" : "");
   }
-  printf("gpu_windows %d ranks, %s%s: %s\n", n, argv[2], sh->deterministic ? ", deterministic" : "",
+  printf("gpu_windows %d ranks, %s%s: %s\n", n, argv[2], argc == 4 ? (sh->lazy ? ", lazy" : ", deterministic") : "",
          fh_failures ? "FAILED" : "passed");
   return fh_failures ? 1 : 0;
 }
