@@ -8,6 +8,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/device/dev_exec.h"
+#include "core/comm_board.h"
 #include "core/group.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
@@ -33,6 +34,7 @@ struct lazy_import {
 };
 
 struct dccl_lazy_map {
+  struct dccl_shm_board *board; /* NULL: the ranks meet over the bootstrap */
   uint64_t meetings;
   /* Rows used from this meeting on may serve operations of an open group, not launched yet: not replaced. */
   uint64_t protect_from;
@@ -48,6 +50,12 @@ struct lazy_say {
   uint32_t busy;
   struct dccl_peer_mem_export buf[2]; /* send, recv */
 };
+
+/* A meeting's allgather: on the board where there is one (a few us), else over the bootstrap (tens). */
+static ncclResult_t gather(struct dccl_comm *comm, void *all, size_t size) {
+  if (comm->lazy->board) return dccl_comm_board_allgather(comm, comm->lazy->board, all, size);
+  return dccl_bootstrap_allgather(comm->bootstrap, all, size);
+}
 
 static int one_rank_per_process(const struct dccl_comm *comm) {
   for (int a = 0; a < comm->nranks; a++)
@@ -228,7 +236,7 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
              describe(op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
   for (int i = 0; i < LAZY_ROWS; i++)
     if (lm->rows[i].index >= 0 && lm->rows[i].used_at >= lm->protect_from) mine->busy |= 1u << i;
-  DCCLCHECK(dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all)));
+  DCCLCHECK(gather(comm, all, sizeof(*all)));
   lm->meetings++;
   uint32_t busy = 0;
   for (int r = 0; r < n; r++) {
@@ -244,7 +252,7 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     oks = calloc((size_t)n, sizeof(*oks));
     if (!oks) return dccl_error(ncclSystemError, "out of memory");
     oks[me] = send && recv && mapped;
-    ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, oks, sizeof(*oks));
+    ncclResult_t res = gather(comm, oks, sizeof(*oks));
     for (int r = 0; r < n && res == ncclSuccess; r++) mapped &= oks[r] != 0;
     free(oks);
     DCCLCHECK(res);
@@ -268,6 +276,8 @@ ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
     comm->lazy = calloc(1, sizeof(*comm->lazy));
     if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
     for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
+    /* Every rank's first such call: all make the board here. */
+    DCCLCHECK(dccl_comm_board_open(comm, sizeof(struct lazy_say), &comm->lazy->board));
   }
   struct lazy_say *all = calloc((size_t)comm->nranks, sizeof(*all));
   if (!all) return dccl_error(ncclSystemError, "out of memory");
@@ -290,6 +300,7 @@ void dccl_lazy_map_free(struct dccl_comm *comm) {
   void *saved = dccl_cuda_get_current();
   dccl_cuda_set_current(comm->cu_ctx);
   for (int i = 0; i < LAZY_ROWS; i++) free(lm->rows[i].allocs);
+  dccl_shm_board_close(lm->board);
   while (lm->imports) {
     struct lazy_import *im = lm->imports;
     lm->imports = im->next;

@@ -1,6 +1,7 @@
 /* Buffers outside windows, mapped on first use (DCCL_LAZY_MAP_BYTES), for the direct collectives of ranks that
  * live one per process on one GPU (DCCL_DIRECT_WINDOWS): PyTorch's unregistered tensors. At such a call the ranks
- * meet over the bootstrap (every rank makes the same calls in the same order, so all reach the meeting): each says
+ * meet (on a shared-memory board, core/comm_board.h, else over the bootstrap; every rank makes the same calls in the
+ * same order, so all reach the meeting): each says
  * which allocation holds each of its buffers (a legacy IPC handle and the allocation's buffer id); the set of one
  * allocation per rank is an implicit window, kept in a row of the windows' device table, so later calls on the same
  * allocations find it. A new set takes a free row, or the least recently used one's, once the communicator's

@@ -14,6 +14,7 @@
 
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
+#include "core/comm_board.h"
 #include "core/comm_lazy_map.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
@@ -52,6 +53,18 @@ ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, si
   }
   return ncclSuccess;
 }
+
+/* No board: every meeting goes through the bootstrap's allgather above. */
+ncclResult_t dccl_comm_board_open(struct dccl_comm *c, size_t max_bytes, struct dccl_shm_board **out) {
+  (void)c, (void)max_bytes;
+  *out = NULL;
+  return ncclSuccess;
+}
+ncclResult_t dccl_comm_board_allgather(struct dccl_comm *c, struct dccl_shm_board *b, void *data, size_t size) {
+  (void)c, (void)b, (void)data, (void)size;
+  return ncclInternalError;
+}
+void dccl_shm_board_close(struct dccl_shm_board *b) { (void)b; }
 
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
   (void)bytes;

@@ -1,0 +1,56 @@
+/* A communicator's shared-memory board (core/comm_board.h). */
+#include "core/comm_board.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "transports/shm/shm_private.h"
+#include "util/deadline.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/params.h"
+
+/* What each rank says while the board is made: rank 0 its name, every rank whether it has it mapped. */
+struct board_say {
+  int32_t ok;
+  char name[DCCL_SHM_NAME_LEN];
+};
+
+ncclResult_t dccl_comm_board_open(struct dccl_comm *comm, size_t max_bytes, struct dccl_shm_board **out) {
+  *out = NULL;
+  for (int r = 0; r < comm->nranks; r++)
+    if (comm->peers[r].real_host_hash != comm->peers[0].real_host_hash) return ncclSuccess; /* alike everywhere */
+  struct board_say *all = calloc((size_t)comm->nranks, sizeof(*all));
+  if (!all) return dccl_error(ncclSystemError, "out of memory");
+  struct board_say *me = &all[comm->rank];
+  struct dccl_shm_board *b = NULL;
+  if (comm->rank == 0) {
+    snprintf(me->name, sizeof(me->name), "/%s%d-%llx-board", DCCL_SHM_PREFIX, (int)getpid(),
+             (unsigned long long)comm->peers[0].comm_nonce);
+    me->ok = dccl_shm_board_open(me->name, 1, 0, comm->nranks, max_bytes, &b) == ncclSuccess;
+  }
+  ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  if (res == ncclSuccess && comm->rank != 0)
+    me->ok = all[0].ok && dccl_shm_board_open(all[0].name, 0, comm->rank, comm->nranks, max_bytes, &b) == ncclSuccess;
+  if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  if (comm->rank == 0 && all[0].ok) dccl_shm_segment_unlink(all[0].name); /* every rank that could has it mapped */
+  int ok = res == ncclSuccess;
+  for (int r = 0; ok && r < comm->nranks; r++) ok = all[r].ok;
+  free(all);
+  if (!ok) {
+    dccl_shm_board_close(b);
+    if (res == ncclSuccess)
+      DCCL_INFO(DCCL_INIT, "rank %d: no shared-memory board (a rank could not map it): meetings take the bootstrap",
+                comm->rank);
+    return res;
+  }
+  *out = b;
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_board *b, void *data, size_t size) {
+  return dccl_shm_board_allgather(b, data, size, &comm->abort_flag,
+                                  dccl_deadline_after_s(dccl_param_int(DCCL_PARAM_TIMEOUT)));
+}
