@@ -18,6 +18,9 @@
 #           (the perf tools of CE_COLLS, default all_reduce, through mpirun, float32 sum 8 B-64 MiB), DCCL_CE=1
 #           against the kernels, alternated; then 2 ranks under MPS, the same pairs (where the kernels are expected
 #           to win).
+#   lazy:   issue 11's buffers mapped on first use: 2 and 4 ranks in processes under MPS (all_reduce_perf on its
+#           unregistered cudaMalloc buffers, float32 sum 8 B-1 GiB): DCCL_LAZY_MAP_BYTES=0 (every call meets, then
+#           the direct all-reduce) against -1 (never: the p2p ring), alternated: where mapping starts to pay.
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -77,13 +80,13 @@ ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
 done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
-   " $parts " == *" ce "* ]] || exit $status
+   " $parts " == *" ce "* || " $parts " == *" lazy "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO -x DCCL_HOSTID)
+     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -96,6 +99,21 @@ export DCCL_HOSTID=
         -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 2097152 || $1 == 134217728 || $1 == 1073741824) {
+        printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
+    done
+  done
+done
+
+[[ " $parts " == *" lazy "* ]] && for round in $(seq "$rounds"); do
+  for np in 2 4; do
+    for lazy in on off; do
+      name=lazy.np$np.$lazy.r$round
+      fits 40 "$name" || continue
+      DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=$([ $lazy = on ] && echo 0 || echo -1) timeout 120 "${mpi[@]}" \
+        -np "$np" "$build/perf/all_reduce_perf" -b 8 -e 1G -f 2 -c 1 -n 20 -w 3 -T 100 -J "$out/$name.json" \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 131072 || $1 == 262144 ||
+        $1 == 524288 || $1 == 2097152 || $1 == 16777216 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
     done
   done

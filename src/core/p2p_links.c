@@ -34,7 +34,7 @@ ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_c
    * later could share a freed buffer's 2 MiB block (CUDA sub-allocates small allocations), which a process holding
    * that block cannot open (CUDA_ERROR_ALREADY_MAPPED): so every FIFO a peer opens is made first, at creation. */
   int at_creation = dccl_param_int(DCCL_PARAM_RUNTIME_CONNECT) == 0 ||
-                    (comm->device_links && dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES) >= 0);
+                    (comm->coll.direct_ok == DCCL_DIRECT_WINDOWS && dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES) >= 0);
   if (!at_creation || comm->nranks == 1) return ncclSuccess;
   int want = *n + 4 * (comm->nranks - 1);
   if (want > *cap) {
