@@ -177,6 +177,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid ENV DCCL_CE=0)
     dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle ENV DCCL_CE=0)
     dccl_gpu_test(peer_death_idle_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> idle)
+    dccl_gpu_test(peer_death_meeting_mps COMMAND ${mps} $<TARGET_FILE:gpu_peer_death> meeting)
     # Creation measures whether the processes' kernels run at once (src/core/gpu_sharing_probe.c): a WARN with the
     # figure without MPS, an INFO line with a small one under it.
     set(one_case --colls allreduce --types float --sizes 1 --placement out)
@@ -212,7 +213,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   --types float,bfloat16,int32 --sizes 1,7,65543
                   ENV DCCL_TIMEOUT=60 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     dccl_gpu_test(suite_fork_2ranks_mps_no_ce COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
-                  "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo (ring|oneshot)"
+                  "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo (ring|oneshot|direct)"
                   ${suite} --fork 2 --timeout 270 --colls allreduce --types float --ops sum --sizes 65543
                   ENV DCCL_TIMEOUT=60 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     dccl_gpu_test(suite_fork_3ranks_mps_ce COMMAND ${mps} ${suite} --fork 3 --timeout 270

@@ -5,7 +5,10 @@
  * client down, docs/gpu.md) or is killed before it launches (`idle`); rank 1 launches only after the death.
  * Checked: rank 0's kernel was still spinning at the kill and ends within 5 s of it; rank 1's call ends within 5 s;
  * both ranks' ncclCommGetAsyncError report an error naming rank 2; ncclCommAbort returns; the survivors exit 0.
- * Usage: gpu_peer_death mid|idle   (run under tests/cuda/with_mps.sh [--off])
+ * mid and idle keep buffers outside windows off the meetings (DCCL_LAZY_MAP_BYTES=-1), so the kernels wait;
+ * `meeting` (idle with DCCL_LAZY_MAP_BYTES=0): rank 0's host call waits in the meeting of buffers mapped on first
+ * use for ranks 1 and 2, and the death ends it, with the same checks.
+ * Usage: gpu_peer_death mid|idle|meeting   (run under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <signal.h>
@@ -27,6 +30,7 @@ struct shared {
   ncclUniqueId id;
   int mid;                       /* the victim launches before it is killed */
   volatile int ready[NRANKS];    /* 1: first all-reduce done and checked; -1: failed */
+  volatile int calling[NRANKS];  /* the second all-reduce is being called */
   volatile int launched[NRANKS]; /* the second all-reduce was called (the victim: or skipped, in idle mode) */
   volatile int late_go;          /* the parent lets rank 1 launch */
   volatile double launch_at[NRANKS], done_at[NRANKS], abort_s[NRANKS];
@@ -69,6 +73,7 @@ static int rank_main(void *arg, int rank) {
   }
   if (rank == 1 && !wait_flag(&sh->late_go, 60)) return 5;
   sh->launch_at[rank] = fh_now();
+  sh->calling[rank] = 1;
   ncclResult_t call = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, s);
   sh->launched[rank] = 1;
   cudaError_t e = cudaErrorNotReady;
@@ -89,8 +94,8 @@ static int rank_main(void *arg, int rank) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc != 2 || (strcmp(argv[1], "mid") && strcmp(argv[1], "idle"))) {
-    fprintf(stderr, "usage: gpu_peer_death mid|idle\n");
+  if (argc != 2 || (strcmp(argv[1], "mid") && strcmp(argv[1], "idle") && strcmp(argv[1], "meeting"))) {
+    fprintf(stderr, "usage: gpu_peer_death mid|idle|meeting\n");
     return 2;
   }
   /* No CUDA in the parent: its children fork from it. The driver's device list answers without a context. */
@@ -100,10 +105,12 @@ int main(int argc, char **argv) {
   }
   struct shared *sh = fh_shared_alloc(sizeof(*sh));
   sh->mid = !strcmp(argv[1], "mid");
+  setenv("DCCL_LAZY_MAP_BYTES", strcmp(argv[1], "meeting") ? "-1" : "0", 1); /* before the ranks start */
   if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
   pid_t pids[NRANKS];
   for (int r = 0; r < NRANKS; r++) pids[r] = fh_spawn(rank_main, sh, r);
-  int launched = wait_flag(&sh->launched[0], 120) && wait_flag(&sh->launched[VICTIM], 10);
+  /* Rank 0's call returns at once, or (meeting) waits in it for the others. */
+  int launched = wait_flag(&sh->calling[0], 120) && wait_flag(&sh->launched[VICTIM], 10);
   FH_EXPECT(launched, "ranks 0 and %d did not reach the second all-reduce", VICTIM);
   if (launched) {
     fh_sleep(0.5); /* rank 0's kernel (and the victim's, mid) spin by now */
