@@ -65,7 +65,8 @@ struct dccl_stall_status { /* what a rank is doing; the meaning of the fields is
   int32_t root;
   uint64_t seq, count, next_seq, stalled_ms;
   int32_t seen_by;   /* in a verdict: -1, found by a stall report; else the rank whose slot check found it */
-  int32_t on_device; /* the call runs in kernels (no host thread waits in it) */
+  int32_t on_device; /* 1: the call runs in kernels (no host thread waits in it); 2: a device call's host thread
+                      * waits in the ranks' meeting before its kernels */
 };
 struct dccl_stall_hooks {
   void (*status)(void *arg, struct dccl_stall_status *out);

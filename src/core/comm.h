@@ -192,6 +192,9 @@ ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, c
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
 /* Stall reports (core/stall_report.c): a wait's note (the coll view's `waiting`), and the bootstrap's hooks. */
 void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
+/* A device call's host thread waiting for `peer` in a meeting before its kernels (core/comm_board.h): a verdict
+ * about it fails the communicator, as for calls in kernels. */
+void dccl_stall_note_meeting(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
 void dccl_stall_hooks_of(struct dccl_comm *comm, struct dccl_stall_hooks *hooks);
 /* After a kernel launch: the monitor thread notes the kernels while they run (core/stall_report.c). */
 void dccl_stall_launched(struct dccl_comm *comm);

@@ -1,6 +1,7 @@
 /* A communicator's shared-memory board (core/comm_board.h). */
 #include "core/comm_board.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -50,7 +51,28 @@ ncclResult_t dccl_comm_board_open(struct dccl_comm *comm, size_t max_bytes, stru
   return ncclSuccess;
 }
 
-ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_board *b, void *data, size_t size) {
-  return dccl_shm_board_allgather(b, data, size, &comm->abort_flag,
-                                  dccl_deadline_after_s(dccl_param_int(DCCL_PARAM_TIMEOUT)));
+struct waiting {
+  struct dccl_comm *comm;
+  const struct dccl_slot_header *call;
+};
+
+static void on_idle(void *arg, int peer, uint64_t idle_ns) {
+  struct waiting *w = arg;
+  dccl_stall_note_meeting(w->comm, w->call, peer, idle_ns);
+}
+
+ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_board *b, void *data, size_t size,
+                                       const struct dccl_slot_header *call) {
+  struct waiting w = {comm, call};
+  struct dccl_shm_board_wait wait = {&comm->abort_flag, dccl_deadline_after_s(dccl_param_int(DCCL_PARAM_TIMEOUT)),
+                                     on_idle, &w};
+  ncclResult_t res = dccl_shm_board_allgather(b, data, size, &wait);
+  int failed = atomic_load(&comm->async_error);
+  if (res == ncclSuccess || failed == ncclSuccess) return res;
+  /* Ended by the communicator's failure (a peer's death, mismatched calls): the call reports that. */
+  char text[sizeof(comm->error_text)];
+  pthread_mutex_lock(&comm->error_lock);
+  snprintf(text, sizeof(text), "%s", comm->error_text);
+  pthread_mutex_unlock(&comm->error_lock);
+  return dccl_error((ncclResult_t)failed, "%s", text);
 }

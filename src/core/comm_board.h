@@ -11,7 +11,9 @@
  * the bootstrap's. */
 ncclResult_t dccl_comm_board_open(struct dccl_comm *comm, size_t max_bytes, struct dccl_shm_board **out);
 
-/* An allgather on the board, ended by the communicator's abort flag or DCCL_TIMEOUT. */
-ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_board *b, void *data, size_t size);
+/* An allgather on the board for the device call `call`, ended by the communicator's abort flag or DCCL_TIMEOUT; a
+ * long wait is noted for stall reports, whose verdict on mismatched calls fails the communicator. */
+ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_board *b, void *data, size_t size,
+                                       const struct dccl_slot_header *call);
 
 #endif

@@ -12,6 +12,7 @@
 #include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/comm_lazy_map.h"
 #include "core/comm_registry.h"
 #include "core/copy_engine_setup.h"
 #include "core/gpu_sharing_probe.h"
@@ -332,6 +333,7 @@ ncclResult_t dccl_comm_init_from_bootstrap(struct dccl_comm *comm) {
   phase_done(&clock, PHASE_PEERS);
   DCCLCHECK(prepare_device(comm, &comm->device_links));
   DCCLCHECK(connect_creation_links(comm, comm->device_links));
+  DCCLCHECK(dccl_lazy_map_init(comm));
   phase_done(&clock, PHASE_LINKS);
   DCCLCHECK(measure_cost_model(comm));
   phase_done(&clock, PHASE_PROBE);

@@ -51,10 +51,11 @@ struct lazy_say {
   struct dccl_peer_mem_export buf[2]; /* send, recv */
 };
 
-/* A meeting's allgather: on the board where there is one (a few us), else over the bootstrap (tens). */
-static ncclResult_t gather(struct dccl_comm *comm, void *all, size_t size) {
-  if (comm->lazy->board) return dccl_comm_board_allgather(comm, comm->lazy->board, all, size);
-  return dccl_bootstrap_allgather(comm->bootstrap, all, size);
+/* A meeting's allgather for `op`: on the board where there is one (a few us), else over the bootstrap (tens). */
+static ncclResult_t gather(struct dccl_comm *comm, const struct dccl_op *op, void *all, size_t size) {
+  if (!comm->lazy->board) return dccl_bootstrap_allgather(comm->bootstrap, all, size);
+  struct dccl_slot_header call = dccl_op_call_header(op);
+  return dccl_comm_board_allgather(comm, comm->lazy->board, all, size, &call);
 }
 
 static int one_rank_per_process(const struct dccl_comm *comm) {
@@ -236,7 +237,7 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
              describe(op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
   for (int i = 0; i < LAZY_ROWS; i++)
     if (lm->rows[i].index >= 0 && lm->rows[i].used_at >= lm->protect_from) mine->busy |= 1u << i;
-  DCCLCHECK(gather(comm, all, sizeof(*all)));
+  DCCLCHECK(gather(comm, op, all, sizeof(*all)));
   lm->meetings++;
   uint32_t busy = 0;
   for (int r = 0; r < n; r++) {
@@ -252,7 +253,7 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     oks = calloc((size_t)n, sizeof(*oks));
     if (!oks) return dccl_error(ncclSystemError, "out of memory");
     oks[me] = send && recv && mapped;
-    ncclResult_t res = gather(comm, oks, sizeof(*oks));
+    ncclResult_t res = gather(comm, op, oks, sizeof(*oks));
     for (int r = 0; r < n && res == ncclSuccess; r++) mapped &= oks[r] != 0;
     free(oks);
     DCCLCHECK(res);
@@ -271,14 +272,24 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
   return ncclSuccess;
 }
 
+static ncclResult_t new_state(struct dccl_comm *comm) {
+  comm->lazy = calloc(1, sizeof(*comm->lazy));
+  if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
+  for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
+  /* The terms of dccl_lazy_map_applies that do not depend on the call: the same on every rank. */
+  if (comm->coll.direct_ok != DCCL_DIRECT_WINDOWS || dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES) < 0 ||
+      comm->nonblocking || comm->coll.deterministic || comm->nranks > DCCL_CONN_SLOTS || !one_rank_per_process(comm))
+    return ncclSuccess;
+  DCCLCHECK(new_state(comm));
+  return dccl_comm_board_open(comm, sizeof(struct lazy_say), &comm->lazy->board);
+}
+
 ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
-  if (!comm->lazy) {
-    comm->lazy = calloc(1, sizeof(*comm->lazy));
-    if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
-    for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
-    /* Every rank's first such call: all make the board here. */
-    DCCLCHECK(dccl_comm_board_open(comm, sizeof(struct lazy_say), &comm->lazy->board));
-  }
+  if (!comm->lazy) DCCLCHECK(new_state(comm)); /* no board: the meetings go over the bootstrap */
   struct lazy_say *all = calloc((size_t)comm->nranks, sizeof(*all));
   if (!all) return dccl_error(ncclSystemError, "out of memory");
   /* Outside a group each call launched its kernels already; a group's calls launch at its end. */

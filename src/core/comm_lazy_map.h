@@ -16,6 +16,9 @@
 #include "collectives/op.h"
 #include "core/comm.h"
 
+/* At creation, every rank: where calls may meet, the meetings' board is made (collective). Errors: the bootstrap's. */
+ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm);
+
 /* 1 when `op` (device buffers, not in windows) meets the other ranks at its call: the same answer on every rank. */
 int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op);
 

@@ -48,6 +48,10 @@ void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call
   note(comm, call, peer, idle_ns, 0);
 }
 
+void dccl_stall_note_meeting(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {
+  note(comm, call, peer, idle_ns, 2);
+}
+
 /* The monitor thread: notes the oldest unfinished kernel launch while there is one. `stall_ticking` says a tick
  * is due, so a launch need not wake the thread; it is cleared before the check, so a launch the check misses
  * sees it cleared and wakes it. */
@@ -98,6 +102,12 @@ static void describe(const struct dccl_stall_status *s, char *out, size_t len) {
   struct dccl_slot_header h = call_of(s);
   char call[96];
   dccl_describe_call(&h, call, sizeof(call));
+  if (s->on_device == 2) {
+    snprintf(out, len, "rank %d: in %s #%llu with %s, waiting %llu ms for rank %d in the meeting before its kernels",
+             s->rank, dccl_op_name((int)s->kind), (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms,
+             s->waiting_on);
+    return;
+  }
   if (s->on_device) {
     snprintf(out, len, "rank %d: in %s #%llu with %s, in kernels that have made no progress for %llu ms", s->rank,
              dccl_op_name((int)s->kind), (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms);

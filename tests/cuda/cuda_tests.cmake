@@ -228,6 +228,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     foreach(what count root)
       dccl_gpu_test(ce_mismatch_${what}_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ${what} ENV DCCL_CE=1)
     endforeach()
+    # One rank's host call waiting in the first-use mapping's meeting, the other's kernel waiting for it, with
+    # different counts: the stall report sees both and fails them (not run on a GPU yet: written 2026-12-03 after
+    # the session's device time).
+    dccl_gpu_test(meeting_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_ce_mismatch> meeting
+                  ENV DCCL_STALL_REPORT_MS=1000)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)

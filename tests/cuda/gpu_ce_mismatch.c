@@ -1,10 +1,13 @@
-/* Mismatched calls on the copy-engine path (DCCL_CE=1, collectives/device/ce_collectives.h): two rank processes on
- * GPU 0 (forked before anyone touches CUDA) call one collective each that differs between them but fits one round,
- * so both streams run to the end: `count`, an all-reduce of 1000 floats on rank 0 and 1003 on rank 1; `root`, a
- * broadcast of 1000 floats from root 0 on rank 0 and from root 1 on rank 1 (each thinks itself the root). Checked:
- * both streams finish within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched
+/* Mismatched calls that no kernel sees whole. Two rank processes on GPU 0 (forked before anyone touches CUDA) call
+ * one collective each that differs between them. On the copy-engine path (DCCL_CE=1, ce_collectives.h) each fits
+ * one round, so both streams run to the end: `count`, an all-reduce of 1000 floats on rank 0 and 1003 on rank 1;
+ * `root`, a broadcast of 1000 floats from root 0 on rank 0 and from root 1 on rank 1 (each thinks itself the root).
+ * `meeting` (MPS, no copy engines): an all-reduce of 100000 floats on rank 0, large enough that its host call waits
+ * in the meeting of buffers mapped on first use, and of 1000 on rank 1, whose kernel waits for rank 0's: only the
+ * stall report (DCCL_STALL_REPORT_MS=1000) sees both. Checked: both calls end (the stream done, or the call
+ * returned an error) within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched
  * calls" naming the other rank and both calls' differing part; ncclCommAbort returns.
- * Usage: gpu_ce_mismatch count|root   (run with DCCL_CE=1, under tests/cuda/with_mps.sh [--off])
+ * Usage: gpu_ce_mismatch count|root|meeting   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -21,7 +24,8 @@
 
 struct shared {
   ncclUniqueId id;
-  int roots; /* the `root` case */
+  int roots;   /* the `root` case */
+  int meeting; /* the `meeting` case */
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
   char text[NRANKS][512];
@@ -32,10 +36,10 @@ static int rank_main(void *arg, int rank) {
   ncclComm_t comm;
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
-  size_t count = rank == 0 || sh->roots ? 1000 : 1003;
+  size_t count = sh->meeting ? (rank == 0 ? 100000 : 1000) : rank == 0 || sh->roots ? 1000 : 1003;
   float *buf;
   cudaStream_t s;
-  if (cudaMalloc((void **)&buf, 1003 * sizeof(float)) != cudaSuccess ||
+  if (cudaMalloc((void **)&buf, 100000 * sizeof(float)) != cudaSuccess ||
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
     return 3;
   double t0 = fh_now();
@@ -46,7 +50,7 @@ static int rank_main(void *arg, int rank) {
   ncclResult_t async = ncclSuccess;
   for (double end = fh_now() + 5; async == ncclSuccess && fh_now() < end; usleep(1000))
     ncclCommGetAsyncError(comm, &async); /* the kernel's record may be read a moment after the stream ends */
-  sh->took[rank] = e == cudaSuccess ? fh_now() - t0 : -1;
+  sh->took[rank] = e == cudaSuccess || call != ncclSuccess ? fh_now() - t0 : -1;
   sh->async_error[rank] = (int)async;
   fh_copy_text(sh->text[rank], sizeof(sh->text[rank]), ncclGetLastError(comm));
   ncclCommAbort(comm);
@@ -55,8 +59,8 @@ static int rank_main(void *arg, int rank) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root"))) {
-    fprintf(stderr, "usage: gpu_ce_mismatch count|root\n");
+  if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting"))) {
+    fprintf(stderr, "usage: gpu_ce_mismatch count|root|meeting\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -66,7 +70,9 @@ int main(int argc, char **argv) {
   struct shared *sh = fh_shared_alloc(sizeof(*sh));
   if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
   sh->roots = !strcmp(argv[1], "root");
-  const char *ours = sh->roots ? "root 0" : "1000", *theirs = sh->roots ? "root 1" : "1003";
+  sh->meeting = !strcmp(argv[1], "meeting");
+  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : "1000";
+  const char *theirs = sh->roots ? "root 1" : sh->meeting ? "1000 " : "1003";
   int status[NRANKS], killed[NRANKS];
   fh_run_ranks(rank_main, sh, NRANKS, 120, status, killed);
   for (int r = 0; r < NRANKS; r++) {
@@ -81,6 +87,6 @@ int main(int argc, char **argv) {
     printf("rank %d: stream done %.3f s after the call; async error %d: %s\n", r, sh->took[r], sh->async_error[r],
            sh->text[r]);
   }
-  printf("gpu_ce_mismatch: %s\n", fh_failures ? "FAILED" : "passed");
+  printf("gpu_ce_mismatch %s: %s\n", argv[1], fh_failures ? "FAILED" : "passed");
   return fh_failures ? 1 : 0;
 }

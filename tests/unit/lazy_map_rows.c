@@ -60,11 +60,16 @@ ncclResult_t dccl_comm_board_open(struct dccl_comm *c, size_t max_bytes, struct 
   *out = NULL;
   return ncclSuccess;
 }
-ncclResult_t dccl_comm_board_allgather(struct dccl_comm *c, struct dccl_shm_board *b, void *data, size_t size) {
-  (void)c, (void)b, (void)data, (void)size;
+ncclResult_t dccl_comm_board_allgather(struct dccl_comm *c, struct dccl_shm_board *b, void *data, size_t size,
+                                       const struct dccl_slot_header *call) {
+  (void)c, (void)b, (void)data, (void)size, (void)call;
   return ncclInternalError;
 }
 void dccl_shm_board_close(struct dccl_shm_board *b) { (void)b; }
+struct dccl_slot_header dccl_op_call_header(const struct dccl_op *o) {
+  (void)o;
+  return (struct dccl_slot_header){0};
+}
 
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
   (void)bytes;

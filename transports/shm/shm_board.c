@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "transports/shm/shm_private.h"
+#include "util/clock.h"
 #include "util/deadline.h"
 #include "util/error.h"
 #include "util/wait.h"
@@ -48,8 +49,8 @@ ncclResult_t dccl_shm_board_open(const char *name, int create, int rank, int nra
   return ncclSuccess;
 }
 
-ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size_t size, _Atomic int *abort_flag,
-                                      int64_t deadline_ns) {
+ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size_t size,
+                                      const struct dccl_shm_board_wait *wait) {
   if (size > b->max_bytes)
     return dccl_error(ncclInternalError, "a record of %zu bytes on a board of %zu", size, b->max_bytes);
   uint64_t round = ++b->round;
@@ -63,7 +64,8 @@ ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size
     if (r == b->rank) continue;
     while (atomic_load_explicit(seq_of(b, r, parity), memory_order_acquire) != round) {
       if (!dccl_waiter_idle(&w)) continue;
-      int state = dccl_wait_state(abort_flag, deadline_ns);
+      if (wait->on_idle) wait->on_idle(wait->arg, r, (uint64_t)(dccl_now_ns() - (int64_t)w.idle_since_ns));
+      int state = dccl_wait_state(wait->abort_flag, wait->deadline_ns);
       if (state != DCCL_WAIT_OK)
         return dccl_error(ncclRemoteError, "the ranks' meeting in shared memory (round %llu): %s while waiting for "
                           "rank %d", (unsigned long long)round,

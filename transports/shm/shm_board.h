@@ -18,11 +18,19 @@ struct dccl_shm_board;
 ncclResult_t dccl_shm_board_open(const char *name, int create, int rank, int nranks, size_t max_bytes,
                                  struct dccl_shm_board **out);
 
+/* How a wait ends or is told about: `abort_flag` set or `deadline_ns` (0: none) passed end it; `on_idle` (may be
+ * NULL) hears every few milliseconds of waiting which rank is awaited and for how long. */
+struct dccl_shm_board_wait {
+  _Atomic int *abort_flag;
+  int64_t deadline_ns;
+  void (*on_idle)(void *arg, int peer, uint64_t idle_ns);
+  void *arg;
+};
+
 /* Every rank calls it with the same `size`; `data` holds nranks records of `size`, this rank's filled. Waits for
- * every rank's record of this round; ends with ncclRemoteError, naming the rank waited for, when `abort_flag` is
- * set or `deadline_ns` (0: none) passes. */
-ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size_t size, _Atomic int *abort_flag,
-                                      int64_t deadline_ns);
+ * every rank's record of this round; ends with ncclRemoteError, naming the rank waited for, as `wait` says. */
+ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size_t size,
+                                      const struct dccl_shm_board_wait *wait);
 
 /* Unmaps the board (NULL: nothing); the name is the creator's to unlink (dccl_shm_segment_unlink). */
 void dccl_shm_board_close(struct dccl_shm_board *b);
