@@ -87,14 +87,11 @@ int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
 }
 
 /* The allocation holding [buf, +bytes): 1 with it described (kind 0 for an unused buffer), 0 where other processes
- * cannot map it lazily (only cudaMalloc memory: cuMem memory travels as a file descriptor, which takes windows). */
+ * cannot map it lazily (only cudaMalloc memory: cuMem memory travels as a file descriptor, which takes windows).
+ * Asked at every call, so it records and logs nothing: such memory just takes the FIFO algorithms. */
 static int describe(const void *buf, size_t bytes, int unused, struct dccl_peer_mem_export *e) {
   memset(e, 0, sizeof(*e));
-  if (unused) return 1;
-  int fd = -1;
-  ncclResult_t r = dccl_peer_mem_export(buf, bytes, e, &fd);
-  if (fd >= 0) close(fd);
-  return r == ncclSuccess && e->kind == DCCL_PEER_MEM_LEGACY;
+  return unused || dccl_peer_mem_legacy(buf, bytes, e);
 }
 
 static int same_alloc(const struct dccl_peer_mem_export *a, const struct dccl_peer_mem_export *b) {

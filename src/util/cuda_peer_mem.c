@@ -19,28 +19,67 @@ static CUmemGenericAllocationHandle cumem_at(CUdeviceptr at) {
   return h;
 }
 
+/* Where [p, +bytes) lies, quietly: its allocation's device, base, size and buffer id in `e`, or why not (*r: the
+ * driver's answer where it refused). */
+enum { LOCATED, NOT_DEVICE, NO_RANGE, PAST_END, NO_ID };
+static int locate(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, CUresult *r) {
+  memset(e, 0, sizeof(*e));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  int ordinal = -1;
+  unsigned int type = 0;
+  unsigned long long id = 0;
+  if (dccl_cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_DEVICE ||
+      dccl_cu.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS)
+    return NOT_DEVICE;
+  if ((*r = dccl_cu.mem_get_address_range(&base, &size, p)) != CUDA_SUCCESS) return NO_RANGE;
+  e->device = ordinal;
+  e->base = base;
+  e->bytes = size;
+  if (p + bytes > base + size) return PAST_END;
+  if ((*r = dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base)) != CUDA_SUCCESS) return NO_ID;
+  e->id = id;
+  return LOCATED;
+}
+
+int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+  CUresult r = CUDA_SUCCESS;
+  CUipcMemHandle h;
+  if (dccl_cuda_api_load() != ncclSuccess || locate((CUdeviceptr)(uintptr_t)ptr, bytes, e, &r) != LOCATED ||
+      cumem_at(e->base) ||
+      dccl_cu.ipc_get_mem_handle(&h, e->base) != CUDA_SUCCESS) {
+    memset(e, 0, sizeof(*e));
+    return 0;
+  }
+  memcpy(e->ipc, &h, sizeof(h));
+  e->kind = DCCL_PEER_MEM_LEGACY;
+  return 1;
+}
+
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
   *fd = -1;
   memset(e, 0, sizeof(*e));
   DCCLCHECK(dccl_cuda_api_load());
-  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, base = 0;
-  size_t size = 0;
-  int ordinal = -1;
-  unsigned int type = 0;
-  if (dccl_cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS ||
-      type != CU_MEMORYTYPE_DEVICE ||
-      dccl_cu.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS)
-    return dccl_error(ncclInvalidUsage, "%p is not device memory: only device memory can be mapped for peers", ptr);
-  DCCL_CUCHECK(dccl_cu.mem_get_address_range(&base, &size, p), "cuMemGetAddressRange");
-  if (p + bytes > base + size)
-    return dccl_error(ncclInvalidUsage, "[%p, +%zu) runs past its allocation (which ends at %p)", ptr, bytes,
-                      (void *)(uintptr_t)(base + size));
-  e->device = ordinal;
-  e->base = base;
-  e->bytes = size;
-  unsigned long long id = 0;
-  DCCL_CUCHECK(dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base), "the allocation's buffer id");
-  e->id = id;
+  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+  CUresult r = CUDA_SUCCESS;
+  switch (locate(p, bytes, e, &r)) {
+    case NOT_DEVICE:
+      return dccl_error(ncclInvalidUsage, "%p is not device memory: only device memory can be mapped for peers", ptr);
+    case NO_RANGE:
+      DCCL_CUCHECK(r, "cuMemGetAddressRange");
+      break;
+    case PAST_END:
+      return dccl_error(ncclInvalidUsage, "[%p, +%zu) runs past its allocation (which ends at %p)", ptr, bytes,
+                        (void *)(uintptr_t)(e->base + e->bytes));
+    case NO_ID:
+      DCCL_CUCHECK(r, "the allocation's buffer id");
+      break;
+    default:
+      break;
+  }
+  CUdeviceptr base = e->base;
+  size_t size = e->bytes;
   CUmemGenericAllocationHandle first = cumem_at(base);
   if (first) {
     /* A reserved range may hold several allocations (expandable segments): one file descriptor names one. */
@@ -50,7 +89,7 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
     CUmemGenericAllocationHandle h;
     DCCL_CUCHECK(dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)base), "cuMemRetainAllocationHandle");
     int exported = -1;
-    CUresult r = dccl_cu.mem_export_to_shareable_handle(&exported, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    r = dccl_cu.mem_export_to_shareable_handle(&exported, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     dccl_cu.mem_release(h);
     if (r != CUDA_SUCCESS)
       return dccl_error(ncclInvalidUsage,
@@ -62,7 +101,7 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
     return ncclSuccess;
   }
   CUipcMemHandle h;
-  CUresult r = dccl_cu.ipc_get_mem_handle(&h, base);
+  r = dccl_cu.ipc_get_mem_handle(&h, base);
   if (r != CUDA_SUCCESS)
     return dccl_error(ncclInvalidUsage,
                       "%p: its allocation cannot be shared with other processes (%s): stream-ordered pools and managed "

@@ -71,9 +71,8 @@ struct dccl_slot_header dccl_op_call_header(const struct dccl_op *o) {
   return (struct dccl_slot_header){0};
 }
 
-ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
+int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
   (void)bytes;
-  *fd = -1;
   memset(e, 0, sizeof(*e));
   uint64_t p = (uint64_t)(uintptr_t)ptr;
   for (int b = 0; b < 2; b++)
@@ -82,9 +81,9 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
       e->base = p;
       e->bytes = 1 << 20;
       e->id = w.id[0][b];
-      return ncclSuccess;
+      return 1;
     }
-  return ncclInvalidUsage;
+  return 0;
 }
 ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
                                   struct dccl_peer_mem_map *m) {
