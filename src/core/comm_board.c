@@ -65,7 +65,7 @@ ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_b
                                        const struct dccl_slot_header *call) {
   struct waiting w = {comm, call};
   struct dccl_shm_board_wait wait = {&comm->abort_flag, dccl_deadline_after_s(dccl_param_int(DCCL_PARAM_TIMEOUT)),
-                                     on_idle, &w};
+                                     comm->oversubscribed, on_idle, &w};
   ncclResult_t res = dccl_shm_board_allgather(b, data, size, &wait);
   int failed = atomic_load(&comm->async_error);
   if (res == ncclSuccess || failed == ncclSuccess) return res;

@@ -59,7 +59,7 @@ static int rank_main(const char *name, int rank) {
   if (rank == 0 && dccl_shm_board_open(name, 0, 0, NRANKS, MAX_BYTES, &b) != ncclSuccess) return 1;
   unsigned char data[NRANKS * MAX_BYTES];
   int bad = 0;
-  struct dccl_shm_board_wait forever = {NULL, 0, NULL, NULL};
+  struct dccl_shm_board_wait forever = {NULL, 0, NRANKS > (int)sysconf(_SC_NPROCESSORS_ONLN), NULL, NULL};
   int64_t t0 = dccl_now_ns();
   for (int round = 0; round < ROUNDS && !bad; round++) {
     size_t size = 8 * (size_t)(1 + round % 32);
@@ -86,7 +86,7 @@ static int rank_main(const char *name, int rank) {
     if (rank == 0) pthread_create(&t, NULL, abort_later, NULL);
     int64_t start = dccl_now_ns();
     struct dccl_shm_board_wait wait = {rank == 0 ? &abort_flag : NULL, rank == 0 ? 0 : start + 200 * 1000 * 1000,
-                                       on_idle, NULL};
+                                       forever.oversubscribed, on_idle, NULL};
     ncclResult_t res = dccl_shm_board_allgather(b, data, 8, &wait);
     double s = (double)(dccl_now_ns() - start) / 1e9;
     if (rank == 0) pthread_join(t, NULL);

@@ -59,7 +59,7 @@ ncclResult_t dccl_shm_board_allgather(struct dccl_shm_board *b, void *data, size
   memcpy(record_of(b, b->rank, parity), all + (size_t)b->rank * size, size);
   atomic_store_explicit(seq_of(b, b->rank, parity), round, memory_order_release);
   struct dccl_waiter w;
-  dccl_waiter_init(&w, 0);
+  dccl_waiter_init(&w, wait->oversubscribed);
   for (int r = 0; r < b->nranks; r++) {
     if (r == b->rank) continue;
     while (atomic_load_explicit(seq_of(b, r, parity), memory_order_acquire) != round) {

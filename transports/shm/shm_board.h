@@ -19,10 +19,12 @@ ncclResult_t dccl_shm_board_open(const char *name, int create, int rank, int nra
                                  struct dccl_shm_board **out);
 
 /* How a wait ends or is told about: `abort_flag` set or `deadline_ns` (0: none) passed end it; `on_idle` (may be
- * NULL) hears every few milliseconds of waiting which rank is awaited and for how long. */
+ * NULL) hears every few milliseconds of waiting which rank is awaited and for how long. `oversubscribed`: more
+ * ranks than cores on this host, so the wait yields at once instead of spinning. */
 struct dccl_shm_board_wait {
   _Atomic int *abort_flag;
   int64_t deadline_ns;
+  int oversubscribed;
   void (*on_idle)(void *arg, int peer, uint64_t idle_ns);
   void *arg;
 };
