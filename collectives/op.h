@@ -75,6 +75,9 @@ static inline int dccl_op_in_windows(const struct dccl_op *op) {
 
 /* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */
 ncclResult_t dccl_op_plan(struct dccl_op *op);
+/* The channels of a send/recv of `bytes`: 1 for host buffers, up to DCCL_DEV_P2P_NCHANNELS for device buffers (one
+ * per MiB). A send and its receive move the same bytes, so both ends find the same number. */
+int dccl_p2p_nchannels(int on_device, uint64_t bytes);
 /* Appends the connections op needs to reqs (capacity *cap, grown with realloc); count in *n. */
 ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap);
 /* Every link the collectives may use, appended to reqs as dccl_op_conn_reqs does: made at creation, so no

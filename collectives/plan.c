@@ -114,6 +114,7 @@ static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, st
 int dccl_op_max_channels(const struct dccl_coll_comm *comm) {
   int n = comm->nchannels > DCCL_DOUBLE_TREE ? comm->nchannels : DCCL_DOUBLE_TREE;
   if (comm->dev && comm->dev_nchannels > n) n = comm->dev_nchannels;
+  if (comm->dev && dccl_p2p_nchannels(1, UINT64_MAX) > n) n = dccl_p2p_nchannels(1, UINT64_MAX); /* send/recv */
   return n;
 }
 
@@ -290,6 +291,17 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
   return res;
 }
 
+#define P2P_CHANNEL_BYTES (1 << 20)
+
+int dccl_p2p_nchannels(int on_device, uint64_t bytes) {
+  if (!on_device) return 1;
+  int64_t most = dccl_param_int(DCCL_PARAM_DEV_P2P_NCHANNELS);
+  uint64_t k = bytes / P2P_CHANNEL_BYTES;
+  if (most > DCCL_LANE_DEVICE - DCCL_LANE_P2P) most = DCCL_LANE_DEVICE - DCCL_LANE_P2P;
+  if (k > (uint64_t)most) k = (uint64_t)most;
+  return k < 1 ? 1 : (int)k;
+}
+
 static ncclResult_t plan_lanes(struct dccl_op *op) {
   struct dccl_coll_comm *comm = op->comm;
   uint64_t chunk_bytes = (uint64_t)dccl_param_int(op->on_device ? DCCL_PARAM_DEV_CHUNK_SIZE : DCCL_PARAM_CHUNK_SIZE);
@@ -299,12 +311,15 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
   op->nchannels = 0;
   op->proto = op->on_device ? DCCL_PROTO_BULK : comm->pick_proto(comm, op->kind, op->count * op->esize);
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
-    struct dccl_op_channel *ch = &op->ch[0];
-    channel_clear(ch, DCCL_LANE_P2P);
-    ch->sched.algo = op->kind == DCCL_OP_SEND ? DCCL_SCHED_P2P_SEND : DCCL_SCHED_P2P_RECV;
-    ch->sched.count = op->count;
-    if (op->kind == DCCL_OP_SEND) ch->send_peer[0] = op->peer; else ch->recv_peer[0] = op->peer;
-    op->nchannels = 1;
+    /* Channel c moves its range over lane DCCL_LANE_P2P + c (one link and, on a GPU, one CTA each). */
+    op->nchannels = dccl_p2p_nchannels(op->on_device, op->count * op->esize);
+    for (int c = 0; c < op->nchannels; c++) {
+      struct dccl_op_channel *ch = &op->ch[c];
+      channel_clear(ch, DCCL_LANE_P2P + c);
+      ch->sched.algo = op->kind == DCCL_OP_SEND ? DCCL_SCHED_P2P_SEND : DCCL_SCHED_P2P_RECV;
+      channel_range(op->count, op->nchannels, c, &ch->sched.begin, &ch->sched.count);
+      if (op->kind == DCCL_OP_SEND) ch->send_peer[0] = op->peer; else ch->recv_peer[0] = op->peer;
+    }
   } else if (n == 1) {
     struct dccl_op_channel *ch = &op->ch[0];
     channel_clear(ch, 0);

@@ -511,25 +511,29 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
 static int is_p2p(const struct dccl_op *op) {
   return op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV;
 }
-static int same_p2p_lane(const struct dccl_op *a, const struct dccl_op *b) {
+/* A point-to-point lane: (direction, peer, channel), each on a CTA of its own. */
+static int same_p2p_lane(const struct dccl_op *a, int ca, const struct dccl_op *b, int cb) {
   return a->comm == b->comm && a->on_device && b->on_device && is_p2p(a) && is_p2p(b) && a->kind == b->kind &&
-         a->peer == b->peer;
+         a->peer == b->peer && ca == cb && ca < a->nchannels && cb < b->nchannels;
 }
 
 /* Which CTA runs a task: channel c of the collectives runs on CTA c % ncoll_ctas, in issue order (channel c's
  * operations share links). Channels folded onto fewer CTAs than there are stay deadlock-free whatever another
  * rank folds: every rank runs its tasks in one order, (operation, channel), so the first unfinished task anywhere
- * waits only on its own channel's peers, which are at it or past it. Each point-to-point (peer, direction) gets a
- * CTA of its own after them, so a send never waits behind a receive. */
+ * waits only on its own channel's peers, which are at it or past it. Each point-to-point lane (peer, direction,
+ * channel) gets a CTA of its own after them, so a send never waits behind a receive, and a send's channels move
+ * at once. */
 static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, int ncoll_ctas) {
   if (!is_p2p(op)) return c % ncoll_ctas;
   int idx = ncoll_ctas;
   for (const struct dccl_op *o = list; o; o = o->next) {
     if (o->comm != op->comm || !o->on_device || !is_p2p(o)) continue;
-    if (same_p2p_lane(o, op)) return idx;
-    int first = 1; /* the first op of its lane in the list opens a CTA */
-    for (const struct dccl_op *p = list; p != o && first; p = p->next) first = !same_p2p_lane(p, o);
-    idx += first;
+    for (int oc = 0; oc < o->nchannels; oc++) {
+      if (same_p2p_lane(o, oc, op, c)) return idx;
+      int first = 1; /* the first op of its lane in the list opens a CTA */
+      for (const struct dccl_op *p = list; p != o && first; p = p->next) first = !same_p2p_lane(p, oc, o, oc);
+      idx += first;
+    }
   }
   return idx;
 }
@@ -608,7 +612,8 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
     for (int c = 0; c < op->nchannels; c++)
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
     if (!is_p2p(op) && op->nchannels > ncoll) ncoll = op->nchannels;
-    if (is_p2p(op) && cta_of(list, op, 0, 1) == 1 + nlanes) nlanes++; /* the first op of a new lane */
+    for (int c = 0; is_p2p(op) && c < op->nchannels; c++)
+      if (cta_of(list, op, c, 1) == 1 + nlanes) nlanes++; /* the first op of a new lane */
   }
   if (ntasks == 0) return ncclSuccess;
   int share = launch_share(dev);

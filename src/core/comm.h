@@ -179,10 +179,10 @@ int dccl_comm_device_links(struct dccl_comm *comm, int *over_network);
  * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
 ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);
 /* Before a send (kind DCCL_OP_SEND) or receive is queued: refused with ncclInvalidUsage, naming the peer and how
- * to connect it first, when its link does not exist yet and capturing(stream) says the stream is being captured
- * into a CUDA graph (asked only then; dccl_cuda_stream_capturing in production). */
-ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, int on_device, cudaStream_t stream,
-                                      int (*capturing)(cudaStream_t));
+ * to connect it first, when one of its links (a channel each, for `bytes`) does not exist yet and capturing(stream)
+ * says the stream is being captured into a CUDA graph (asked only then; dccl_cuda_stream_capturing in production). */
+ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, int on_device, uint64_t bytes,
+                                      cudaStream_t stream, int (*capturing)(cudaStream_t));
 
 /* Rewrites the last error of a failed `what` (e.g. "ncclAllReduce #41") so it names the rank that died, when the
  * monitor reports one within a short grace period, else the peer waited for (-1: none). Returns r. */

@@ -238,7 +238,8 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
   DCCLCHECK(check_buffer(&c, kind == DCCL_OP_SEND ? "sendbuff" : "recvbuff", kind == DCCL_OP_SEND ? sendbuff : recvbuff,
                          count));
   if (empty_and_captured(&c)) return ncclSuccess;
-  DCCLCHECK(dccl_p2p_check_first_use(comm, kind, peer, c.on_device, stream, dccl_cuda_stream_capturing));
+  DCCLCHECK(dccl_p2p_check_first_use(comm, kind, peer, c.on_device, (uint64_t)count * es, stream,
+                                     dccl_cuda_stream_capturing));
   return submit(comm, &c, kind, sendbuff, recvbuff, count, datatype, es, NULL, -1, peer);
 }
 

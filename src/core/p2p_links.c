@@ -10,20 +10,28 @@
 #include "util/error.h"
 #include "util/params.h"
 
-/* Both directions of the point-to-point lane to each distinct peer of peers[0..npeers-1] but this rank, and of the
- * device lane where the communicator has device links. */
+/* Lanes a send/recv may use: the host's one, and where the communicator has device links every channel's. */
+static int p2p_lanes(const struct dccl_comm *comm) {
+  return 1 + (comm->device_links ? dccl_p2p_nchannels(1, UINT64_MAX) : 0);
+}
+
+/* Lane i of p2p_lanes. */
+static int p2p_lane(int i) { return i == 0 ? DCCL_LANE_P2P : DCCL_LANE_DEVICE + DCCL_LANE_P2P + i - 1; }
+
+/* Both directions of every point-to-point lane to each distinct peer of peers[0..npeers-1] but this rank. */
 static ncclResult_t p2p_reqs(const struct dccl_comm *comm, const int *peers, int npeers, struct dccl_conn_req **out,
                              int *n) {
   *n = 0;
-  *out = malloc((size_t)(npeers > 0 ? npeers : 1) * 4 * sizeof(**out));
+  int lanes = p2p_lanes(comm);
+  *out = malloc((size_t)(npeers > 0 ? npeers : 1) * 2 * (size_t)lanes * sizeof(**out));
   if (!*out) return dccl_error(ncclSystemError, "out of memory connecting peers");
   for (int i = 0; i < npeers; i++) {
     int dup = peers[i] == comm->rank;
     for (int j = 0; j < i && !dup; j++) dup = peers[j] == peers[i];
     if (dup) continue;
-    for (int dev = 0; dev <= comm->device_links; dev++) {
-      (*out)[(*n)++] = (struct dccl_conn_req){peers[i], 1, DCCL_LANE_P2P + dev * DCCL_LANE_DEVICE};
-      (*out)[(*n)++] = (struct dccl_conn_req){peers[i], 0, DCCL_LANE_P2P + dev * DCCL_LANE_DEVICE};
+    for (int l = 0; l < lanes; l++) {
+      (*out)[(*n)++] = (struct dccl_conn_req){peers[i], 1, p2p_lane(l)};
+      (*out)[(*n)++] = (struct dccl_conn_req){peers[i], 0, p2p_lane(l)};
     }
   }
   return ncclSuccess;
@@ -36,7 +44,8 @@ ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_c
   int at_creation = dccl_param_int(DCCL_PARAM_RUNTIME_CONNECT) == 0 ||
                     (comm->coll.direct_ok == DCCL_DIRECT_WINDOWS && dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES) >= 0);
   if (!at_creation || comm->nranks == 1) return ncclSuccess;
-  int want = *n + 4 * (comm->nranks - 1);
+  int lanes = p2p_lanes(comm);
+  int want = *n + 2 * lanes * (comm->nranks - 1);
   if (want > *cap) {
     struct dccl_conn_req *r = realloc(*reqs, (size_t)want * sizeof(*r));
     if (!r) return dccl_error(ncclSystemError, "out of memory connecting peers");
@@ -44,9 +53,9 @@ ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_c
     *cap = want;
   }
   for (int peer = 0; peer < comm->nranks; peer++)
-    for (int dev = 0; peer != comm->rank && dev <= comm->device_links; dev++) {
-      (*reqs)[(*n)++] = (struct dccl_conn_req){peer, 1, DCCL_LANE_P2P + dev * DCCL_LANE_DEVICE};
-      (*reqs)[(*n)++] = (struct dccl_conn_req){peer, 0, DCCL_LANE_P2P + dev * DCCL_LANE_DEVICE};
+    for (int l = 0; peer != comm->rank && l < lanes; l++) {
+      (*reqs)[(*n)++] = (struct dccl_conn_req){peer, 1, p2p_lane(l)};
+      (*reqs)[(*n)++] = (struct dccl_conn_req){peer, 0, p2p_lane(l)};
     }
   return ncclSuccess;
 }
@@ -75,12 +84,13 @@ ncclResult_t dcclCommConnectPeers(ncclComm_t comm, const int *peers, int npeers)
   return res;
 }
 
-ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, int on_device, cudaStream_t stream,
-                                      int (*capturing)(cudaStream_t)) {
+ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer, int on_device, uint64_t bytes,
+                                      cudaStream_t stream, int (*capturing)(cudaStream_t)) {
   int is_send = kind == DCCL_OP_SEND;
-  int lane = DCCL_LANE_P2P + (on_device ? DCCL_LANE_DEVICE : 0);
-  if (peer == comm->rank || dccl_comm_find_conn(comm, peer, is_send, lane) || !capturing(stream))
-    return ncclSuccess;
+  int lane = DCCL_LANE_P2P + (on_device ? DCCL_LANE_DEVICE : 0), made = 1;
+  for (int c = 0; c < dccl_p2p_nchannels(on_device, bytes) && made; c++)
+    made = dccl_comm_find_conn(comm, peer, is_send, lane + c) != NULL;
+  if (peer == comm->rank || made || !capturing(stream)) return ncclSuccess;
   return dccl_error(ncclInvalidUsage,
                     "%s %s rank %d inside CUDA stream capture: the link %s rank %d is not made yet, and making it "
                     "waits for the peer, which a graph cannot replay. Make it before capturing: "

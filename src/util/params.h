@@ -93,6 +93,9 @@
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
+  X(DEV_P2P_NCHANNELS, INT, 1, "Most channels of a device send/recv (each a link of its own and a CTA of the "    \
+                                "kernel; one per MiB moved, 1 to 64); 1: one, as before (more is not yet run on " \
+                                "a GPU).")                                                                         \
   X(DEV_NET, INT, 1, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over net_ib or "     \
                      "sockets: kernels fill and drain FIFOs in pinned host memory, a proxy thread per rank moves " \
                      "them. 0: such device buffers are refused with ncclInvalidUsage naming the ranks.")          \

@@ -151,6 +151,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   "ncclAllReduce #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer -1 algo direct"
                   ${DCCL_EXPECT_OUTPUT} "every rank's buffers mapped on first use" ${suite} --fork 3 --timeout 270
                   ENV DCCL_TIMEOUT=60 DCCL_LAZY_MAP_BYTES=0 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    # Device send/recv over several channels (DCCL_DEV_P2P_NCHANNELS=8: one per MiB, a link and a CTA each): both
+    # send/recv patterns at sizes of 1, 4 and 8 channels, checked as every case (not run on a GPU yet: written
+    # 2026-12-03 after the session's device time).
+    dccl_gpu_test(suite_fork_3ranks_mps_p2p_channels COMMAND ${mps} ${suite} --fork 3 --timeout 270 --colls sendrecv
+                  --types float,bfloat16 --sizes 0,7,262145,1048579,4194311 ENV DCCL_TIMEOUT=60 DCCL_DEV_P2P_NCHANNELS=8)
     # Two pretend hosts of processes under MPS, their ranks alternating (A,B,A,B): the ring keeps each host's ranks
     # together and crosses between them twice; sockets carry the device links between them.
     dccl_gpu_test(suite_fork_4ranks_mps_two_hosts COMMAND ${mps} ${DCCL_EXPECT_OUTPUT} "host crossings 2\\)"

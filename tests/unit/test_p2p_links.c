@@ -28,7 +28,7 @@ static int p2p_links(ncclComm_t comm) {
 }
 
 static int refused_naming(ncclComm_t comm, int kind, int peer) {
-  ncclResult_t r = dccl_p2p_check_first_use(comm, kind, peer, 0, NULL, capturing);
+  ncclResult_t r = dccl_p2p_check_first_use(comm, kind, peer, 0, 8, NULL, capturing);
   char rank[32];
   snprintf(rank, sizeof(rank), "rank %d", peer);
   const char *text = ncclGetLastError(NULL);
@@ -56,9 +56,9 @@ int main(void) {
   }
   check(refused_naming(c[0], DCCL_OP_SEND, 1), "send 0->1 under capture, no link: %s", ncclGetLastError(NULL));
   check(refused_naming(c[0], DCCL_OP_RECV, 2), "recv 0<-2 under capture, no link: %s", ncclGetLastError(NULL));
-  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 1, 0, NULL, not_capturing) == ncclSuccess,
+  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 1, 0, 8, NULL, not_capturing) == ncclSuccess,
         "send 0->1 outside capture must be allowed (made at first use)");
-  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 0, 0, NULL, capturing) == ncclSuccess,
+  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 0, 0, 8, NULL, capturing) == ncclSuccess,
         "send to self needs no link, also under capture");
 
   /* Rank 0 pairs with 1 and 2 (0 itself and a repeat are ignored); 1 and 2 name only 0. */
@@ -71,9 +71,9 @@ int main(void) {
   for (int r = 0; r < NRANKS; r++) check(args[r].res == ncclSuccess, "dcclCommConnectPeers on rank %d", r);
   check(p2p_links(c[0]) == 4 && p2p_links(c[1]) == 2 && p2p_links(c[2]) == 2,
         "point-to-point links %d %d %d, want 4 2 2", p2p_links(c[0]), p2p_links(c[1]), p2p_links(c[2]));
-  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 1, 0, NULL, capturing) == ncclSuccess &&
-            dccl_p2p_check_first_use(c[0], DCCL_OP_RECV, 2, 0, NULL, capturing) == ncclSuccess &&
-            dccl_p2p_check_first_use(c[2], DCCL_OP_SEND, 0, 0, NULL, capturing) == ncclSuccess,
+  check(dccl_p2p_check_first_use(c[0], DCCL_OP_SEND, 1, 0, 8, NULL, capturing) == ncclSuccess &&
+            dccl_p2p_check_first_use(c[0], DCCL_OP_RECV, 2, 0, 8, NULL, capturing) == ncclSuccess &&
+            dccl_p2p_check_first_use(c[2], DCCL_OP_SEND, 0, 0, 8, NULL, capturing) == ncclSuccess,
         "connected links refused under capture: %s", ncclGetLastError(NULL));
   check(refused_naming(c[1], DCCL_OP_SEND, 2), "send 1->2 was not connected, but passed under capture");
 
