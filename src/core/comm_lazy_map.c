@@ -35,6 +35,7 @@ struct lazy_import {
 
 struct dccl_lazy_map {
   struct dccl_shm_board *board; /* NULL: the ranks meet over the bootstrap */
+  uint64_t min_bytes;           /* DCCL_LAZY_MAP_BYTES */
   uint64_t meetings;
   /* Rows used from this meeting on may serve operations of an open group, not launched yet: not replaced. */
   uint64_t protect_from;
@@ -67,17 +68,14 @@ static int one_rank_per_process(const struct dccl_comm *comm) {
 }
 
 int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op) {
-  /* Every call passes here: host buffers and other communicators leave before any parameter is read. */
-  if (!op->on_device || comm->coll.direct_ok != DCCL_DIRECT_WINDOWS) return 0;
-  int64_t min = dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES);
+  /* Every call passes here: the communicator's terms were settled at creation (comm->lazy exists), so host buffers
+   * and other communicators leave at once. Every term is the same on every rank: the call, the communicator, the
+   * environment. */
+  if (!op->on_device || !comm->lazy) return 0;
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
-  /* Every term is the same on every rank: the call, the communicator, the environment. A blocking meeting would
-   * break a nonblocking communicator's promise; deterministic mode takes no FIFO fallback it could not check. */
-  return min >= 0 && !comm->nonblocking &&
-         !comm->coll.deterministic && !dccl_dev_ce_on(&comm->coll) && op->kind != DCCL_OP_SEND &&
-         op->kind != DCCL_OP_RECV && !dccl_op_in_windows(op) && op->count * op->esize >= (uint64_t)min &&
-         (!*forced || !strcasecmp(forced, "direct")) && (!op->redop.has_pre || op->redop.called == ncclAvg) &&
-         comm->nranks <= DCCL_CONN_SLOTS && one_rank_per_process(comm);
+  return !dccl_dev_ce_on(&comm->coll) && op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV &&
+         !dccl_op_in_windows(op) && op->count * op->esize >= comm->lazy->min_bytes &&
+         (!*forced || !strcasecmp(forced, "direct")) && (!op->redop.has_pre || op->redop.called == ncclAvg);
 }
 
 int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
@@ -269,24 +267,21 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
   return ncclSuccess;
 }
 
-static ncclResult_t new_state(struct dccl_comm *comm) {
+ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
+  /* The terms that do not depend on the call, the same on every rank. A blocking meeting would break a nonblocking
+   * communicator's promise; deterministic mode takes no FIFO fallback it could not check. */
+  int64_t min = dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES);
+  if (comm->coll.direct_ok != DCCL_DIRECT_WINDOWS || min < 0 || comm->nonblocking || comm->coll.deterministic ||
+      comm->nranks > DCCL_CONN_SLOTS || !one_rank_per_process(comm))
+    return ncclSuccess;
   comm->lazy = calloc(1, sizeof(*comm->lazy));
   if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
+  comm->lazy->min_bytes = (uint64_t)min;
   for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
-  return ncclSuccess;
-}
-
-ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
-  /* The terms of dccl_lazy_map_applies that do not depend on the call: the same on every rank. */
-  if (comm->coll.direct_ok != DCCL_DIRECT_WINDOWS || dccl_param_int(DCCL_PARAM_LAZY_MAP_BYTES) < 0 ||
-      comm->nonblocking || comm->coll.deterministic || comm->nranks > DCCL_CONN_SLOTS || !one_rank_per_process(comm))
-    return ncclSuccess;
-  DCCLCHECK(new_state(comm));
   return dccl_comm_board_open(comm, sizeof(struct lazy_say), &comm->lazy->board);
 }
 
 ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
-  if (!comm->lazy) DCCLCHECK(new_state(comm)); /* no board: the meetings go over the bootstrap */
   struct lazy_say *all = calloc((size_t)comm->nranks, sizeof(*all));
   if (!all) return dccl_error(ncclSystemError, "out of memory");
   /* Outside a group each call launched its kernels already; a group's calls launch at its end. */

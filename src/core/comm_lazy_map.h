@@ -16,7 +16,8 @@
 #include "collectives/op.h"
 #include "core/comm.h"
 
-/* At creation, every rank: where calls may meet, the meetings' board is made (collective). Errors: the bootstrap's. */
+/* At creation, every rank: where calls may meet (the communicator's terms), the state and the meetings' board are
+ * made (collective). Errors: the bootstrap's. */
 ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm);
 
 /* 1 when `op` (device buffers, not in windows) meets the other ranks at its call: the same answer on every rank. */

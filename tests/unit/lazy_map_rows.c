@@ -164,6 +164,7 @@ int main(void) {
   comm.windows[0] = (struct dccl_window *)&explicit_window;
   for (int r = 0; r < NRANKS; r++) w.ok[r] = w.map_ok[r] = 1;
   w.fail_import_id = -1;
+  check(dccl_lazy_map_init(&comm) == ncclSuccess && comm.lazy, "creation: one rank per process, windows: calls meet");
 
   /* First use: both rows made (two table writes), a second meeting, 2 peers x 2 roles mapped. */
   int direct = call(0, 0);
