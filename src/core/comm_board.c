@@ -1,7 +1,6 @@
 /* A communicator's shared-memory board (core/comm_board.h). */
 #include "core/comm_board.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -69,10 +68,7 @@ ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_b
   ncclResult_t res = dccl_shm_board_allgather(b, data, size, &wait);
   int failed = atomic_load(&comm->async_error);
   if (res == ncclSuccess || failed == ncclSuccess) return res;
-  /* Ended by the communicator's failure (a peer's death, mismatched calls): the call reports that. */
-  char text[sizeof(comm->error_text)];
-  pthread_mutex_lock(&comm->error_lock);
-  snprintf(text, sizeof(text), "%s", comm->error_text);
-  pthread_mutex_unlock(&comm->error_lock);
-  return dccl_error((ncclResult_t)failed, "%s", text);
+  /* Ended by the communicator's failure (a peer's death, mismatched calls; its text is written before the flag):
+   * the call reports that. */
+  return dccl_error((ncclResult_t)failed, "%s", comm->error_text);
 }
