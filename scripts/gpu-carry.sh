@@ -28,4 +28,23 @@ strip --strip-unneeded "$stage"/*.so.* "$stage"/nccl-tests/* "$stage"/perf/* "$s
 rm -rf "$carry"
 mkdir -p "$carry"
 tar -czf "$carry/dropin.tar.gz" -C "$stage" .
+
+# The GPU suite's build (gpu-lab.sh's targets, ctest's files) in its own layout, for GPU_LAB_PREBUILT: executables
+# not among the targets, objects and build-system files stay behind.
+ninja -C "$build" $(cat "$repo/scripts/gpu-targets.txt") > /dev/null
+targets=" $(tr '\n' ' ' < "$repo/scripts/gpu-targets.txt") "
+rm -rf "$stage" && mkdir -p "$stage"
+(cd "$build" && find . \( -name CMakeFiles -o -name nccl-tests -o -name Testing \) -prune -o -type f \
+   ! -name '*.o' ! -name '*.a' ! -name '.ninja_*' ! -name build.ninja ! -name '*fatbin*' -print) |
+  while read -r f; do
+    if [ "$(head -c 4 "$build/$f")" = $'\x7fELF' ]; then
+      case $f in *.so*) ;; *) [[ $targets == *" $(basename "$f") "* ]] || continue ;; esac
+    fi
+    mkdir -p "$stage/$(dirname "$f")" && cp -P "$build/$f" "$stage/$f"
+  done
+(cd "$build" && find . -name CMakeFiles -prune -o -type l -print) | while read -r l; do cp -P "$build/$l" "$stage/$l"; done
+find "$stage" -type f -name '*' -exec sh -c 'head -c 4 "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
+printf '%s\n%s\n' "$repo" "$(realpath --relative-to="$repo" "$build")" > "$stage/carried-from"
+tar -czf "$carry/gpu-build.tar.gz" -C "$stage" .
+du -sh "$carry/gpu-build.tar.gz"
 du -sh "$carry/dropin.tar.gz"

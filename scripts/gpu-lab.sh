@@ -33,6 +33,8 @@
 #          FILELOAD_TORCH=0 narrow it
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
+# GPU_LAB_PREBUILT=build-carry/gpu-build.tar.gz: use the build packed by scripts/gpu-carry.sh (from a checkout at the
+# same relative build path as the build dir given here) instead of building.
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
 set -uo pipefail
 part=${1:-all}
@@ -52,17 +54,25 @@ OUT_ABS=$(cd "$out" && pwd)
 cat "$out/machine.txt"
 
 start=$(date +%s)
-if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       ninja -C "$build" device_shared_test cuda_host_paths conn_host_test conn_ipc_test gpu_colls gpu_graphs \
-         gpu_concurrent gpu_peer_death gpu_ce_mismatch gpu_ce_bits gpu_windows gpu_file_load coll_suite \
-         all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf alltoall_perf \
-         gather_perf scatter_perf dev_latency inproc_allreduce nccl_dropin file_load_gpu_perf page_cache_dma_perf fake_cufile \
-         test_transport_socket; } > "$out/build.log" 2>&1; then
+if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
+  # A build made elsewhere (scripts/gpu-carry.sh) saves the device its ~150 s build: its ctest files and RUNPATHs
+  # name the checkout it was built in, so that path is made to lead here.
+  { read -r src; read -r rel; } < <(tar -xzOf "$GPU_LAB_PREBUILT" ./carried-from)
+  [ "$rel" = "$build" ] || { echo "gpu-lab: the carried build must be unpacked as $rel (not $build)"; exit 1; }
+  if [ "$(readlink -f "$src")" != "$(pwd -P)" ]; then
+    [ -e "$src" ] && { echo "gpu-lab: $src exists and is not this checkout"; exit 1; }
+    mkdir -p "$(dirname "$src")" && ln -s "$(pwd -P)" "$src"
+  fi
+  rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
+  echo "gpu-lab: carried build of $src/$rel unpacked in $(($(date +%s) - start)) s"
+elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+         ninja -C "$build" $(cat "$here/gpu-targets.txt"); } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
+else
+  echo "gpu-lab: built in $(($(date +%s) - start)) s"
 fi
-echo "gpu-lab: built in $(($(date +%s) - start)) s"
 
 status=0
 # The GPU suite: every ctest case labelled gpu (tests/cuda/cuda_tests.cmake), one at a time. Its whole output goes
