@@ -192,7 +192,8 @@ void dccl_comm_memory(const struct dccl_comm *comm, size_t *device_bytes, size_t
 }
 
 /* Device FIFOs are GPU memory the user's tensors need too: the channels of device collectives are lowered until
- * every rank's receiving FIFOs fit DCCL_DEV_MEM_LIMIT. Each rank counts its own links; all take the most, so all
+ * every rank's receiving FIFOs made at creation (the collectives' and the point-to-point ones') fit
+ * DCCL_DEV_MEM_LIMIT. Each rank counts its own links; all take the most, so all
  * plan the same channels. */
 static ncclResult_t fit_device_links(struct dccl_comm *comm, int forced) {
   uint64_t limit = (uint64_t)dccl_param_int(DCCL_PARAM_DEV_MEM_LIMIT);
@@ -206,7 +207,8 @@ static ncclResult_t fit_device_links(struct dccl_comm *comm, int forced) {
     struct dccl_conn_req *reqs = NULL;
     int n = 0, cap = 0, mine = 0, most = 0;
     res = dccl_coll_creation_links(&comm->coll, 1, forced, &reqs, &n, &cap);
-    for (int i = 0; i < n; i++) mine += !reqs[i].is_send;
+    if (res == ncclSuccess) res = dccl_p2p_creation_links(comm, &reqs, &n, &cap); /* their device lanes too */
+    for (int i = 0; i < n; i++) mine += !reqs[i].is_send && reqs[i].lane >= DCCL_LANE_DEVICE;
     free(reqs);
     counts[comm->rank] = mine;
     if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, counts, sizeof(int));
