@@ -86,6 +86,8 @@ struct dccl_sched {
   uint64_t count;       /* this channel's elements */
   uint64_t block;       /* allgather / reduce-scatter: elements per rank block (the user's count) */
   uint64_t chunk;       /* elements per slot */
+  uint64_t piece;       /* direct: elements per piece of the channel's (0: one range from begin) */
+  uint64_t stride;      /* direct: elements from one of this channel's pieces to its next */
   int is_root, nchildren, has_parent; /* tree */
   int npeers;                         /* one-shot: connections to every other rank, in rank order */
   int rank, root;                     /* ordered: this rank, and the reduce's root */
@@ -93,6 +95,25 @@ struct dccl_sched {
 
 DCCL_SCHED_FN uint64_t dccl_div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 DCCL_SCHED_FN int dccl_mod(int64_t a, int n) { return (int)(((a % n) + n) % n); }
+
+/* Direct: rank `me`'s slice [*lo, *hi) of `len` elements, whole 16-byte packs so every rank's pointers stay
+ * aligned. */
+DCCL_SCHED_FN void dccl_direct_slice(uint64_t len, int n, int me, uint32_t esize, uint64_t *lo, uint64_t *hi) {
+  uint64_t unit = 16 / esize, per = dccl_div_up(dccl_div_up(len, (uint64_t)n), unit) * unit;
+  *lo = (uint64_t)me * per < len ? (uint64_t)me * per : len;
+  *hi = *lo + per < len ? *lo + per : len;
+}
+
+/* Direct in pieces (`piece` set): the channel's first piece starts at `begin` with `count` elements to go; after
+ * the piece at *at (*left to go), the next one and this rank's slice [*lo, *hi) of it. 0 when none is left. */
+DCCL_SCHED_FN int dccl_direct_next_piece(const struct dccl_sched *s, int me, uint32_t esize, uint64_t *at,
+                                         uint64_t *left, uint64_t *lo, uint64_t *hi) {
+  *left -= s->piece < *left ? s->piece : *left;
+  if (*left == 0) return 0;
+  *at += s->stride;
+  dccl_direct_slice(s->piece < *left ? s->piece : *left, s->nranks, me, esize, lo, hi);
+  return 1;
+}
 
 /* Ring all-reduce: per loop of nranks*chunk elements, reduce-scatter (nranks-1 steps) then all-gather
  * (nranks-1 steps) over nranks segments; 2*nranks-1 steps per loop. Rank at position p owns segment p. */

@@ -21,6 +21,11 @@
 #   lazy:   issue 11's buffers mapped on first use: 2 and 4 ranks in processes under MPS (all_reduce_perf on its
 #           unregistered cudaMalloc buffers, float32 sum 8 B-1 GiB): DCCL_LAZY_MAP_BYTES=0 (every call meets, then
 #           the direct all-reduce) against -1 (never: the p2p ring), alternated: where mapping starts to pay.
+#           PATHS_LAZY_NP ("2 4") and PATHS_LAZY_BEGIN (8: the first size) narrow it.
+#   pieces: issue 11's 4-rank bar: 4 ranks in processes under MPS, buffers mapped on first use
+#           (DCCL_LAZY_MAP_BYTES=0), all-reduce float32 64 MiB-1 GiB, out of place and in place: the direct all-reduce
+#           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn
+#           (PATHS_PIECES, default "262144 2097152"), alternated.
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -80,13 +85,13 @@ ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
 done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
-   " $parts " == *" ce "* || " $parts " == *" lazy "* ]] || exit $status
+   " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES)
+     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -105,17 +110,33 @@ export DCCL_HOSTID=
 done
 
 [[ " $parts " == *" lazy "* ]] && for round in $(seq "$rounds"); do
-  for np in 2 4; do
+  for np in ${PATHS_LAZY_NP:-2 4}; do
     for lazy in on off; do
       name=lazy.np$np.$lazy.r$round
       fits 40 "$name" || continue
-      DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=$([ $lazy = on ] && echo 0 || echo -1) timeout 120 "${mpi[@]}" \
-        -np "$np" "$build/perf/all_reduce_perf" -b 8 -e 1G -f 2 -c 1 -n 20 -w 3 -T 100 -J "$out/$name.json" \
+      # Checking 1 GiB per rank on the host takes most of a run's time: up to 220 s, within the call's deadline.
+      limit=$(( deadline == 0 ? 220 : deadline - $(date +%s) - 10 )); [ $limit -gt 220 ] && limit=220
+      DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=$([ $lazy = on ] && echo 0 || echo -1) \
+        timeout $((limit + 20)) "${mpi[@]}" -np "$np" "$build/perf/all_reduce_perf" -b "${PATHS_LAZY_BEGIN:-8}" -e 1G \
+        -f 2 -c 1 -n 20 -w 3 -T $limit -J "$out/$name.json" \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 131072 || $1 == 262144 ||
         $1 == 524288 || $1 == 2097152 || $1 == 16777216 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
     done
+  done
+done
+
+[[ " $parts " == *" pieces "* ]] && for round in $(seq "$rounds"); do
+  for piece in 0 ${PATHS_PIECES:-262144 2097152}; do
+    name=pieces.np4.p$piece.r$round
+    fits 60 "$name" || continue
+    limit=$(( deadline == 0 ? 220 : deadline - $(date +%s) - 10 )); [ $limit -gt 220 ] && limit=220
+    DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=0 DCCL_DIRECT_PIECE_BYTES=$piece timeout $((limit + 20)) \
+      "${mpi[@]}" -np 4 "$build/perf/all_reduce_perf" -b 64M -e 1G -f 2 -c 1 -n 20 -w 3 -T $limit \
+      -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+    awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
+      n, $1, $6, $8, $10}' "$out/$name.log"
   done
 done
 

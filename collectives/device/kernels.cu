@@ -413,12 +413,26 @@ __device__ __forceinline__ const char *dev_direct_here(const dccl_dev_task &t, c
   return (const char *)(uintptr_t)(e.local + ((uint64_t)(uintptr_t)at - e.owner));
 }
 
+// Under DCCL_DIRECT_PIECE_BYTES (t.sched.piece set) the channel's elements are pieces `stride` apart: after one,
+// thread 0 moves every source and destination on to this rank's slice of the next. 0 when none is left.
+__device__ __forceinline__ int dev_direct_next_piece(const dccl_dev_task &t, dccl_dev_args &a, uint64_t *at,
+                                                     uint64_t *left, uint64_t *lo) {
+  uint64_t from = *at + *lo, hi;
+  if (!dccl_direct_next_piece(&t.sched, t.rank, t.esize, at, left, lo, &hi)) return 0;
+  uint64_t delta = (*at + *lo - from) * t.esize;
+  for (int s = 0; s < a.nsrcs; s++) a.srcs[s] = (const char *)a.srcs[s] + delta;
+  for (int d = 0; d < a.ndsts; d++) a.dsts[d] = (char *)a.dsts[d] + delta;
+  a.n = hi - *lo;
+  return 1;
+}
+
 template <int TYPE>
 __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[0];
   const int n = t.sched.nranks, me = t.rank;
-  __shared__ int go;
+  __shared__ int go, more;
+  __shared__ uint64_t piece_at, piece_left, piece_lo;
   if (threadIdx.x == 0) {
     dccl_direct_slot *mine = t.boards[me] + t.channel;
     uint64_t k = mine->ops + 1;
@@ -429,13 +443,15 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     mine->recv_win = t.recv_win;
     mine->call = t.call;
     dccl_st_release_gpu_u64(&mine->seq, k);
-    // This rank's slice of the channel's range: whole 16-byte packs, so every rank's pointers stay aligned. Block
-    // operations (reduce-scatter, all-gather) take the channel's range of this rank's block instead.
-    uint64_t unit = 16 / t.esize, per = dccl_div_up(dccl_div_up(t.sched.count, (uint64_t)n), unit) * unit;
-    uint64_t lo = (uint64_t)me * per < t.sched.count ? (uint64_t)me * per : t.sched.count;
-    uint64_t hi = lo + per < t.sched.count ? lo + per : t.sched.count;
+    // This rank's slice of the channel's range (of its first piece). Block operations (reduce-scatter,
+    // all-gather) take the channel's range of this rank's block instead.
+    uint64_t lo, hi, len = t.sched.piece && t.sched.piece < t.sched.count ? t.sched.piece : t.sched.count;
+    dccl_direct_slice(len, n, me, t.esize, &lo, &hi);
     const int block_op = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_ALLGATHER;
     if (block_op) lo = 0, hi = t.sched.count;
+    piece_at = t.sched.begin;
+    piece_left = t.sched.count;
+    piece_lo = lo;
     uint64_t off = (t.sched.begin + lo) * t.esize, block_off = ((uint64_t)me * t.sched.block) * t.esize + off;
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
@@ -474,7 +490,14 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   }
   __syncthreads();
   if (!go) return;
-  if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
+  for (;;) {
+    if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
+    if (!t.sched.piece) break;
+    __syncthreads(); // every thread is done with the piece before thread 0 moves `a` on
+    if (threadIdx.x == 0) more = dev_direct_next_piece(t, a, &piece_at, &piece_left, &piece_lo);
+    __syncthreads();
+    if (!more) break;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     dccl_direct_slot *mine = t.boards[me] + t.channel;

@@ -69,6 +69,10 @@
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. -1: never "       \
                               "(unless DCCL_ALGO=direct).")                                                          \
+  X(DIRECT_PIECE_BYTES, INT, 0, "The direct all-reduce, broadcast and reduce: bytes of the pieces its channels "   \
+                                "take in turn (channel c pieces c, c + channels, ...), so the CTAs read and write " \
+                                "near one another (fewer pages at once: the GPU's TLB). 0: each channel one "      \
+                                "contiguous range (not yet measured against it on a GPU).")                       \
   X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes between ranks that live one "   \
                                 "per process on one GPU map every rank's buffers outside windows on first use " \
                                 "(the ranks meet at each such call, on a shared-memory board: the host call "   \

@@ -83,6 +83,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 3 4)
     dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
   endforeach()
+  # The direct collectives in pieces the channels take in turn (DCCL_DIRECT_PIECE_BYTES, 4 KiB: many pieces a
+  # channel at the suite's sizes): every collective checked, and the deterministic all-reduce's bits (written
+  # 2026-12-03 after the session's device time: not yet run on a GPU).
+  dccl_gpu_test(colls_3ranks_direct_pieces COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_DIRECT_PIECE_BYTES=4096)
+  dccl_gpu_test(colls_4ranks_deterministic_pieces COMMAND gpu_colls 4 deterministic
+                ENV DCCL_DETERMINISTIC=1 DCCL_DIRECT_PIECE_BYTES=4096)
   # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES), and a broadcast
   # whose ranks name different roots (all wait to receive): no fingerprint meets another, so only the stall report
   # (every 100 ms the monitor notes kernels that make no progress) names them.
@@ -152,8 +158,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   ${DCCL_EXPECT_OUTPUT} "every rank's buffers mapped on first use" ${suite} --fork 3 --timeout 270
                   ENV DCCL_TIMEOUT=60 DCCL_LAZY_MAP_BYTES=0 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     # Device send/recv over several channels (DCCL_DEV_P2P_NCHANNELS=8: one per MiB, a link and a CTA each): both
-    # send/recv patterns at sizes of 1, 4 and 8 channels, checked as every case (not run on a GPU yet: written
-    # 2026-12-03 after the session's device time).
+    # send/recv patterns at sizes of 1, 4 and 8 channels, checked as every case.
     dccl_gpu_test(suite_fork_3ranks_mps_p2p_channels COMMAND ${mps} ${suite} --fork 3 --timeout 270 --colls sendrecv
                   --types float,bfloat16 --sizes 0,7,262145,1048579,4194311 ENV DCCL_TIMEOUT=60 DCCL_DEV_P2P_NCHANNELS=8)
     # Two pretend hosts of processes under MPS, their ranks alternating (A,B,A,B): the ring keeps each host's ranks

@@ -304,6 +304,60 @@ static void test_direct_choice(void) {
   free_comms(&comm, 1);
 }
 
+/* DCCL_DIRECT_PIECE_BYTES (64 KiB here): the direct all-reduce, broadcast and reduce give channel c the pieces c,
+ * c + channels, ..., and every rank's slices of every piece (as the kernel walks them, dccl_direct_next_piece)
+ * cover each element exactly once; the block operations keep one range per channel. */
+static void test_direct_pieces(void) {
+  struct dccl_comm comm;
+  uint64_t hosts[8] = {0};
+  make_comms(&comm, 1, hosts);
+  comm.coll.dev_nchannels = 8;
+  comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
+  uint64_t counts[] = {65536, 1 << 20, (1 << 20) + 17, 3000001};
+  int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER};
+  uint32_t esizes[] = {1, 2, 4, 8};
+  ncclDataType_t types[] = {ncclInt8, ncclFloat16, ncclFloat32, ncclFloat64};
+  for (int n = 2; n <= 8; n += 3)
+    for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+      for (unsigned e = 0; e < 4; e++)
+        for (unsigned i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+          comm.nranks = comm.coll.nranks = n;
+          uint64_t count = counts[i];
+          struct dccl_op op = {.comm = &comm.coll, .kind = kinds[k], .count = count, .type = types[e],
+                               .esize = esizes[e], .algo = DCCL_ALGO_DIRECT, .root = 0, .peer = -1, .on_device = 1};
+          dccl_redop_builtin(&op.redop, ncclSum, types[e], n);
+          dccl_op_plan(&op);
+          int block_op = kinds[k] == DCCL_OP_ALLGATHER;
+          uint64_t piece = 65536 / esizes[e] / 64 * 64;
+          unsigned char *seen = calloc(count, 1);
+          /* One channel (small operations) keeps one range too; the largest count takes several. */
+          int pieces_ok = op.algo == DCCL_ALGO_DIRECT && (op.nchannels > 1 || count < 3000001);
+          for (int c = 0; c < op.nchannels; c++) {
+            struct dccl_sched s = op.ch[c].sched;
+            pieces_ok &= block_op || op.nchannels == 1 ? s.piece == 0
+                                  : s.piece == piece && s.stride == piece * (uint64_t)op.nchannels &&
+                                        s.begin == (uint64_t)c * piece;
+            for (int me = 0; me < n; me++) {
+              uint64_t at = s.begin, left = s.count, lo, hi;
+              uint64_t len = s.piece && s.piece < left ? s.piece : left;
+              dccl_direct_slice(len, n, me, esizes[e], &lo, &hi);
+              if (block_op) lo = me == 0 ? 0 : left, hi = left; /* one rank's share of its block: count it once */
+              do
+                for (uint64_t x = at + lo; x < at + hi && x < count; x++) seen[x]++;
+              while (s.piece && dccl_direct_next_piece(&s, me, esizes[e], &at, &left, &lo, &hi));
+            }
+          }
+          uint64_t wrong = 0;
+          for (uint64_t x = 0; x < count; x++) wrong += seen[x] != 1;
+          CHECK(pieces_ok && wrong == 0, "direct %s of %llu x %u bytes, %d ranks: %d channels, pieces %s, %llu "
+                "elements not covered once", dccl_op_name(kinds[k]), (unsigned long long)count, esizes[e], n,
+                op.nchannels, pieces_ok ? "as planned" : "NOT as planned", (unsigned long long)wrong);
+          free(seen);
+        }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 /* The trees' shape across hosts: for each tree of an all-reduce and each rooted tree, every rank but the root has a
  * parent that lists it as a child, at most two children each, every rank reaches the root, and exactly H - 1 edges
  * join ranks of different hosts (H hosts; the ring keeps each host's ranks together). */
@@ -362,12 +416,14 @@ int main(void) {
   /* Small slots and a short FIFO, so even these sizes pipeline over many steps and fill the FIFOs. */
   setenv("DCCL_CHUNK_SIZE", "4096", 1);
   setenv("DCCL_NSLOTS", "2", 1);
+  setenv("DCCL_DIRECT_PIECE_BYTES", "65536", 1); /* only the direct plans read it: test_direct_pieces */
   uint64_t hosts[9] = {0};
   uint64_t counts[] = {0, 1, 7, 64, 1000, 5000, 12345};
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
   test_ring_order();
   test_device_ring_channels();
   test_direct_choice();
+  test_direct_pieces();
   test_tree_shapes();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
