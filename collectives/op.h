@@ -76,8 +76,10 @@ static inline int dccl_op_in_windows(const struct dccl_op *op) {
 /* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */
 ncclResult_t dccl_op_plan(struct dccl_op *op);
 /* The channels of a send/recv of `bytes`: 1 for host buffers, up to DCCL_DEV_P2P_NCHANNELS for device buffers (one
- * per MiB). A send and its receive move the same bytes, so both ends find the same number. */
-int dccl_p2p_nchannels(int on_device, uint64_t bytes);
+ * per MiB), and no more than let an all-to-all's group (2 (n - 1) lanes a channel, a CTA each) fit the communicator's
+ * device channels. A send and its receive move the same bytes on communicators that agreed their device channels
+ * at creation, so both ends find the same number. */
+int dccl_p2p_nchannels(const struct dccl_coll_comm *comm, int on_device, uint64_t bytes);
 /* Appends the connections op needs to reqs (capacity *cap, grown with realloc); count in *n. */
 ncclResult_t dccl_op_conn_reqs(const struct dccl_op *op, struct dccl_conn_req **reqs, int *n, int *cap);
 /* Every link the collectives may use, appended to reqs as dccl_op_conn_reqs does: made at creation, so no

@@ -114,7 +114,7 @@ static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, st
 int dccl_op_max_channels(const struct dccl_coll_comm *comm) {
   int n = comm->nchannels > DCCL_DOUBLE_TREE ? comm->nchannels : DCCL_DOUBLE_TREE;
   if (comm->dev && comm->dev_nchannels > n) n = comm->dev_nchannels;
-  if (comm->dev && dccl_p2p_nchannels(1, UINT64_MAX) > n) n = dccl_p2p_nchannels(1, UINT64_MAX); /* send/recv */
+  if (comm->dev && dccl_p2p_nchannels(comm, 1, UINT64_MAX) > n) n = dccl_p2p_nchannels(comm, 1, UINT64_MAX);
   return n;
 }
 
@@ -308,11 +308,13 @@ ncclResult_t dccl_op_plan(struct dccl_op *op) {
 
 #define P2P_CHANNEL_BYTES (1 << 20)
 
-int dccl_p2p_nchannels(int on_device, uint64_t bytes) {
+int dccl_p2p_nchannels(const struct dccl_coll_comm *comm, int on_device, uint64_t bytes) {
   if (!on_device) return 1;
   int64_t most = dccl_param_int(DCCL_PARAM_DEV_P2P_NCHANNELS);
   uint64_t k = bytes / P2P_CHANNEL_BYTES;
   if (most > DCCL_LANE_DEVICE - DCCL_LANE_P2P) most = DCCL_LANE_DEVICE - DCCL_LANE_P2P;
+  int fit = comm->nranks > 1 ? comm->dev_nchannels / (2 * (comm->nranks - 1)) : most; /* an all-to-all's lanes */
+  if (most > fit) most = fit;
   if (k > (uint64_t)most) k = (uint64_t)most;
   return k < 1 ? 1 : (int)k;
 }
@@ -327,7 +329,7 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
   op->proto = op->on_device ? DCCL_PROTO_BULK : comm->pick_proto(comm, op->kind, op->count * op->esize);
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) {
     /* Channel c moves its range over lane DCCL_LANE_P2P + c (one link and, on a GPU, one CTA each). */
-    op->nchannels = dccl_p2p_nchannels(op->on_device, op->count * op->esize);
+    op->nchannels = dccl_p2p_nchannels(comm, op->on_device, op->count * op->esize);
     for (int c = 0; c < op->nchannels; c++) {
       struct dccl_op_channel *ch = &op->ch[c];
       channel_clear(ch, DCCL_LANE_P2P + c);

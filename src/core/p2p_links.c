@@ -12,7 +12,7 @@
 
 /* Lanes a send/recv may use: the host's one, and where the communicator has device links every channel's. */
 static int p2p_lanes(const struct dccl_comm *comm) {
-  return 1 + (comm->device_links ? dccl_p2p_nchannels(1, UINT64_MAX) : 0);
+  return 1 + (comm->device_links ? dccl_p2p_nchannels(&comm->coll, 1, UINT64_MAX) : 0);
 }
 
 /* Lane i of p2p_lanes. */
@@ -88,7 +88,7 @@ ncclResult_t dccl_p2p_check_first_use(struct dccl_comm *comm, int kind, int peer
                                       cudaStream_t stream, int (*capturing)(cudaStream_t)) {
   int is_send = kind == DCCL_OP_SEND;
   int lane = DCCL_LANE_P2P + (on_device ? DCCL_LANE_DEVICE : 0), made = 1;
-  for (int c = 0; c < dccl_p2p_nchannels(on_device, bytes) && made; c++)
+  for (int c = 0; c < dccl_p2p_nchannels(&comm->coll, on_device, bytes) && made; c++)
     made = dccl_comm_find_conn(comm, peer, is_send, lane + c) != NULL;
   if (peer == comm->rank || made || !capturing(stream)) return ncclSuccess;
   return dccl_error(ncclInvalidUsage,

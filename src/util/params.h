@@ -98,8 +98,9 @@
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
   X(DEV_P2P_NCHANNELS, INT, 1, "Most channels of a device send/recv (each a link of its own and a CTA of the "    \
-                                "kernel; one per MiB moved, 1 to 64); 1: one, as before (more is not yet run on " \
-                                "a GPU).")                                                                         \
+                                "kernel; one per MiB moved, 1 to 64, and no more than let an all-to-all's "      \
+                                "2 (n - 1) lanes a channel fit the device channels); 1: one, as before (8 checked " \
+                                "on a GPU at 3 ranks; their speed not yet measured).")                            \
   X(DEV_NET, INT, 1, "1: device buffers between hosts (and pretend hosts, DCCL_HOSTID) move over net_ib or "     \
                      "sockets: kernels fill and drain FIFOs in pinned host memory, a proxy thread per rank moves " \
                      "them. 0: such device buffers are refused with ncclInvalidUsage naming the ranks.")          \

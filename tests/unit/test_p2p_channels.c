@@ -3,7 +3,8 @@
  * Checked for sizes from 0 to 64 MiB and odd counts: the ranges are contiguous, cover [0, count) once, each a
  * multiple of 64 elements but the last; the send and its receive (same bytes) plan the same channels; the links
  * asked for are one per channel (both ends agree). `test_p2p_channels default` (the variable unset: 1) checks that
- * every device send is one channel on the device lane, as before. The kernels' CTAs per channel are dev_exec.c's
+ * every device send is one channel on the device lane, as before. The channels are clamped so an all-to-all's group
+ * (2 (n - 1) lanes a channel) fits the communicator's device channels. The kernels' CTAs per channel are dev_exec.c's
  * (run on the GPU). */
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,12 @@ int main(int argc, char **argv) {
   comm.nranks = 2;
   comm.rank = 0;
   comm.pick_proto = host_proto;
+  comm.dev_nchannels = 64; /* 2 ranks: room for 32 channels each way */
   static struct dccl_op send, recv;
   if (argc > 1 && !strcmp(argv[1], "default")) {
     plan(&send, &comm, DCCL_OP_SEND, 64 << 20, 1);
     check(send.nchannels == 1 && send.ch[0].lane == DCCL_LANE_DEVICE + DCCL_LANE_P2P &&
-              dccl_p2p_nchannels(1, UINT64_MAX) == 1,
+              dccl_p2p_nchannels(&comm, 1, UINT64_MAX) == 1,
           "by default a 256 MiB device send is one channel (got %d)", send.nchannels);
     printf("test_p2p_channels default: %d passed, %d failed\n", checks_passed, checks_failed);
     return checks_failed ? 1 : 0;
@@ -59,7 +61,7 @@ int main(int argc, char **argv) {
     int want = bytes >> 20 < 1 ? 1 : bytes >> 20 > 8 ? 8 : (int)(bytes >> 20);
     plan(&send, &comm, DCCL_OP_SEND, count, 1);
     plan(&recv, &comm, DCCL_OP_RECV, count, 1);
-    check(send.nchannels == want && recv.nchannels == want && dccl_p2p_nchannels(1, bytes) == want,
+    check(send.nchannels == want && recv.nchannels == want && dccl_p2p_nchannels(&comm, 1, bytes) == want,
           "%llu bytes: %d channels, want %d (the receive: %d)", (unsigned long long)bytes, send.nchannels, want,
           recv.nchannels);
     uint64_t next = 0;
@@ -89,8 +91,19 @@ int main(int argc, char **argv) {
     check(ok, "%llu bytes: %d links asked, one per channel", (unsigned long long)bytes, n);
     free(reqs);
   }
-  check(dccl_p2p_nchannels(1, UINT64_MAX) == 8 && dccl_p2p_nchannels(0, UINT64_MAX) == 1, "the most: 8 on the "
+  check(dccl_p2p_nchannels(&comm, 1, UINT64_MAX) == 8 && dccl_p2p_nchannels(&comm, 0, UINT64_MAX) == 1, "the most: 8 on the "
         "device, 1 on the host");
+  /* An all-to-all's group opens 2 (n - 1) lanes a channel: n ranks on one H200 (132 CTAs) agree on 132 / n device
+   * channels, so 4 ranks take at most 33 / 6 = 5 channels, 8 ranks 16 / 14 = 1; every rank plans alike. */
+  static const struct { int nranks, dev_nchannels, want; } fits[] = {{2, 66, 8}, {4, 33, 5}, {8, 16, 1}, {3, 3, 1}};
+  for (size_t i = 0; i < sizeof(fits) / sizeof(fits[0]); i++) {
+    comm.nranks = fits[i].nranks;
+    comm.dev_nchannels = fits[i].dev_nchannels;
+    plan(&send, &comm, DCCL_OP_SEND, 64 << 20, 1);
+    check(send.nchannels == fits[i].want && dccl_p2p_nchannels(&comm, 1, UINT64_MAX) == fits[i].want,
+          "%d ranks, %d device channels: a 256 MiB send takes %d channels, want %d", fits[i].nranks,
+          fits[i].dev_nchannels, send.nchannels, fits[i].want);
+  }
   printf("test_p2p_channels: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
 }
