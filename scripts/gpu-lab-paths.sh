@@ -24,8 +24,9 @@
 #           PATHS_LAZY_NP ("2 4") and PATHS_LAZY_BEGIN (8: the first size) narrow it.
 #   pieces: issue 11's 4-rank bar: 4 ranks in processes under MPS, buffers mapped on first use
 #           (DCCL_LAZY_MAP_BYTES=0), all-reduce float32 64 MiB-1 GiB, out of place and in place: the direct all-reduce
-#           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn
-#           (PATHS_PIECES, default "262144 2097152"), alternated.
+#           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn, and
+#           against fewer CTAs (DCCL_MAX_CTAS), alternated: PATHS_PIECES lists the configurations as PIECE_BYTES or
+#           PIECE_BYTES/MAX_CTAS (default "0 262144 2097152 0/8").
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -91,7 +92,7 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES)
+     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -128,11 +129,13 @@ done
 done
 
 [[ " $parts " == *" pieces "* ]] && for round in $(seq "$rounds"); do
-  for piece in 0 ${PATHS_PIECES:-262144 2097152}; do
-    name=pieces.np4.p$piece.r$round
+  for cfg in ${PATHS_PIECES:-0 262144 2097152 0/8}; do
+    piece=${cfg%/*} ctas=$([[ $cfg == */* ]] && echo "${cfg#*/}")
+    name=pieces.np4.p$piece${ctas:+.ctas$ctas}.r$round
     fits 60 "$name" || continue
     limit=$(( deadline == 0 ? 220 : deadline - $(date +%s) - 10 )); [ $limit -gt 220 ] && limit=220
-    DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=0 DCCL_DIRECT_PIECE_BYTES=$piece timeout $((limit + 20)) \
+    DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=0 DCCL_DIRECT_PIECE_BYTES=$piece DCCL_MAX_CTAS=$ctas \
+      timeout $((limit + 20)) \
       "${mpi[@]}" -np 4 "$build/perf/all_reduce_perf" -b 64M -e 1G -f 2 -c 1 -n 20 -w 3 -T $limit \
       -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
     awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
