@@ -43,17 +43,52 @@ static int locate(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, C
   return LOCATED;
 }
 
+/* The last legacy exports dccl_peer_mem_legacy made (it is asked at every call that may meet), found again by the
+ * allocation's buffer id, which the process never reuses: a warm call asks the driver one question, not seven.
+ * Kept for this process only (a forked child has its own allocations). */
+#define EXPORTS_CACHED 8
+static struct dccl_peer_mem_export exports_cache[EXPORTS_CACHED];
+static unsigned exports_next;
+static pid_t exports_pid;
+static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e) {
+  unsigned long long id = 0;
+  if (dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p) != CUDA_SUCCESS) return 0;
+  int hit = 0;
+  pthread_mutex_lock(&exports_lock);
+  for (int i = 0; i < EXPORTS_CACHED && !hit && exports_pid == getpid(); i++) {
+    const struct dccl_peer_mem_export *c = &exports_cache[i];
+    if ((hit = c->kind && c->id == id && p >= c->base && p + bytes <= c->base + c->bytes)) *e = *c;
+  }
+  pthread_mutex_unlock(&exports_lock);
+  return hit;
+}
+
+static void export_keep(const struct dccl_peer_mem_export *e) {
+  pthread_mutex_lock(&exports_lock);
+  if (exports_pid != getpid()) {
+    memset(exports_cache, 0, sizeof(exports_cache));
+    exports_pid = getpid();
+  }
+  exports_cache[exports_next++ % EXPORTS_CACHED] = *e;
+  pthread_mutex_unlock(&exports_lock);
+}
+
 int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
   CUresult r = CUDA_SUCCESS;
   CUipcMemHandle h;
-  if (dccl_cuda_api_load() != ncclSuccess || locate((CUdeviceptr)(uintptr_t)ptr, bytes, e, &r) != LOCATED ||
-      cumem_at(e->base) ||
+  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+  if (dccl_cuda_api_load() != ncclSuccess) return 0;
+  if (export_cached(p, bytes, e)) return 1;
+  if (locate(p, bytes, e, &r) != LOCATED || cumem_at(e->base) ||
       dccl_cu.ipc_get_mem_handle(&h, e->base) != CUDA_SUCCESS) {
     memset(e, 0, sizeof(*e));
     return 0;
   }
   memcpy(e->ipc, &h, sizeof(h));
   e->kind = DCCL_PEER_MEM_LEGACY;
+  export_keep(e);
   return 1;
 }
 

@@ -38,7 +38,7 @@ struct dccl_peer_mem_map {
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd);
 /* Quietly (no error recorded or logged): 1 with `e` describing the allocation holding [ptr, ptr + bytes) where a
  * legacy IPC handle can share it (cudaMalloc memory), else 0 (host, pool, managed or cuMem memory, a range past
- * its allocation, or no driver). For checks made at every call. */
+ * its allocation, or no driver). For checks made at every call: the last 8 answers are kept, found again by buffer id. */
 int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e);
 /* Maps an exported allocation into this process for device `ordinal` (the current context's); for the FD kind
  * `fd` is the received descriptor (closed here, mapped or not). */
