@@ -2,8 +2,9 @@
  * stream per rank, every rank's call issued in one group by this thread), timed over sizes: what the direct
  * all-reduce is for, beside whatever DCCL_ALGO picks. Float32 sum, out of place; each size checked once first.
  * Columns: size, time per call (wall time of back-to-back calls, streams synchronised at the end), algbw = S / t,
- * busbw = algbw x 2 (N-1) / N as nccl-tests count it, and the HBM traffic rate 2 N S / t against the floor of
- * docs/design.md (every input read once and every output written once).
+ * busbw = algbw x 2 (N-1) / N as nccl-tests count it, the HBM traffic rate 2 N S / t against the floor of
+ * docs/design.md (every input read once and every output written once), and up to 1 MiB the time per call with
+ * every rank's stream synchronised after each (issue 11's 8-byte bar; "-" above 1 MiB).
  * Usage: inproc_allreduce [nranks=2] [min bytes=8] [max bytes=1G] [iterations=20] [factor=8] */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -91,8 +92,9 @@ int main(int argc, char **argv) {
   }
   const char *algo = getenv("DCCL_ALGO");
   printf("# inproc_allreduce: %d ranks of one process on GPU 0, float32 sum, out of place, DCCL_ALGO=%s, %d "
-         "iterations\n#%12s %12s %10s %10s %12s\n",
-         nranks, algo && *algo ? algo : "(default)", iters, "size (B)", "time (us)", "algbw", "busbw", "2NS/t GB/s");
+         "iterations\n#%12s %12s %10s %10s %12s %12s\n",
+         nranks, algo && *algo ? algo : "(default)", iters, "size (B)", "time (us)", "algbw", "busbw", "2NS/t GB/s",
+         "sync each");
   int status = 0;
   for (size_t bytes = lo; bytes <= hi; bytes *= (size_t)factor) {
     size_t n = bytes / sizeof(float);
@@ -107,14 +109,22 @@ int main(int argc, char **argv) {
     int ok = 1;
     for (int i = 0; i < iters && ok; i++) ok = allreduce(n);
     ok = ok && sync_all();
-    double us = (now_us() - t0) / iters;
+    double us = (now_us() - t0) / iters, sync_us = 0;
+    if (ok && bytes <= (1 << 20)) {
+      t0 = now_us();
+      for (int i = 0; i < iters && ok; i++) ok = allreduce(n) && sync_all();
+      sync_us = (now_us() - t0) / iters;
+    }
     if (!ok) {
       printf("FAIL: %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
       status = 1;
       break;
     }
     double algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (nranks - 1) / nranks;
-    printf(" %12zu %12.2f %10.2f %10.2f %12.1f\n", bytes, us, algbw, busbw, 2.0 * nranks * bytes / us / 1e3);
+    char sync_text[32] = "-";
+    if (sync_us > 0) snprintf(sync_text, sizeof(sync_text), "%.2f", sync_us);
+    printf(" %12zu %12.2f %10.2f %10.2f %12.1f %12s\n", bytes, us, algbw, busbw, 2.0 * nranks * bytes / us / 1e3,
+           sync_text);
   }
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);

@@ -59,7 +59,8 @@ fits() { # fits SECONDS NAME
       env DCCL_ALGO="$([ $algo = default ] || echo $algo)" timeout 240 "$build/perf/inproc_allreduce" "$np" 8 1G 20 8 \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 262144 || $1 == 16777216 || $1 == 134217728 ||
-        $1 == 1073741824) {printf "%s %s B: %s us, busbw %s, 2NS/t %s GB/s\n", n, $1, $2, $4, $5}' "$out/$name.log"
+        $1 == 1073741824) {printf "%s %s B: %s us, busbw %s, 2NS/t %s GB/s, synchronised after each %s us\n", n, $1,
+        $2, $4, $5, $6}' "$out/$name.log"
     done
   done
 done
