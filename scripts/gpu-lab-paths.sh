@@ -27,6 +27,10 @@
 #           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn, and
 #           against fewer CTAs (DCCL_MAX_CTAS), alternated: PATHS_PIECES lists the configurations as PIECE_BYTES or
 #           PIECE_BYTES/MAX_CTAS (default "0 262144 2097152 0/8").
+#   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
+#           DCCL_TRANSPORT=shm, all-reduce float32 256 MiB over slot sizes, slots and CTAs: PATHS_STAGED_KNOBS lists
+#           CHUNK_BYTES/NSLOTS/MAX_CTAS (MAX_CTAS empty: the default), default "262144/4/ 1048576/4/ 4194304/4/
+#           1048576/8/ 262144/4/8 1048576/4/32".
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
@@ -87,13 +91,15 @@ ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
 done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
-   " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ]] || exit $status
+   " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
+   " $parts " == *" stagedknobs "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS)
+     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
+     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -108,6 +114,19 @@ export DCCL_HOSTID=
       awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 2097152 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
     done
+  done
+done
+
+[[ " $parts " == *" stagedknobs "* ]] && for round in $(seq "$rounds"); do
+  for cfg in ${PATHS_STAGED_KNOBS:-262144/4/ 1048576/4/ 4194304/4/ 1048576/8/ 262144/4/8 1048576/4/32}; do
+    IFS=/ read -r chunk nslots ctas <<< "$cfg"
+    name=stagedknobs.np2.c$chunk.s$nslots${ctas:+.ctas$ctas}.r$round
+    fits 40 "$name" || continue
+    DCCL_ALGO= DCCL_TRANSPORT=shm DCCL_DEV_CHUNK_SIZE=$chunk DCCL_DEV_NSLOTS=$nslots DCCL_MAX_CTAS=$ctas timeout 90 \
+      "${mpi[@]}" -np 2 "$build/perf/all_reduce_perf" -b 256M -e 256M -c 1 -n 10 -w 3 -T 70 -J "$out/$name.json" \
+      > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+    awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s GB/s (27.5: the shared x16 link)\n", n, $1,
+      $6, $7}' "$out/$name.log"
   done
 done
 
