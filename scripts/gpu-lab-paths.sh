@@ -99,7 +99,7 @@ nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1;
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
      -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
-     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS)
+     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -122,7 +122,9 @@ done
     IFS=/ read -r chunk nslots ctas <<< "$cfg"
     name=stagedknobs.np2.c$chunk.s$nslots${ctas:+.ctas$ctas}.r$round
     fits 40 "$name" || continue
-    DCCL_ALGO= DCCL_TRANSPORT=shm DCCL_DEV_CHUNK_SIZE=$chunk DCCL_DEV_NSLOTS=$nslots DCCL_MAX_CTAS=$ctas timeout 90 \
+    # The FIFOs count against DCCL_DEV_MEM_LIMIT: 1 GiB here, so large slots do not also mean fewer channels.
+    DCCL_ALGO= DCCL_TRANSPORT=shm DCCL_DEV_CHUNK_SIZE=$chunk DCCL_DEV_NSLOTS=$nslots DCCL_MAX_CTAS=$ctas \
+      DCCL_DEV_MEM_LIMIT=1073741824 timeout 90 \
       "${mpi[@]}" -np 2 "$build/perf/all_reduce_perf" -b 256M -e 256M -c 1 -n 10 -w 3 -T 70 -J "$out/$name.json" \
       > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
     awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s GB/s (27.5: the shared x16 link)\n", n, $1,
