@@ -10,8 +10,9 @@
 
 /* A region: the flags (rank p raises ready[p] once its pieces of a round are in this rank's inbox, gathered[p] once
  * its result is in this rank's gather area), the calls, then for each half h (a round's epoch parity) the inbox's
- * and the gather area's slots, one of `chunk` bytes per rank. */
-#define FLAGS_BYTES 512
+ * and the gather area's slots, one of `chunk` bytes per rank; with send/recv (DCCL_CE_P2P) then the point-to-point
+ * inbox, a slot per sender in each half. */
+#define FLAGS_BYTES 1024
 struct ce_flags {
   uint32_t ready[DCCL_CE_MAX_RANKS];
   uint32_t pad0[16 - DCCL_CE_MAX_RANKS];
@@ -20,13 +21,22 @@ struct ce_flags {
   /* By half: rank p's call (count low, high, what, kind | root + 1 << 8), written before its flag in a call's first
    * round; two, as the slots, since a peer one round ahead may already write its next call. */
   uint32_t call[2][DCCL_CE_MAX_RANKS][4];
+  /* Send/recv, counted per pair in chunks: rank p raises p2p_ready[p] to k once its k-th chunk to this rank is in
+   * the inbox, p2p_done[p] to k once it has taken this rank's k-th chunk to it out of its own; p2p_call[h][p] is
+   * rank p's send, written before the first chunk of each (in that chunk's half). */
+  uint32_t p2p_ready[DCCL_CE_MAX_RANKS];
+  uint32_t pad2[16 - DCCL_CE_MAX_RANKS];
+  uint32_t p2p_done[DCCL_CE_MAX_RANKS];
+  uint32_t pad3[16 - DCCL_CE_MAX_RANKS];
+  uint32_t p2p_call[2][DCCL_CE_MAX_RANKS][4];
 };
 _Static_assert(sizeof(struct ce_flags) <= FLAGS_BYTES, "the flags fit their block");
 
 struct dccl_ce {
-  int rank, nranks;
+  int rank, nranks, p2p;
   size_t chunk;
   uint32_t epoch; /* the last round's; waits compare cyclically (GEQ), so it may wrap */
+  uint32_t sent[DCCL_CE_MAX_RANKS], taken[DCCL_CE_MAX_RANKS]; /* send/recv chunks to and from each peer so far */
   CUdeviceptr regions[DCCL_CE_MAX_RANKS];
   CUstream release; /* abort: raises this rank's flags without waiting behind its blocked streams */
 };
@@ -38,7 +48,9 @@ size_t dccl_ce_chunk(void) {
   return (size_t)(c + 4095) / 4096 * 4096;
 }
 
-size_t dccl_ce_region_bytes(int nranks, size_t chunk) { return FLAGS_BYTES + 4 * (size_t)nranks * chunk; }
+size_t dccl_ce_region_bytes(int nranks, size_t chunk, int p2p) {
+  return FLAGS_BYTES + (size_t)(p2p ? 6 : 4) * (size_t)nranks * chunk;
+}
 
 static CUdeviceptr flag(const struct dccl_ce *ce, int owner, int gathered, int from) {
   return ce->regions[owner] +
@@ -50,24 +62,34 @@ static CUdeviceptr slot(const struct dccl_ce *ce, int owner, int area, int h, in
   return ce->regions[owner] + FLAGS_BYTES + ((size_t)(2 * h + area) * ce->nranks + (size_t)from) * ce->chunk;
 }
 
+/* Slot `from` of owner's point-to-point inbox in half h. */
+static CUdeviceptr p2p_slot(const struct dccl_ce *ce, int owner, int h, int from) {
+  return ce->regions[owner] + FLAGS_BYTES + ((size_t)(4 + h) * ce->nranks + (size_t)from) * ce->chunk;
+}
+
 /* Where rank p's call words lie in half h of a region. */
 static size_t call_words(int h, int p) {
   return offsetof(struct ce_flags, call) + ((size_t)h * DCCL_CE_MAX_RANKS + (size_t)p) * 4 * sizeof(uint32_t);
 }
 
-/* This rank's call into half h of every peer's region, before the flag that lets the peer read it. */
-static ncclResult_t write_call(struct dccl_ce *ce, const struct dccl_slot_header *call, int h, CUstream s) {
+/* A call's four words (count low, high, what, kind | root + 1 << 8) at `at`, on the stream. */
+static ncclResult_t write_words(const struct dccl_slot_header *call, CUdeviceptr at, CUstream s) {
   const uint32_t words[4] = {(uint32_t)call->count, (uint32_t)(call->count >> 32), call->what,
                              call->kind | (uint32_t)(call->root + 1) << 8};
-  for (int p = 0; p < ce->nranks; p++)
-    for (int i = 0; i < 4 && p != ce->rank; i++)
-      DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + call_words(h, ce->rank) + 4 * (size_t)i, words[i],
-                                                CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue32 of a call's fingerprint at a peer");
+  for (int i = 0; i < 4; i++)
+    DCCL_CUCHECK(dccl_cu.stream_write_value32(s, at + 4 * (size_t)i, words[i], CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue32 of a call's fingerprint at a peer");
   return ncclSuccess;
 }
 
-ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, CUdeviceptr own, const uint64_t *regions,
+/* This rank's call into half h of every peer's region, before the flag that lets the peer read it. */
+static ncclResult_t write_call(struct dccl_ce *ce, const struct dccl_slot_header *call, int h, CUstream s) {
+  for (int p = 0; p < ce->nranks; p++)
+    if (p != ce->rank) DCCLCHECK(write_words(call, ce->regions[p] + call_words(h, ce->rank), s));
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, int p2p, CUdeviceptr own, const uint64_t *regions,
                             struct dccl_ce **out) {
   *out = NULL;
   if (nranks < 2 || nranks > DCCL_CE_MAX_RANKS)
@@ -78,6 +100,7 @@ ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, CUdeviceptr own,
   ce->rank = rank;
   ce->nranks = nranks;
   ce->chunk = chunk;
+  ce->p2p = p2p;
   for (int r = 0; r < nranks; r++) ce->regions[r] = r == rank ? own : (CUdeviceptr)regions[r];
   CUresult r = dccl_cu.stream_create(&ce->release, CU_STREAM_NON_BLOCKING);
   if (r != CUDA_SUCCESS) {
@@ -244,9 +267,10 @@ static ncclResult_t one_phase_round(struct dccl_ce *ce, const struct dccl_op *op
   return launch(arg, &w, s);
 }
 
-int dccl_ce_runs(int kind) {
+int dccl_ce_runs(const struct dccl_ce *ce, int kind) {
   return kind == DCCL_OP_ALLREDUCE || kind == DCCL_OP_REDUCESCATTER || kind == DCCL_OP_REDUCE ||
-         kind == DCCL_OP_ALLGATHER || kind == DCCL_OP_BROADCAST;
+         kind == DCCL_OP_ALLGATHER || kind == DCCL_OP_BROADCAST ||
+         (ce->p2p && (kind == DCCL_OP_SEND || kind == DCCL_OP_RECV));
 }
 
 ncclResult_t dccl_ce_collective(struct dccl_ce *ce, const struct dccl_op *op, CUstream stream,
@@ -265,12 +289,104 @@ ncclResult_t dccl_ce_collective(struct dccl_ce *ce, const struct dccl_op *op, CU
   return ncclSuccess;
 }
 
+/* Send/recv (DCCL_CE_P2P). Chunks are counted per pair and direction: the k-th chunk from rank a to rank b goes
+ * through half k & 1 of a's slot in b's point-to-point inbox. The sender waits until b has taken its chunk k - 2 out
+ * of that half (p2p_done), copies, then raises b's p2p_ready[a] to k; the receiver waits for it, a kernel copies
+ * the chunk out (and at a send's first chunk compares the sender's call with its own), then it raises
+ * a's p2p_done[b] to k. A group's operations go round by round, round j holding each pair's j-th chunk of the
+ * group, every send of the round before every receive: a round's sends wait only on receives two rounds back and
+ * its receives only on the peers' sends of the same round, so no order of the group's operations deadlocks. */
+static ncclResult_t p2p_send_chunk(struct dccl_ce *ce, const struct dccl_op *op, uint64_t off, uint64_t len,
+                                   CUstream s) {
+  const int p = op->peer, me = ce->rank;
+  const uint32_t k = ++ce->sent[p];
+  const int h = (int)(k & 1);
+  const CUdeviceptr done = ce->regions[me] + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)p;
+  if (k > 2)
+    DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, done, k - 2, CU_STREAM_WAIT_VALUE_GEQ),
+                 "cuStreamWaitValue32 (copy-engine send)");
+  if (off == 0) {
+    const struct dccl_slot_header call = dccl_op_call_header(op);
+    DCCLCHECK(write_words(&call, ce->regions[p] + offsetof(struct ce_flags, p2p_call) +
+                                     ((size_t)h * DCCL_CE_MAX_RANKS + (size_t)me) * 4 * sizeof(uint32_t), s));
+  }
+  DCCLCHECK(copy(p2p_slot(ce, p, h, me), (const char *)op->sendbuff + off, len, s));
+  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)me,
+                                            k, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue32 at a peer (copy-engine send)");
+  return ncclSuccess;
+}
+
+static ncclResult_t p2p_recv_chunk(struct dccl_ce *ce, const struct dccl_op *op, uint64_t off, uint64_t len,
+                                   CUstream s, dccl_ce_launch_fn launch, void *arg) {
+  const int p = op->peer, me = ce->rank;
+  const uint32_t k = ++ce->taken[p];
+  const int h = (int)(k & 1);
+  DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, ce->regions[me] + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)p, k,
+                                           CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue32 (copy-engine receive)");
+  const struct dccl_slot_header call = dccl_op_call_header(op);
+  struct dccl_ce_work w;
+  start_work(ce, &call, DCCL_CE_GATHER, h, 0, &w);
+  if (off == 0) { /* the sender's call, in this chunk's half: only its entry is compared */
+    w.theirs = (const uint32_t *)(uintptr_t)(ce->regions[me] + offsetof(struct ce_flags, p2p_call) +
+                                             (size_t)h * DCCL_CE_MAX_RANKS * 4 * sizeof(uint32_t));
+    w.peer_only = p + 1;
+  }
+  add_copy(&w, (const void *)(uintptr_t)p2p_slot(ce, me, h, p), (char *)op->recvbuff + off, len);
+  DCCLCHECK(launch(arg, &w, s));
+  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)me, k,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue32 at a peer (copy-engine receive)");
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_ce_p2p(struct dccl_ce *ce, struct dccl_op *const *ops, int nops, CUstream stream,
+                         dccl_ce_launch_fn launch, void *arg) {
+  uint64_t *first = calloc((size_t)nops + 1, sizeof(uint64_t)); /* each operation's first round */
+  if (!first) return dccl_error(ncclSystemError, "out of memory");
+  uint64_t rounds = 0;
+  for (int i = 0; i < nops; i++) { /* after the chunks of the earlier operations of its pair and direction */
+    for (int j = 0; j < i; j++)
+      if (ops[j]->kind == ops[i]->kind && ops[j]->peer == ops[i]->peer)
+        first[i] += (ops[j]->count * ops[j]->esize + ce->chunk - 1) / ce->chunk;
+    uint64_t end = first[i] + (ops[i]->count * ops[i]->esize + ce->chunk - 1) / ce->chunk;
+    if (end > rounds) rounds = end;
+  }
+  ncclResult_t res = ncclSuccess;
+  for (uint64_t r = 0; r < rounds && res == ncclSuccess; r++)
+    for (int pass = 0; pass < 2 && res == ncclSuccess; pass++) /* the round's sends, then its receives */
+      for (int i = 0; i < nops && res == ncclSuccess; i++) {
+        const struct dccl_op *op = ops[i];
+        const uint64_t bytes = op->count * op->esize;
+        if ((op->kind == DCCL_OP_SEND) != (pass == 0) || r < first[i] || (r - first[i]) * ce->chunk >= bytes) continue;
+        const uint64_t off = (r - first[i]) * ce->chunk;
+        const uint64_t len = bytes - off < ce->chunk ? bytes - off : ce->chunk;
+        res = op->kind == DCCL_OP_SEND ? p2p_send_chunk(ce, op, off, len, stream)
+                                       : p2p_recv_chunk(ce, op, off, len, stream, launch, arg);
+      }
+  free(first);
+  if (res != ncclSuccess) return res;
+  /* A counted kernel last, so once the communicator's kernels are done no copy or flag write is still queued. */
+  struct dccl_ce_work w;
+  const struct dccl_slot_header call = dccl_op_call_header(ops[0]);
+  start_work(ce, &call, DCCL_CE_GATHER, 0, 0, &w);
+  return launch(arg, &w, stream);
+}
+
 void dccl_ce_release(struct dccl_ce *ce) {
   if (!ce) return;
   for (int p = 0; p < ce->nranks; p++)
     for (int g = 0; g < 2; g++)
       (void)dccl_cu.stream_write_value32(ce->release, flag(ce, ce->rank, g, p), ce->epoch + (1u << 30),
                                          CU_STREAM_WRITE_VALUE_DEFAULT);
+  for (int p = 0; ce->p2p && p < ce->nranks; p++) {
+    const CUdeviceptr flags = ce->regions[ce->rank];
+    (void)dccl_cu.stream_write_value32(ce->release, flags + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)p,
+                                       ce->taken[p] + (1u << 30), CU_STREAM_WRITE_VALUE_DEFAULT);
+    (void)dccl_cu.stream_write_value32(ce->release, flags + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)p,
+                                       ce->sent[p] + (1u << 30), CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
 }
 
 void dccl_ce_free(struct dccl_ce *ce) {

@@ -14,7 +14,8 @@
  * is an allocation of its own, mapped by its peers. Rounds carry epochs counted on the host, the same on every
  * rank; every rank raises its flag at every peer each round, so a slot is refilled only after its reader's stream
  * passed the kernel that read it. A call's first round also writes the call (kind, root, count, type, reduction) at
- * every peer before the flag; that round's kernel compares them and records a mismatch, as kernels on links do. */
+ * every peer before the flag; that round's kernel compares them and records a mismatch, as kernels on links do.
+ * - send/recv (DCCL_CE_P2P), chunk by chunk through the receiver's point-to-point inbox (see dccl_ce_p2p). */
 #ifndef DCCL_COLLECTIVES_DEVICE_CE_COLLECTIVES_H_
 #define DCCL_COLLECTIVES_DEVICE_CE_COLLECTIVES_H_
 
@@ -27,27 +28,35 @@
 
 struct dccl_ce;
 
-/* Bytes of a rank's region for `nranks` ranks with `chunk` bytes a piece (chunk a multiple of 4096). */
-size_t dccl_ce_region_bytes(int nranks, size_t chunk);
+/* Bytes of a rank's region for `nranks` ranks with `chunk` bytes a piece (chunk a multiple of 4096), with the
+ * point-to-point inbox where `p2p`. */
+size_t dccl_ce_region_bytes(int nranks, size_t chunk, int p2p);
 
 /* The piece size DCCL_CE_CHUNK asks for on this rank, a multiple of 4096 (creation takes the smallest any asks). */
 size_t dccl_ce_chunk(void);
 
-/* This rank's state: its region at `own`, every rank's region as this process addresses it (`regions`, by rank). */
-ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, CUdeviceptr own, const uint64_t *regions,
+/* This rank's state: its region at `own`, every rank's region as this process addresses it (`regions`, by rank);
+ * `p2p`: send/recv too (every rank's region has the point-to-point inbox). */
+ncclResult_t dccl_ce_create(int rank, int nranks, size_t chunk, int p2p, CUdeviceptr own, const uint64_t *regions,
                             struct dccl_ce **out);
 
 /* What one round asks of the kernel after the copies: filled into `w` (mode REDUCE or GATHER) and launched by the
  * caller, which counts its CTAs like any launch's. */
 typedef ncclResult_t (*dccl_ce_launch_fn)(void *arg, const struct dccl_ce_work *w, CUstream stream);
 
-/* Whether the copy engines run collective `kind` (all-reduce, reduce-scatter, reduce, all-gather, broadcast). */
-int dccl_ce_runs(int kind);
+/* Whether the copy engines run operations of `kind`: all-reduce, reduce-scatter, reduce, all-gather, broadcast, and
+ * send/recv where `ce` was made with them. */
+int dccl_ce_runs(const struct dccl_ce *ce, int kind);
 
 /* Queues `op` (a collective dccl_ce_runs takes, device buffers, count > 0) on `stream`; its kernel part of each round
  * goes through `launch`. */
 ncclResult_t dccl_ce_collective(struct dccl_ce *ce, const struct dccl_op *op, CUstream stream, dccl_ce_launch_fn launch,
                                 void *arg);
+
+/* Queues a group's send/recv operations (device buffers, count > 0, `nops` >= 1, in the group's order, which every
+ * rank's matching operations share) on `stream`, then a kernel through `launch` (every receive's copy is one too). */
+ncclResult_t dccl_ce_p2p(struct dccl_ce *ce, struct dccl_op *const *ops, int nops, CUstream stream,
+                         dccl_ce_launch_fn launch, void *arg);
 
 /* Abort: this rank's flags raised past every epoch (on a stream of its own), so its streams' waits end. */
 void dccl_ce_release(struct dccl_ce *ce);

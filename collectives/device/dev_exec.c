@@ -273,11 +273,11 @@ int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) {
 
 size_t dccl_dev_ce_chunk(void) { return dccl_ce_chunk(); }
 
-ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struct dccl_peer_mem_export *e) {
+ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, int p2p, struct dccl_peer_mem_export *e) {
   struct dccl_dev_comm *dev = comm->dev;
   memset(e, 0, sizeof(*e));
   DCCLCHECK(enter(dev->ctx));
-  size_t bytes = dccl_ce_region_bytes(comm->nranks, chunk);
+  size_t bytes = dccl_ce_region_bytes(comm->nranks, chunk, p2p);
   DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->ce_region, bytes), "cuMemAlloc of the copy-engine collectives' region");
   dev->device_bytes += bytes;
   DCCL_CUCHECK(dccl_cu.memset_d8(dev->ce_region, 0, bytes), "clearing the copy-engine collectives' flags");
@@ -287,8 +287,8 @@ ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struc
   return ncclSuccess;
 }
 
-ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, const struct dccl_peer_mem_export *exports,
-                                 const int32_t *pids) {
+ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, int p2p,
+                                 const struct dccl_peer_mem_export *exports, const int32_t *pids) {
   struct dccl_dev_comm *dev = comm->dev;
   int n = comm->nranks;
   DCCLCHECK(enter(dev->ctx));
@@ -303,9 +303,10 @@ ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, cons
     DCCLCHECK(dccl_peer_mem_import(&exports[r], -1, dev->ordinal, &dev->ce_maps[r]));
     regions[r] = dev->ce_maps[r].base;
   }
-  DCCLCHECK(dccl_ce_create(comm->rank, n, chunk, dev->ce_region, regions, &dev->ce));
-  DCCL_INFO(DCCL_INIT, "rank %d: device collectives by copy engines: %d ranks in processes of their own on one GPU, "
-            "pieces of %zu bytes, %zu bytes of GPU memory", comm->rank, n, chunk, dccl_ce_region_bytes(n, chunk));
+  DCCLCHECK(dccl_ce_create(comm->rank, n, chunk, p2p, dev->ce_region, regions, &dev->ce));
+  DCCL_INFO(DCCL_INIT, "rank %d: device collectives%s by copy engines: %d ranks in processes of their own on one GPU, "
+            "pieces of %zu bytes, %zu bytes of GPU memory", comm->rank, p2p ? " and send/recv" : "", n, chunk,
+            dccl_ce_region_bytes(n, chunk, p2p));
   return ncclSuccess;
 }
 
@@ -368,7 +369,7 @@ void dccl_dev_comm_abort(struct dccl_coll_comm *comm) {
 int dccl_dev_ce_on(const struct dccl_coll_comm *comm) { return comm->dev && comm->dev->ce; }
 
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {
-  return comm->dev && comm->dev->ce && dccl_ce_runs(op->kind) && op->count > 0 &&
+  return comm->dev && comm->dev->ce && dccl_ce_runs(comm->dev->ce, op->kind) && op->count > 0 &&
          (!op->redop.has_pre || op->redop.called == ncclAvg) && !op->redop.pre_dev &&
          !dccl_cuda_stream_capturing(op->stream);
 }
@@ -588,15 +589,31 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   return ncclSuccess;
 }
 
-/* The list's copy-engine collectives of this communicator, queued in issue order before its kernel's tasks. */
+/* The list's copy-engine collectives of this communicator, queued in issue order before its kernel's tasks, then
+ * its copy-engine sends and receives together (their chunks interleave: dccl_ce_p2p). */
 static ncclResult_t ce_ops(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  int np2p = 0;
   for (struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished || op->algo != DCCL_ALGO_CE) continue;
+    if (is_p2p(op)) {
+      np2p++;
+      continue;
+    }
     struct ce_launch l = {comm->dev, op};
     DCCLCHECK(dccl_ce_collective(comm->dev->ce, op, (CUstream)stream, ce_launch, &l));
     op->finished = 1;
   }
-  return ncclSuccess;
+  if (np2p == 0) return ncclSuccess;
+  struct dccl_op **ops = malloc((size_t)np2p * sizeof(*ops));
+  if (!ops) return dccl_error(ncclSystemError, "out of memory");
+  int n = 0;
+  for (struct dccl_op *op = list; op; op = op->next)
+    if (op->comm == comm && op->on_device && !op->finished && op->algo == DCCL_ALGO_CE && is_p2p(op)) ops[n++] = op;
+  struct ce_launch l = {comm->dev, ops[0]};
+  ncclResult_t res = dccl_ce_p2p(comm->dev->ce, ops, n, (CUstream)stream, ce_launch, &l);
+  for (int i = 0; i < n; i++) ops[i]->finished = 1;
+  free(ops);
+  return res;
 }
 
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {

@@ -43,14 +43,16 @@ int dccl_dev_comm_stalled(struct dccl_coll_comm *comm, struct dccl_slot_header *
 int dccl_dev_comm_captured(const struct dccl_coll_comm *comm);
 /* The copy-engine collectives (ce_collectives.h), set up at creation (core/copy_engine_setup.c): possible for 2 to
  * DCCL_CE_MAX_RANKS ranks all on this GPU, each in a process of its own (every rank answers alike); this rank's region
- * for pieces of `chunk` bytes allocated and exported; every rank's mapped (exports[r] from process pids[r]). */
+ * for pieces of `chunk` bytes allocated and exported (with the point-to-point inbox where `p2p`: every rank agreed);
+ * every rank's mapped (exports[r] from process pids[r]). */
 int dccl_dev_ce_possible(const struct dccl_coll_comm *comm);
 size_t dccl_dev_ce_chunk(void); /* the piece size this rank asks for (DCCL_CE_CHUNK) */
-ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, struct dccl_peer_mem_export *e);
-ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, const struct dccl_peer_mem_export *exports,
-                                 const int32_t *pids);
+ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, int p2p, struct dccl_peer_mem_export *e);
+ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, int p2p,
+                                 const struct dccl_peer_mem_export *exports, const int32_t *pids);
 /* 1 when `op` (device buffers) runs on the copy engines (ce_collectives.h): a collective they run (all but
- * send/recv), not empty, not being captured, without a per-rank premultiply or a scalar in GPU memory. */
+ * send/recv, which DCCL_CE_P2P adds), not empty, not being captured, without a per-rank premultiply or a scalar in
+ * GPU memory. */
 int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op);
 /* 1 when the communicator's collectives take the copy engines (the same on every rank). */
 int dccl_dev_ce_on(const struct dccl_coll_comm *comm);
@@ -108,14 +110,14 @@ static inline int dccl_dev_comm_captured(const struct dccl_coll_comm *comm) { (v
 static inline void dccl_dev_comm_wait(struct dccl_coll_comm *comm) { (void)comm; }
 static inline int dccl_dev_ce_possible(const struct dccl_coll_comm *comm) { (void)comm; return 0; }
 static inline size_t dccl_dev_ce_chunk(void) { return 0; }
-static inline ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk,
+static inline ncclResult_t dccl_dev_ce_export(struct dccl_coll_comm *comm, size_t chunk, int p2p,
                                               struct dccl_peer_mem_export *e) {
-  (void)comm, (void)chunk, (void)e;
+  (void)comm, (void)chunk, (void)p2p, (void)e;
   return ncclInvalidUsage;
 }
-static inline ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk,
+static inline ncclResult_t dccl_dev_ce_connect(struct dccl_coll_comm *comm, size_t chunk, int p2p,
                                                const struct dccl_peer_mem_export *exports, const int32_t *pids) {
-  (void)comm, (void)chunk, (void)exports, (void)pids;
+  (void)comm, (void)chunk, (void)p2p, (void)exports, (void)pids;
   return ncclInvalidUsage;
 }
 static inline int dccl_dev_ce_takes(const struct dccl_coll_comm *comm, const struct dccl_op *op) {

@@ -109,6 +109,7 @@ struct dccl_ce_work {
   struct dccl_slot_header call;  /* this rank's call, against... */
   const uint32_t *theirs;        /* ...every rank's (count low, high, what, kind | root + 1 << 8; by rank), or NULL
                                     (not a call's first round: the first finds any mismatch) */
+  int32_t peer_only;             /* 1 + the one rank whose entry is compared (a receive's sender), or 0: all */
   uint64_t count[DCCL_CE_MAX_RANKS];
   const void *srcs[DCCL_CE_MAX_RANKS];
   void *dsts[DCCL_CE_MAX_RANKS];

@@ -528,8 +528,8 @@ __device__ int dev_ce_calls_match(const dccl_dev_work *w, const dccl_ce_work &c)
     got.what = t[2];
     got.kind = t[3] & 0xffu;
     got.root = (int32_t)(t[3] >> 8) - 1;
-    if ((int32_t)q == c.own || (got.count == c.call.count && got.what == c.call.what && got.kind == c.call.kind &&
-                                got.root == c.call.root))
+    if ((int32_t)q == c.own || (c.peer_only && (int32_t)q != c.peer_only - 1) ||
+        (got.count == c.call.count && got.what == c.call.what && got.kind == c.call.kind && got.root == c.call.root))
       continue;
     if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
       w->status->peer = (int32_t)q;

@@ -84,6 +84,10 @@
                  "kernels that only combine or copy: nothing spins, so without MPS no rank's kernel holds the GPU " \
                  "from the others. -1: where creation measures that the processes' kernels take turns (no MPS); "  \
                  "1: always; 0: never. Uncaptured calls only (captured ones take the kernels).")                  \
+  X(CE_P2P, INT, 0, "1: device send/recv of communicators whose collectives take the copy engines (DCCL_CE) take "  \
+                    "them too: chunk by chunk through the receiver's inbox in GPU memory (2 x ranks more pieces of "  \
+                    "DCCL_CE_CHUNK a rank), ordered by stream waits on flags, a short kernel copying each out; "     \
+                    "0: kernels on the p2p links. Taken where every rank sets it (not yet run on a GPU).")           \
   X(CE_CHUNK, INT, 2097152, "Copy-engine collectives (DCCL_CE): bytes of one rank's piece moved per round (an "   \
                             "all-reduce moves ranks of them, a broadcast 2 x ranks); each rank holds 4 x ranks of " \
                             "them in GPU memory, lowered to fit what DCCL_DEV_MEM_LIMIT leaves after the device "  \

@@ -238,9 +238,17 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     foreach(what count root)
       dccl_gpu_test(ce_mismatch_${what}_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ${what} ENV DCCL_CE=1)
     endforeach()
+    # Send/recv by copy engines (DCCL_CE_P2P=1): both patterns of the suite (pairs, a ring) at sizes of one piece
+    # and of several (4 KiB pieces), without MPS and with it (DCCL_CE=1); the trace must show a send taking them
+    # (written 2026-12-03 after the session's device time: not yet run on a GPU).
+    dccl_gpu_test(suite_fork_3ranks_no_mps_ce_sendrecv COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
+                  "ncclSend #[0-9]+ count 65543 type [a-z0-9]+ root -1 peer [0-9] algo ce"
+                  ${suite} --fork 3 --timeout 270 --colls sendrecv --types float,int8 --sizes 1,4096,65543
+                  ENV DCCL_TIMEOUT=60 DCCL_CE_P2P=1 DCCL_CE_CHUNK=4096 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    dccl_gpu_test(suite_fork_4ranks_mps_ce_sendrecv COMMAND ${mps} ${suite} --fork 4 --timeout 270 --colls sendrecv
+                  --types float,bfloat16 --sizes 7,1048579 ENV DCCL_TIMEOUT=60 DCCL_CE=1 DCCL_CE_P2P=1)
     # One rank's host call waiting in the first-use mapping's meeting, the other's kernel waiting for it, with
-    # different counts: the stall report sees both and fails them (not run on a GPU yet: written 2026-12-03 after
-    # the session's device time).
+    # different counts: the stall report sees both and fails them.
     dccl_gpu_test(meeting_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_ce_mismatch> meeting
                   ENV DCCL_STALL_REPORT_MS=1000)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
