@@ -15,7 +15,8 @@
 #           measured first as the socket path's ceiling; then the 8-byte latency (dev_latency, 2 ranks) of two
 #           pretend hosts and one, eager and under graph replay.
 #   ce:     issue 10's copy-engine path: 2 and 4 ranks (CE_RANKS) in processes of their own WITHOUT MPS
-#           (the perf tools of CE_COLLS, default all_reduce, through mpirun, float32 sum 8 B-64 MiB), DCCL_CE=1
+#           (the perf tools of CE_COLLS, default all_reduce, through mpirun, float32 sum 8 B-64 MiB; sendrecv and
+#           alltoall take DCCL_CE_P2P=1 with it), DCCL_CE=1
 #           against the kernels, alternated; then 2 ranks under MPS, the same pairs (where the kernels are expected
 #           to win).
 #   lazy:   issue 11's buffers mapped on first use: 2 and 4 ranks in processes under MPS (all_reduce_perf on its
@@ -73,7 +74,8 @@ ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
   local name=$1 np=$2 path=$3 coll=$4
   shift 4
   fits 100 "$name" || return 0
-  DCCL_CE=$([ "$path" = ce ] && echo 1 || echo 0) timeout 150 "$@" -x DCCL_CE -np "$np" \
+  DCCL_CE=$([ "$path" = ce ] && echo 1 || echo 0) DCCL_CE_P2P=$([ "$path" = ce ] && echo 1 || echo 0) \
+    timeout 150 "$@" -x DCCL_CE -x DCCL_CE_P2P -np "$np" \
     "$build/perf/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 5 -w 2 -T 120 -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
     { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
   awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
