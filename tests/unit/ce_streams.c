@@ -6,7 +6,7 @@
  * issued before its sends), chunks from one byte
  * to several, groups after groups, every byte compared; no group deadlocks; a receive whose sender sends another
  * size is reported by the first chunk's kernel naming the sender, and the release of abort ends the waits left;
- * the all-reduce of 3 ranks over several rounds adds up. */
+ * every collective of 3 ranks over several rounds gives its result. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,30 +295,61 @@ static void mismatch_case(uint64_t sent, uint64_t expected) {
   world_end();
 }
 
-/* The all-reduce of 3 ranks over 2.5 rounds of pieces: rank r's element i is r + 1 + i % 5. */
-static void allreduce_case(void) {
-  world(3);
-  uint64_t count = (uint64_t)(2.5 * 3 * CHUNK / sizeof(float));
-  float *in[3], *out[3];
-  for (int r = 0; r < 3; r++) {
-    in[r] = malloc(count * sizeof(float));
-    out[r] = calloc(count, sizeof(float));
-    for (uint64_t i = 0; i < count; i++) in[r][i] = (float)(r + 1 + i % 5);
-    struct dccl_op op = {.kind = DCCL_OP_ALLREDUCE, .count = count, .esize = 4, .type = ncclFloat32, .root = -1,
-                         .on_device = 1, .sendbuff = in[r], .recvbuff = out[r]};
-    check(dccl_ce_collective(ces[r], &op, (CUstream)&streams[r], fake_launch, NULL) == ncclSuccess, "issue");
+/* Rank r's input element i. */
+static float input(int r, uint64_t i) { return (float)(r + 1 + i % 5); }
+
+/* What rank r's output element i must be after collective `kind` of `count` (a block's, for the block ones). */
+static float expected(int kind, int n, int r, int root, uint64_t count, uint64_t i) {
+  float sum = 0;
+  switch (kind) {
+    case DCCL_OP_REDUCESCATTER:
+      for (int q = 0; q < n; q++) sum += input(q, (uint64_t)r * count + i);
+      return sum;
+    case DCCL_OP_ALLGATHER: return input((int)(i / count), i % count);
+    case DCCL_OP_BROADCAST: return input(root, i);
+    default:
+      for (int q = 0; q < n; q++) sum += input(q, i);
+      return sum;
   }
-  unsigned seed = 3;
-  int done = run_all(streams, 3, &seed);
-  uint64_t wrong = 0;
-  for (int r = 0; r < 3; r++) {
-    for (uint64_t i = 0; i < count; i++) wrong += out[r][i] != (float)(6 + 3 * (i % 5));
-    free(in[r]);
-    free(out[r]);
+}
+
+/* Every collective of 3 ranks over 2.5 rounds of pieces, float32 sum (reduce to rank 2, broadcast from rank 1),
+ * issued on every rank before any stream runs. */
+static void collective_cases(void) {
+  static const int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_REDUCESCATTER, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER,
+                              DCCL_OP_BROADCAST};
+  static const char *const names[] = {"all-reduce", "reduce-scatter", "reduce", "all-gather", "broadcast"};
+  const int n = 3;
+  for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+    world(n);
+    const int kind = kinds[k], root = kind == DCCL_OP_REDUCE ? 2 : kind == DCCL_OP_BROADCAST ? 1 : -1;
+    const uint64_t count = (uint64_t)(2.5 * n * CHUNK / sizeof(float));
+    const uint64_t in_n = kind == DCCL_OP_REDUCESCATTER ? n * count : count;
+    const uint64_t out_n = kind == DCCL_OP_ALLGATHER ? n * count : count;
+    float *in[3], *out[3];
+    for (int r = 0; r < n; r++) {
+      in[r] = malloc(in_n * sizeof(float));
+      out[r] = calloc(out_n, sizeof(float));
+      for (uint64_t i = 0; i < in_n; i++) in[r][i] = input(r, i);
+      struct dccl_op op = {.kind = kind, .count = count, .esize = 4, .type = ncclFloat32, .root = root,
+                           .on_device = 1, .sendbuff = in[r], .recvbuff = out[r]};
+      check(dccl_ce_collective(ces[r], &op, (CUstream)&streams[r], fake_launch, NULL) == ncclSuccess, "issue");
+    }
+    unsigned seed = 3 + k;
+    int done = run_all(streams, n, &seed);
+    uint64_t wrong = 0;
+    for (int r = 0; r < n; r++) {
+      for (uint64_t i = 0; i < out_n && (kind != DCCL_OP_REDUCE || r == root); i++)
+        wrong += out[r][i] != expected(kind, n, r, root, count, i);
+      free(in[r]);
+      free(out[r]);
+    }
+    int mismatches = 0;
+    for (int r = 0; r < n; r++) mismatches += streams[r].mismatched_peer >= 0;
+    check(done && wrong == 0 && mismatches == 0, "%s of 3 ranks: %s, %llu elements wrong, %d mismatches",
+          names[k], done ? "ran" : "DEADLOCKED", (unsigned long long)wrong, mismatches);
+    world_end();
   }
-  check(done && wrong == 0, "all-reduce of 3 ranks: %s, %llu elements wrong", done ? "ran" : "DEADLOCKED",
-        (unsigned long long)wrong);
-  world_end();
 }
 
 int main(void) {
@@ -330,7 +361,7 @@ int main(void) {
   send_recv_cases();
   mismatch_case(3 * CHUNK, 2 * CHUNK);
   mismatch_case(2 * CHUNK, 3 * CHUNK);
-  allreduce_case();
+  collective_cases();
   printf("ce_streams: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
 }
