@@ -91,8 +91,8 @@ int main(int argc, char **argv) {
     check(ok, "%llu bytes: %d links asked, one per channel", (unsigned long long)bytes, n);
     free(reqs);
   }
-  check(dccl_p2p_nchannels(&comm, 1, UINT64_MAX) == 8 && dccl_p2p_nchannels(&comm, 0, UINT64_MAX) == 1, "the most: 8 on the "
-        "device, 1 on the host");
+  check(dccl_p2p_nchannels(&comm, 1, UINT64_MAX) == 8 && dccl_p2p_nchannels(&comm, 0, UINT64_MAX) == 1,
+        "the most: 8 on the device, 1 on the host");
   /* An all-to-all's group opens 2 (n - 1) lanes a channel: n ranks on one H200 (132 CTAs) agree on 132 / n device
    * channels, so 4 ranks take at most 33 / 6 = 5 channels, 8 ranks 16 / 14 = 1; every rank plans alike. */
   static const struct { int nranks, dev_nchannels, want; } fits[] = {{2, 66, 8}, {4, 33, 5}, {8, 16, 1}, {3, 3, 1}};
