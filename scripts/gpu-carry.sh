@@ -44,7 +44,9 @@ rm -rf "$stage" && mkdir -p "$stage"
   done
 (cd "$build" && find . -name CMakeFiles -prune -o -type l -print) | while read -r l; do cp -P "$build/$l" "$stage/$l"; done
 find "$stage" -type f -name '*' -exec sh -c 'head -c 4 "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
-printf '%s\n%s\n' "$repo" "$(realpath --relative-to="$repo" "$build")" > "$stage/carried-from"
+# Where it was built (ctest's paths name it), the build's path in the checkout, and the code it was built from.
+printf '%s\n%s\n%s\n' "$repo" "$(realpath --relative-to="$repo" "$build")" \
+  "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)" > "$stage/carried-from"
 tar -czf "$carry/gpu-build.tar.gz" -C "$stage" .
 du -sh "$carry/gpu-build.tar.gz"
 du -sh "$carry/dropin.tar.gz"

@@ -57,14 +57,14 @@ start=$(date +%s)
 if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
   # A build made elsewhere (scripts/gpu-carry.sh) saves the device its ~150 s build: its ctest files and RUNPATHs
   # name the checkout it was built in, so that path is made to lead here.
-  { read -r src; read -r rel; } < <(tar -xzOf "$GPU_LAB_PREBUILT" ./carried-from)
+  { read -r src; read -r rel; read -r code; } < <(tar -xzOf "$GPU_LAB_PREBUILT" ./carried-from)
   [ "$rel" = "$build" ] || { echo "gpu-lab: the carried build must be unpacked as $rel (not $build)"; exit 1; }
   if [ "$(readlink -f "$src")" != "$(pwd -P)" ]; then
     [ -e "$src" ] && { echo "gpu-lab: $src exists and is not this checkout"; exit 1; }
     mkdir -p "$(dirname "$src")" && ln -s "$(pwd -P)" "$src"
   fi
   rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
-  echo "gpu-lab: carried build of $src/$rel unpacked in $(($(date +%s) - start)) s"
+  echo "gpu-lab: carried build of $src/$rel (code ${code:-unknown}) unpacked in $(($(date +%s) - start)) s"
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
          ninja -C "$build" $(cat "$here/gpu-targets.txt"); } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
