@@ -63,6 +63,8 @@ if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
     [ -e "$src" ] && { echo "gpu-lab: $src exists and is not this checkout"; exit 1; }
     mkdir -p "$(dirname "$src")" && ln -s "$(pwd -P)" "$src"
   fi
+  # Only an absent build or an earlier carried one is replaced (never a build made here).
+  if [ -e "$build" ] && [ ! -e "$build/carried-from" ]; then echo "gpu-lab: $build is not a carried build"; exit 1; fi
   rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
   echo "gpu-lab: carried build of $src/$rel (code ${code:-unknown}) unpacked in $(($(date +%s) - start)) s"
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
