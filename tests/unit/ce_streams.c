@@ -27,7 +27,7 @@ struct entry {
 struct stream {
   struct entry *q;
   int head, tail;
-  int rank, mismatched_peer; /* -1: no mismatch recorded */
+  int mismatched_peer; /* the first peer a kernel found mismatched, or -1 */
 };
 
 struct dccl_cuda_api dccl_cu;
@@ -169,7 +169,7 @@ static void world(int n) {
   }
   for (int r = 0; r < n; r++) {
     check(dccl_ce_create(r, n, CHUNK, 1, addrs[r], addrs, &ces[r]) == ncclSuccess, "create rank %d", r);
-    streams[r] = (struct stream){.q = calloc(MAX_OPS, sizeof(struct entry)), .rank = r, .mismatched_peer = -1};
+    streams[r] = (struct stream){.q = calloc(MAX_OPS, sizeof(struct entry)), .mismatched_peer = -1};
   }
 }
 
