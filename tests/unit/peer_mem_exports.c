@@ -1,0 +1,143 @@
+/* The quiet legacy check the first-use meeting asks at every call (dccl_peer_mem_legacy, src/util/cuda_peer_mem.c),
+ * without a GPU: the module is built against a fake driver holding a few allocations (base, size, buffer id, cuMem
+ * or not), which counts the calls made. Checked: a first look at a cudaMalloc buffer describes its allocation with
+ * its IPC handle; a second look at it (or at another buffer inside it) asks the driver one question and gives the
+ * same answer; an allocation freed and made again at the same address (a new buffer id) is described afresh, never
+ * from the old entry; a range past its allocation, cuMem memory and unknown addresses are refused every time (no
+ * negative answer is kept); more allocations than the cache holds still give right answers; a forked child does
+ * not use its parent's entries. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/cuda_api.h"
+#include "util/cuda_peer_mem.h"
+#include "unit_check.h"
+
+struct alloc {
+  CUdeviceptr base;
+  size_t size;
+  unsigned long long id;
+  int cumem;
+};
+static struct alloc allocs[16];
+static int nallocs, calls;
+
+struct dccl_cuda_api dccl_cu;
+ncclResult_t dccl_cuda_api_load(void) { return ncclSuccess; }
+const char *dccl_cuda_error_text(CUresult r) {
+  (void)r;
+  return "fake driver error";
+}
+
+static const struct alloc *find(CUdeviceptr p) {
+  for (int i = 0; i < nallocs; i++)
+    if (p >= allocs[i].base && p < allocs[i].base + allocs[i].size) return &allocs[i];
+  return NULL;
+}
+static CUresult fake_attribute(void *data, CUpointer_attribute what, CUdeviceptr p) {
+  calls++;
+  const struct alloc *a = find(p);
+  if (!a) return CUDA_ERROR_INVALID_VALUE;
+  switch (what) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)data = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a->id; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult fake_range(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+  calls++;
+  const struct alloc *a = find(p);
+  if (!a) return CUDA_ERROR_INVALID_VALUE;
+  *base = a->base;
+  *size = a->size;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_retain(CUmemGenericAllocationHandle *h, void *p) {
+  calls++;
+  const struct alloc *a = find((CUdeviceptr)(uintptr_t)p);
+  if (!a || !a->cumem) return CUDA_ERROR_INVALID_VALUE;
+  *h = (CUmemGenericAllocationHandle)a->id;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_release(CUmemGenericAllocationHandle h) {
+  (void)h;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_ipc_handle(CUipcMemHandle *h, CUdeviceptr p) {
+  calls++;
+  const struct alloc *a = find(p);
+  if (!a) return CUDA_ERROR_INVALID_VALUE;
+  memset(h, 0, sizeof(*h));
+  memcpy(h->reserved, &a->id, sizeof(a->id)); /* the handle names the allocation */
+  return CUDA_SUCCESS;
+}
+
+/* Asks about [p, p + bytes): whether it is shareable, the driver calls it took, and the description. */
+static int ask(CUdeviceptr p, size_t bytes, int *took, struct dccl_peer_mem_export *e) {
+  calls = 0;
+  int ok = dccl_peer_mem_legacy((const void *)(uintptr_t)p, bytes, e);
+  *took = calls;
+  return ok;
+}
+
+static int describes(const struct dccl_peer_mem_export *e, const struct alloc *a) {
+  unsigned long long named = 0;
+  memcpy(&named, e->ipc, sizeof(named));
+  return e->kind == DCCL_PEER_MEM_LEGACY && e->base == a->base && e->bytes == a->size && e->id == a->id &&
+         named == a->id;
+}
+
+int main(void) {
+  dccl_cu.pointer_get_attribute = fake_attribute;
+  dccl_cu.mem_get_address_range = fake_range;
+  dccl_cu.mem_retain_allocation_handle = fake_retain;
+  dccl_cu.mem_release = fake_release;
+  dccl_cu.ipc_get_mem_handle = fake_ipc_handle;
+  allocs[nallocs++] = (struct alloc){0x7f0000000000ull, 64 << 20, 101, 0};
+  allocs[nallocs++] = (struct alloc){0x7f0010000000ull, 2 << 20, 102, 1}; /* cuMem */
+  struct dccl_peer_mem_export e;
+  int took = 0, first = 0;
+
+  check(ask(allocs[0].base + 4096, 1 << 20, &first, &e) && describes(&e, &allocs[0]),
+        "a cudaMalloc buffer is described by its allocation and handle");
+  check(ask(allocs[0].base + 4096, 1 << 20, &took, &e) && describes(&e, &allocs[0]) && took == 1 && first > took,
+        "the same buffer again: one driver call (took %d, the first %d)", took, first);
+  check(ask(allocs[0].base + (32 << 20), 32 << 20, &took, &e) && describes(&e, &allocs[0]) && took == 1,
+        "another buffer of the allocation: one driver call (took %d)", took);
+  check(!ask(allocs[0].base + (32 << 20), (32 << 20) + 1, &took, &e) && e.kind == 0,
+        "a range past its allocation is refused");
+  check(!ask(allocs[1].base, 4096, &took, &e) && !ask(allocs[1].base, 4096, &first, &e) && took == first && took > 1,
+        "cuMem memory is refused, asked in full every time (%d and %d calls)", took, first);
+  check(!ask(0x1000, 8, &took, &e), "an unknown address is refused");
+
+  allocs[0].id = 201; /* freed and allocated again at the same address */
+  check(ask(allocs[0].base + 4096, 1 << 20, &took, &e) && describes(&e, &allocs[0]) && took > 1,
+        "an allocation made again at a freed one's address is described afresh (id %llu, %d calls)",
+        (unsigned long long)e.id, took);
+
+  for (int i = 0; i < 12; i++) /* more allocations than the cache holds, each asked twice */
+    allocs[nallocs++] = (struct alloc){0x7f0100000000ull + ((CUdeviceptr)i << 30), 8 << 20, 300 + (unsigned)i, 0};
+  int right = 0;
+  for (int round = 0; round < 2; round++)
+    for (int i = 2; i < nallocs; i++) right += ask(allocs[i].base + 64, 64, &took, &e) && describes(&e, &allocs[i]);
+  check(right == 2 * (nallocs - 2), "12 allocations asked twice: %d of %d right", right, 2 * (nallocs - 2));
+
+  ask(allocs[2].base, 64, &took, &e); /* in the cache now */
+  pid_t child = fork();
+  if (child == 0) {
+    int again = 0;
+    int ok = ask(allocs[2].base, 64, &again, &e) && describes(&e, &allocs[2]) && again > 1;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a forked child asks the driver itself");
+  printf("peer_mem_exports: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed ? 1 : 0;
+}
