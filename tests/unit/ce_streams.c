@@ -30,7 +30,6 @@ struct stream {
   int mismatched_peer; /* the first peer a kernel found mismatched, or -1 */
 };
 
-struct dccl_cuda_api dccl_cu;
 static struct stream release_streams[256]; /* each rank's abort stream, every world's */
 static int nrelease;
 
@@ -69,6 +68,10 @@ static CUresult fake_stream_destroy(CUstream s) {
   *st = (struct stream){0};
   return CUDA_SUCCESS;
 }
+struct dccl_cuda_api dccl_cu = {.memcpy_async = fake_copy, .stream_write_value32 = fake_write,
+                                .stream_wait_value32 = fake_wait, .stream_create = fake_stream_create,
+                                .stream_destroy = fake_stream_destroy};
+
 static ncclResult_t fake_launch(void *arg, const struct dccl_ce_work *w, CUstream s) {
   (void)arg;
   *push(s) = (struct entry){.kind = KERNEL, .work = *w};
@@ -353,11 +356,6 @@ static void collective_cases(void) {
 }
 
 int main(void) {
-  dccl_cu.memcpy_async = fake_copy;
-  dccl_cu.stream_write_value32 = fake_write;
-  dccl_cu.stream_wait_value32 = fake_wait;
-  dccl_cu.stream_create = fake_stream_create;
-  dccl_cu.stream_destroy = fake_stream_destroy;
   send_recv_cases();
   mismatch_case(3 * CHUNK, 2 * CHUNK);
   mismatch_case(2 * CHUNK, 3 * CHUNK);

@@ -26,7 +26,6 @@ struct alloc {
 static struct alloc allocs[16];
 static int nallocs, calls;
 
-struct dccl_cuda_api dccl_cu;
 ncclResult_t dccl_cuda_api_load(void) { return ncclSuccess; }
 const char *dccl_cuda_error_text(CUresult r) {
   (void)r;
@@ -78,6 +77,10 @@ static CUresult fake_ipc_handle(CUipcMemHandle *h, CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+struct dccl_cuda_api dccl_cu = {.pointer_get_attribute = fake_attribute, .mem_get_address_range = fake_range,
+                                .mem_retain_allocation_handle = fake_retain, .mem_release = fake_release,
+                                .ipc_get_mem_handle = fake_ipc_handle};
+
 /* Asks about [p, p + bytes): whether it is shareable, the driver calls it took, and the description. */
 static int ask(CUdeviceptr p, size_t bytes, int *took, struct dccl_peer_mem_export *e) {
   calls = 0;
@@ -94,11 +97,6 @@ static int describes(const struct dccl_peer_mem_export *e, const struct alloc *a
 }
 
 int main(void) {
-  dccl_cu.pointer_get_attribute = fake_attribute;
-  dccl_cu.mem_get_address_range = fake_range;
-  dccl_cu.mem_retain_allocation_handle = fake_retain;
-  dccl_cu.mem_release = fake_release;
-  dccl_cu.ipc_get_mem_handle = fake_ipc_handle;
   allocs[nallocs++] = (struct alloc){0x7f0000000000ull, 64 << 20, 101, 0};
   allocs[nallocs++] = (struct alloc){0x7f0010000000ull, 2 << 20, 102, 1}; /* cuMem */
   struct dccl_peer_mem_export e;
