@@ -35,12 +35,13 @@
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # GPU_LAB_PREBUILT=build-carry/gpu-build.tar.gz: use the build packed by scripts/gpu-carry.sh (from a checkout at the
 # same relative build path as the build dir given here) instead of building.
+# Several parts in one call: quoted, "tests paths" (PATHS_PARTS still picks the paths' parts).
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
 set -uo pipefail
-part=${1:-all}
+parts=${1:-all}
 [ $# -gt 0 ] && shift
 here=$(dirname "${BASH_SOURCE[0]}")
-[ "$part" = measure ] && exec bash "$here/gpu-lab-measure.sh" "$@"
+[ "$parts" = measure ] && exec bash "$here/gpu-lab-measure.sh" "$@"
 build=${1:-build-gpu}
 out=${OUT:-gpu-lab-out}
 # The part's time (a device call allows 600 s): the paths part skips runs that would not end before it.
@@ -94,6 +95,7 @@ tests() {
   [ "$rc" = 0 ] || { status=1; echo "gpu-lab: ctest -L gpu exit $rc"; }
 }
 
+for part in $parts; do # one call may run several parts ("tests paths"), built or unpacked once
 case $part in
   tests) tests ;;
   perf) bash "$here/gpu-lab-perf.sh" "$build" "$out" || status=1 ;;
@@ -138,5 +140,6 @@ case $part in
     ;;
   *) echo "usage: gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|all|measure] [build dir]"; exit 2 ;;
 esac
-echo "gpu-lab: $part $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
+done
+echo "gpu-lab: $parts $([ $status = 0 ] && echo 'all passed' || echo FAILED) in $(($(date +%s) - start)) s"
 exit $status
