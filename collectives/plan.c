@@ -114,8 +114,8 @@ static void tree_links(const struct dccl_coll_comm *comm, int start, int dir, st
 int dccl_op_max_channels(const struct dccl_coll_comm *comm) {
   int n = comm->nchannels > DCCL_DOUBLE_TREE ? comm->nchannels : DCCL_DOUBLE_TREE;
   if (comm->dev && comm->dev_nchannels > n) n = comm->dev_nchannels;
-  if (comm->dev && dccl_p2p_nchannels(comm, 1, UINT64_MAX) > n) n = dccl_p2p_nchannels(comm, 1, UINT64_MAX);
-  return n;
+  int p2p = comm->dev ? dccl_p2p_nchannels(comm, 1, UINT64_MAX) : 0; /* send/recv */
+  return p2p > n ? p2p : n;
 }
 
 static void plan_tree(struct dccl_op *op, int ntrees, int rooted) {

@@ -67,6 +67,18 @@ static CUdeviceptr p2p_slot(const struct dccl_ce *ce, int owner, int h, int from
   return ce->regions[owner] + FLAGS_BYTES + ((size_t)(4 + h) * ce->nranks + (size_t)from) * ce->chunk;
 }
 
+/* Owner's point-to-point flag about rank `from`: p2p_ready, or p2p_done. */
+static CUdeviceptr p2p_flag(const struct dccl_ce *ce, int owner, int done, int from) {
+  return ce->regions[owner] + (done ? offsetof(struct ce_flags, p2p_done) : offsetof(struct ce_flags, p2p_ready)) +
+         4 * (size_t)from;
+}
+
+/* Where rank `from`'s send call lies in half h of owner's region. */
+static CUdeviceptr p2p_call(const struct dccl_ce *ce, int owner, int h, int from) {
+  return ce->regions[owner] + offsetof(struct ce_flags, p2p_call) +
+         ((size_t)h * DCCL_CE_MAX_RANKS + (size_t)from) * 4 * sizeof(uint32_t);
+}
+
 /* Where rank p's call words lie in half h of a region. */
 static size_t call_words(int h, int p) {
   return offsetof(struct ce_flags, call) + ((size_t)h * DCCL_CE_MAX_RANKS + (size_t)p) * 4 * sizeof(uint32_t);
@@ -301,18 +313,15 @@ static ncclResult_t p2p_send_chunk(struct dccl_ce *ce, const struct dccl_op *op,
   const int p = op->peer, me = ce->rank;
   const uint32_t k = ++ce->sent[p];
   const int h = (int)(k & 1);
-  const CUdeviceptr done = ce->regions[me] + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)p;
   if (k > 2)
-    DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, done, k - 2, CU_STREAM_WAIT_VALUE_GEQ),
+    DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, p2p_flag(ce, me, 1, p), k - 2, CU_STREAM_WAIT_VALUE_GEQ),
                  "cuStreamWaitValue32 (copy-engine send)");
   if (off == 0) {
     const struct dccl_slot_header call = dccl_op_call_header(op);
-    DCCLCHECK(write_words(&call, ce->regions[p] + offsetof(struct ce_flags, p2p_call) +
-                                     ((size_t)h * DCCL_CE_MAX_RANKS + (size_t)me) * 4 * sizeof(uint32_t), s));
+    DCCLCHECK(write_words(&call, p2p_call(ce, p, h, me), s));
   }
   DCCLCHECK(copy(p2p_slot(ce, p, h, me), (const char *)op->sendbuff + off, len, s));
-  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)me,
-                                            k, CU_STREAM_WRITE_VALUE_DEFAULT),
+  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, p2p_flag(ce, p, 0, me), k, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue32 at a peer (copy-engine send)");
   return ncclSuccess;
 }
@@ -322,28 +331,25 @@ static ncclResult_t p2p_recv_chunk(struct dccl_ce *ce, const struct dccl_op *op,
   const int p = op->peer, me = ce->rank;
   const uint32_t k = ++ce->taken[p];
   const int h = (int)(k & 1);
-  DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, ce->regions[me] + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)p, k,
-                                           CU_STREAM_WAIT_VALUE_GEQ),
+  DCCL_CUCHECK(dccl_cu.stream_wait_value32(s, p2p_flag(ce, me, 0, p), k, CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue32 (copy-engine receive)");
   const struct dccl_slot_header call = dccl_op_call_header(op);
   struct dccl_ce_work w;
   start_work(ce, &call, DCCL_CE_GATHER, h, 0, &w);
   if (off == 0) { /* the sender's call, in this chunk's half: only its entry is compared */
-    w.theirs = (const uint32_t *)(uintptr_t)(ce->regions[me] + offsetof(struct ce_flags, p2p_call) +
-                                             (size_t)h * DCCL_CE_MAX_RANKS * 4 * sizeof(uint32_t));
+    w.theirs = (const uint32_t *)(uintptr_t)p2p_call(ce, me, h, 0);
     w.peer_only = p + 1;
   }
   add_copy(&w, (const void *)(uintptr_t)p2p_slot(ce, me, h, p), (char *)op->recvbuff + off, len);
   DCCLCHECK(launch(arg, &w, s));
-  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, ce->regions[p] + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)me, k,
-                                            CU_STREAM_WRITE_VALUE_DEFAULT),
+  DCCL_CUCHECK(dccl_cu.stream_write_value32(s, p2p_flag(ce, p, 1, me), k, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue32 at a peer (copy-engine receive)");
   return ncclSuccess;
 }
 
 ncclResult_t dccl_ce_p2p(struct dccl_ce *ce, struct dccl_op *const *ops, int nops, CUstream stream,
                          dccl_ce_launch_fn launch, void *arg) {
-  uint64_t *first = calloc((size_t)nops + 1, sizeof(uint64_t)); /* each operation's first round */
+  uint64_t *first = calloc((size_t)nops, sizeof(uint64_t)); /* each operation's first round */
   if (!first) return dccl_error(ncclSystemError, "out of memory");
   uint64_t rounds = 0;
   for (int i = 0; i < nops; i++) { /* after the chunks of the earlier operations of its pair and direction */
@@ -381,11 +387,10 @@ void dccl_ce_release(struct dccl_ce *ce) {
       (void)dccl_cu.stream_write_value32(ce->release, flag(ce, ce->rank, g, p), ce->epoch + (1u << 30),
                                          CU_STREAM_WRITE_VALUE_DEFAULT);
   for (int p = 0; ce->p2p && p < ce->nranks; p++) {
-    const CUdeviceptr flags = ce->regions[ce->rank];
-    (void)dccl_cu.stream_write_value32(ce->release, flags + offsetof(struct ce_flags, p2p_ready) + 4 * (size_t)p,
-                                       ce->taken[p] + (1u << 30), CU_STREAM_WRITE_VALUE_DEFAULT);
-    (void)dccl_cu.stream_write_value32(ce->release, flags + offsetof(struct ce_flags, p2p_done) + 4 * (size_t)p,
-                                       ce->sent[p] + (1u << 30), CU_STREAM_WRITE_VALUE_DEFAULT);
+    (void)dccl_cu.stream_write_value32(ce->release, p2p_flag(ce, ce->rank, 0, p), ce->taken[p] + (1u << 30),
+                                       CU_STREAM_WRITE_VALUE_DEFAULT);
+    (void)dccl_cu.stream_write_value32(ce->release, p2p_flag(ce, ce->rank, 1, p), ce->sent[p] + (1u << 30),
+                                       CU_STREAM_WRITE_VALUE_DEFAULT);
   }
 }
 
