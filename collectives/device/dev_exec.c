@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "collectives/device/ce_collectives.h"
+#include "collectives/device/cta_plan.h"
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "collectives/device/launch_notes.h"
@@ -68,6 +69,7 @@ struct dccl_dev_comm {
   struct dccl_ce *ce;              /* those collectives, once every rank's region is mapped (else NULL) */
   struct work_block *blocks;       /* tasks of groups larger than a launch's parameter holds */
   struct dccl_dev_work launch;     /* the parameter being built (the driver copies it at the launch) */
+  struct dccl_cta_plan cta_plan;   /* its tasks' CTAs */
   uint64_t pinned_bytes, device_bytes; /* held by this state (FIFOs are the transports') */
 };
 
@@ -512,33 +514,6 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
 static int is_p2p(const struct dccl_op *op) {
   return op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV;
 }
-/* A point-to-point lane: (direction, peer, channel), each on a CTA of its own. */
-static int same_p2p_lane(const struct dccl_op *a, int ca, const struct dccl_op *b, int cb) {
-  return a->comm == b->comm && a->on_device && b->on_device && is_p2p(a) && is_p2p(b) && a->kind == b->kind &&
-         a->peer == b->peer && ca == cb && ca < a->nchannels && cb < b->nchannels;
-}
-
-/* Which CTA runs a task: channel c of the collectives runs on CTA c % ncoll_ctas, in issue order (channel c's
- * operations share links). Channels folded onto fewer CTAs than there are stay deadlock-free whatever another
- * rank folds: every rank runs its tasks in one order, (operation, channel), so the first unfinished task anywhere
- * waits only on its own channel's peers, which are at it or past it. Each point-to-point lane (peer, direction,
- * channel) gets a CTA of its own after them, so a send never waits behind a receive, and a send's channels move
- * at once. */
-static int cta_of(const struct dccl_op *list, const struct dccl_op *op, int c, int ncoll_ctas) {
-  if (!is_p2p(op)) return c % ncoll_ctas;
-  int idx = ncoll_ctas;
-  for (const struct dccl_op *o = list; o; o = o->next) {
-    if (o->comm != op->comm || !o->on_device || !is_p2p(o)) continue;
-    for (int oc = 0; oc < o->nchannels; oc++) {
-      if (same_p2p_lane(o, oc, op, c)) return idx;
-      int first = 1; /* the first op of its lane in the list opens a CTA */
-      for (const struct dccl_op *p = list; p != o && first; p = p->next) first = !same_p2p_lane(p, oc, o, oc);
-      idx += first;
-    }
-  }
-  return idx;
-}
-
 /* One rank: an operation that only copies its input goes to the copy engine (in place, nothing at all). */
 static ncclResult_t single_rank_copies(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   for (struct dccl_op *op = list; op; op = op->next) {
@@ -622,27 +597,18 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   DCCLCHECK(enter(dev->ctx));
   if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
   if (dev->ce) DCCLCHECK(ce_ops(comm, list, stream));
-  int ntasks = 0, ncoll = 0, nlanes = 0, type = -1;
-  for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device || op->finished) continue;
-    type = type == -1 || type == (int)op->type ? (int)op->type : NTYPES; /* NTYPES: a mix */
-    for (int c = 0; c < op->nchannels; c++)
-      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] > 0) ntasks++;
-    if (!is_p2p(op) && op->nchannels > ncoll) ncoll = op->nchannels;
-    for (int c = 0; is_p2p(op) && c < op->nchannels; c++)
-      if (cta_of(list, op, c, 1) == 1 + nlanes) nlanes++; /* the first op of a new lane */
-  }
+  int type = -1;
+  for (const struct dccl_op *op = list; op; op = op->next)
+    if (op->comm == comm && op->on_device && !op->finished)
+      type = type == -1 || type == (int)op->type ? (int)op->type : NTYPES; /* NTYPES: a mix */
+  struct dccl_cta_plan *plan = &dev->cta_plan;
+  DCCLCHECK(dccl_cta_plan(plan, list, comm, launch_share(dev)));
+  int ntasks = plan->ntasks;
   if (ntasks == 0) return ncclSuccess;
-  int share = launch_share(dev);
-  if (nlanes + (ncoll > 0) > share)
-    return dccl_error(ncclInvalidUsage, "a group of device operations needs %d CTAs for its point-to-point peers%s; "
-                      "this launch may use %d (DCCL_MAX_CTAS, or fewer peers per group)", nlanes,
-                      ncoll ? " and one for its collectives" : "", share);
-  int fold = ncoll + nlanes > share ? share - nlanes : ncoll;
-  if (fold < ncoll && !dev->folded_logged) {
+  if (plan->fold < plan->ncoll && !dev->folded_logged) {
     dev->folded_logged = 1;
     DCCL_INFO(DCCL_COLL, "rank %d: %d channels run on %d CTAs: %.0f rank kernels may run at once on device %d, "
-              "sharing its %d resident CTAs", comm->rank, ncoll, fold, dccl_cta_share_load(dev->ordinal),
+              "sharing its %d resident CTAs", comm->rank, plan->ncoll, plan->fold, dccl_cta_share_load(dev->ordinal),
               dev->ordinal, dev->resident);
   }
   /* The legacy default stream orders every kernel of the process after the last: two ranks' kernels there would run
@@ -654,9 +620,6 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
                       "wait for the second forever. Give each rank a stream of its own (cudaStreamCreateWithFlags "
                       "with cudaStreamNonBlocking)",
                       comm->rank, dev->ranks_in_process);
-  if (ntasks > DCCL_DEV_MAX_TASKS)
-    return dccl_error(ncclInvalidUsage, "a group of device operations needs %d kernel tasks; at most %d", ntasks,
-                      DCCL_DEV_MAX_TASKS);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
   int captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
@@ -674,27 +637,20 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   w->tasks = b ? b->tasks : NULL;
   struct dccl_dev_task *tasks = b ? b->tasks : w->inline_tasks;
   /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
-  int nctas = 0;
-  for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device || op->finished) continue;
-    for (int c = 0; c < op->nchannels; c++) {
-      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
-      int cta = cta_of(list, op, c, fold);
-      w->cta_ntasks[cta]++;
-      if (cta + 1 > nctas) nctas = cta + 1;
-    }
-  }
+  int nctas = plan->nctas;
+  for (int t = 0; t < ntasks; t++) w->cta_ntasks[plan->cta[t]]++;
   int next = 0;
   for (int k = 0; k < nctas; k++) {
     w->cta_first[k] = (uint16_t)next;
     next += w->cta_ntasks[k];
     w->cta_ntasks[k] = 0;
   }
+  int t = 0;
   for (const struct dccl_op *op = list; op; op = op->next) {
     if (op->comm != comm || !op->on_device || op->finished) continue;
     for (int c = 0; c < op->nchannels; c++) {
       if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
-      int cta = cta_of(list, op, c, fold);
+      int cta = plan->cta[t++];
       fill_task(dev, comm, op, c, &tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
     }
   }
