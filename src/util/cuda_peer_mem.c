@@ -19,16 +19,15 @@ static CUmemGenericAllocationHandle cumem_at(CUdeviceptr at) {
   return h;
 }
 
-/* Where [p, +bytes) lies, quietly: its allocation's device, base, size and buffer id in `e`, or why not (*r: the
- * driver's answer where it refused). */
+/* Where [p, +bytes) lies, quietly: its allocation's device, base, size and buffer id (`id` where known, else 0) in
+ * `e`, or why not (*r: the driver's answer where it refused). */
 enum { LOCATED, NOT_DEVICE, NO_RANGE, PAST_END, NO_ID };
-static int locate(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, CUresult *r) {
+static int locate(CUdeviceptr p, size_t bytes, unsigned long long id, struct dccl_peer_mem_export *e, CUresult *r) {
   memset(e, 0, sizeof(*e));
   CUdeviceptr base = 0;
   size_t size = 0;
   int ordinal = -1;
   unsigned int type = 0;
-  unsigned long long id = 0;
   if (dccl_cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS ||
       type != CU_MEMORYTYPE_DEVICE ||
       dccl_cu.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS)
@@ -38,7 +37,8 @@ static int locate(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, C
   e->base = base;
   e->bytes = size;
   if (p + bytes > base + size) return PAST_END;
-  if ((*r = dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base)) != CUDA_SUCCESS) return NO_ID;
+  if (!id && (*r = dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base)) != CUDA_SUCCESS)
+    return NO_ID;
   e->id = id;
   return LOCATED;
 }
@@ -52,9 +52,12 @@ static unsigned exports_next;
 static pid_t exports_pid;
 static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e) {
+/* Found: `e` is the export of p's allocation. Else *id is p's buffer id (0 where the driver has none). */
+static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, unsigned long long *id_out) {
   unsigned long long id = 0;
+  *id_out = 0;
   if (dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p) != CUDA_SUCCESS) return 0;
+  *id_out = id;
   int hit = 0;
   pthread_mutex_lock(&exports_lock);
   for (int i = 0; i < EXPORTS_CACHED && !hit && exports_pid == getpid(); i++) {
@@ -80,8 +83,9 @@ int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_exp
   CUipcMemHandle h;
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
   if (dccl_cuda_api_load() != ncclSuccess) return 0;
-  if (export_cached(p, bytes, e)) return 1;
-  if (locate(p, bytes, e, &r) != LOCATED || cumem_at(e->base) ||
+  unsigned long long id;
+  if (export_cached(p, bytes, e, &id)) return 1;
+  if (locate(p, bytes, id, e, &r) != LOCATED || cumem_at(e->base) ||
       dccl_cu.ipc_get_mem_handle(&h, e->base) != CUDA_SUCCESS) {
     memset(e, 0, sizeof(*e));
     return 0;
@@ -98,7 +102,7 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
   DCCLCHECK(dccl_cuda_api_load());
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
   CUresult r = CUDA_SUCCESS;
-  switch (locate(p, bytes, e, &r)) {
+  switch (locate(p, bytes, 0, e, &r)) {
     case NOT_DEVICE:
       return dccl_error(ncclInvalidUsage, "%p is not device memory: only device memory can be mapped for peers", ptr);
     case NO_RANGE:

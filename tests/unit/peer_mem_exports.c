@@ -1,7 +1,7 @@
 /* The quiet legacy check the first-use meeting asks at every call (dccl_peer_mem_legacy, src/util/cuda_peer_mem.c),
  * without a GPU: the module is built against a fake driver holding a few allocations (base, size, buffer id, cuMem
  * or not), which counts the calls made. Checked: a first look at a cudaMalloc buffer describes its allocation with
- * its IPC handle; a second look at it (or at another buffer inside it) asks the driver one question and gives the
+ * its IPC handle, asking each question once; a second look at it (or at another buffer inside it) asks the driver one question and gives the
  * same answer; an allocation freed and made again at the same address (a new buffer id) is described afresh, never
  * from the old entry; a range past its allocation, cuMem memory and unknown addresses are refused every time (no
  * negative answer is kept); more allocations than the cache holds still give right answers; a forked child does
@@ -104,6 +104,8 @@ int main(void) {
 
   check(ask(allocs[0].base + 4096, 1 << 20, &first, &e) && describes(&e, &allocs[0]),
         "a cudaMalloc buffer is described by its allocation and handle");
+  /* Buffer id, memory type, ordinal, range, cuMem or not, IPC handle: each asked once. */
+  check(first == 6, "a first look asks the driver 6 questions (took %d)", first);
   check(ask(allocs[0].base + 4096, 1 << 20, &took, &e) && describes(&e, &allocs[0]) && took == 1 && first > took,
         "the same buffer again: one driver call (took %d, the first %d)", took, first);
   check(ask(allocs[0].base + (32 << 20), 32 << 20, &took, &e) && describes(&e, &allocs[0]) && took == 1,
