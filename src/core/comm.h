@@ -175,6 +175,9 @@ ncclResult_t dccl_connect_many(const struct dccl_conn_batch *batches, int nbatch
 /* 1 when every pair of ranks has a transport for device links, and then *over_network says whether some pair's is
  * a network transport (from the peer infos and the environment alone: every rank gives the same answers). */
 int dccl_comm_device_links(struct dccl_comm *comm, int *over_network);
+/* 0 when DCCL_TRANSPORT forces device links through another transport than p2p (the staged path, sockets): then
+ * no rank maps another's GPU memory, for the direct algorithms neither. */
+int dccl_device_mapping_allowed(void);
 /* Point-to-point links ahead of use (p2p_links.c). Under DCCL_RUNTIME_CONNECT=0 appends the links to every peer
  * to reqs (capacity *cap, grown with realloc; count *n), for creation to make; nothing otherwise. */
 ncclResult_t dccl_p2p_creation_links(const struct dccl_comm *comm, struct dccl_conn_req **reqs, int *n, int *cap);

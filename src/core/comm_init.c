@@ -162,7 +162,7 @@ static ncclResult_t prepare_device(struct dccl_comm *comm, int *device_links) {
     pids[r] = all[r].pid;
   }
   free(all);
-  if (res == ncclSuccess && not_ready < 0 && one_gpu(comm))
+  if (res == ncclSuccess && not_ready < 0 && one_gpu(comm) && dccl_device_mapping_allowed())
     res = dccl_dev_comm_set_boards(&comm->coll, boards, pids);
   free(boards);
   free(pids);

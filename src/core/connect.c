@@ -110,6 +110,11 @@ static ncclResult_t choose_transport(struct dccl_comm *comm, int peer, int lane,
                            out);
 }
 
+int dccl_device_mapping_allowed(void) {
+  const char *forced = forced_for(dccl_param_str(DCCL_PARAM_TRANSPORT), DCCL_BUFFERS_DEVICE);
+  return !forced || !strcasecmp(forced, "p2p");
+}
+
 int dccl_comm_device_links(struct dccl_comm *comm, int *over_network) {
   *over_network = 0;
   for (int a = 0; a < comm->nranks; a++)
