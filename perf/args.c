@@ -32,6 +32,7 @@ static void usage(const char *prog) {
       "  -B, --bootstrap <mpi|uid>    communicator from dcclCommInitMPI, or ncclGetUniqueId + MPI_Bcast\n"
       "  -R, --local_register <0|1|2> device buffers: 1 ncclCommRegister, 2 windows (ncclCommWindowRegister, which\n"
       "                               ranks of one GPU in several processes read in place); default 0\n"
+      "      --memalloc               device buffers from ncclMemAlloc (cuMem) instead of cudaMalloc\n"
       "  -h, --help\n",
       prog);
 }
@@ -98,6 +99,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
                                            {"bootstrap", required_argument, 0, 'B'},
                                            {"local_register", required_argument, 0, 'R'},
                                            {"host", no_argument, 0, 'H'},
+                                           {"memalloc", no_argument, 0, 'A'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -190,6 +192,9 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
         break;
       case 'H':
         o->host_buffers = 1;
+        break;
+      case 'A':
+        o->memalloc = 1;
         break;
       case 'h':
         if (rank == 0) usage(argv[0]);

@@ -404,7 +404,7 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
 
   const char *how = "";
   /* The GPU first: a communicator is for the device current when it is made. */
-  perf_mem_init(&run.mem, !opts.host_buffers, opts.max_bytes);
+  perf_mem_init(&run.mem, !opts.host_buffers, opts.memalloc, opts.max_bytes);
   /* Creation time, from a common start to the slowest rank's return: what a job waits for. */
   MPI_Barrier(MPI_COMM_WORLD);
   double created = MPI_Wtime();
@@ -425,8 +425,9 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   void *regs[2] = {NULL, NULL};
   register_buffers(&run, opts.register_mode, regs);
   char created_by[200];
-  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers%s", how, slowest * 1e3,
-           run.mem.on_device ? "device" : "host",
+  snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers%s%s", how,
+           slowest * 1e3, run.mem.on_device ? "device" : "host",
+           run.mem.on_device && run.mem.memalloc ? " (ncclMemAlloc)" : "",
            !run.mem.on_device || !opts.register_mode ? ""
            : opts.register_mode == 1                 ? " (ncclCommRegister)"
                                                      : " (in windows)");

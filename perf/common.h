@@ -64,6 +64,7 @@ struct perf_options {
   int use_unique_id; /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
   int host_buffers;  /* --host: host memory even where a GPU is present */
   int register_mode; /* -R: device buffers registered (1) or in windows (2) */
+  int memalloc;      /* --memalloc: device buffers from ncclMemAlloc */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
@@ -165,12 +166,13 @@ double perf_value_range(const struct perf_type *type, enum perf_op op, int nrank
  * guards included, from the start of each allocation). */
 struct perf_mem {
   int on_device, device;
+  int memalloc; /* from ncclMemAlloc (cuMem), else cudaMalloc */
   unsigned char *dev_send, *dev_recv;
   size_t bytes; /* each allocation, guards included */
 };
 /* Uses this host's GPU for the rank (before the communicator is made) when want_device and one exists; returns
- * on_device. max_bytes: each buffer's usable size. */
-int perf_mem_init(struct perf_mem *m, int want_device, size_t max_bytes);
+ * on_device. max_bytes: each buffer's usable size; memalloc: allocate with ncclMemAlloc. */
+int perf_mem_init(struct perf_mem *m, int want_device, int memalloc, size_t max_bytes);
 void perf_mem_free(struct perf_mem *m);
 /* The host copies (allocation starts) to the device, and back after waiting for the device's work. */
 void perf_mem_upload(const struct perf_mem *m, const unsigned char *send_base, const unsigned char *recv_base);

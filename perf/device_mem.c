@@ -16,7 +16,18 @@ static int cuda_ok(cudaError_t e, const char *what) {
   return 0;
 }
 
-int perf_mem_init(struct perf_mem *m, int want_device, size_t max_bytes) {
+static void *device_alloc(size_t bytes, int memalloc) {
+  void *p = NULL;
+  if (!memalloc) {
+    cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc");
+  } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
+    fprintf(stderr, "ncclMemAlloc of %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+
+int perf_mem_init(struct perf_mem *m, int want_device, int memalloc, size_t max_bytes) {
   m->on_device = 0;
   int ndev = 0;
   if (!want_device || cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) return 0;
@@ -29,17 +40,20 @@ int perf_mem_init(struct perf_mem *m, int want_device, size_t max_bytes) {
   m->device = local_rank % ndev;
   cuda_ok(cudaSetDevice(m->device), "cudaSetDevice");
   m->bytes = max_bytes + 2 * PERF_GUARD_BYTES;
-  void *s = NULL, *r = NULL;
-  cuda_ok(cudaMalloc(&s, m->bytes), "cudaMalloc");
-  cuda_ok(cudaMalloc(&r, m->bytes), "cudaMalloc");
-  m->dev_send = s;
-  m->dev_recv = r;
+  m->memalloc = memalloc;
+  m->dev_send = device_alloc(m->bytes, memalloc);
+  m->dev_recv = device_alloc(m->bytes, memalloc);
   m->on_device = 1;
   return 1;
 }
 
 void perf_mem_free(struct perf_mem *m) {
   if (!m->on_device) return;
+  if (m->memalloc) {
+    ncclMemFree(m->dev_send);
+    ncclMemFree(m->dev_recv);
+    return;
+  }
   cudaFree(m->dev_send);
   cudaFree(m->dev_recv);
 }
@@ -61,8 +75,8 @@ void perf_mem_sync(const struct perf_mem *m) {
   if (m->on_device) cuda_ok(cudaStreamSynchronize(NULL), "cudaStreamSynchronize");
 }
 #else
-int perf_mem_init(struct perf_mem *m, int want_device, size_t max_bytes) {
-  (void)want_device, (void)max_bytes;
+int perf_mem_init(struct perf_mem *m, int want_device, int memalloc, size_t max_bytes) {
+  (void)want_device, (void)memalloc, (void)max_bytes;
   m->on_device = 0;
   return 0;
 }
