@@ -127,8 +127,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(file_load_cufile_reads COMMAND ${DCCL_EXPECT_OUTPUT} "fake cuFile: [1-9][0-9]* reads"
                 $<TARGET_FILE:gpu_file_load> ENV DCCL_FILE_PATH=cufile DCCL_FILE_CHUNK=3145728
                 LD_LIBRARY_PATH=$<TARGET_FILE_DIR:fake_cufile>)
-  add_executable(gpu_ce_mismatch ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_ce_mismatch.c)
-  target_link_libraries(gpu_ce_mismatch PRIVATE dccl_fault_harness dccl CUDA::cudart)
+  add_executable(gpu_mismatch ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_mismatch.c)
+  target_link_libraries(gpu_mismatch PRIVATE dccl_fault_harness dccl CUDA::cudart)
   add_executable(gpu_ce_bits ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_ce_bits.c)
   target_link_libraries(gpu_ce_bits PRIVATE dccl_fault_harness dccl CUDA::cudart)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
@@ -234,9 +234,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   --sizes 1048579,16777259 ENV DCCL_TIMEOUT=60 DCCL_CE=1)
     dccl_gpu_test(peer_death_mid_no_mps_ce COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid)
     # Ranks calling the copy engines with different counts, or a broadcast with different roots: both name the
-    # mismatch (tests/cuda/gpu_ce_mismatch.c).
+    # mismatch (tests/cuda/gpu_mismatch.c).
     foreach(what count root)
-      dccl_gpu_test(ce_mismatch_${what}_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_mismatch> ${what} ENV DCCL_CE=1)
+      dccl_gpu_test(ce_mismatch_${what}_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_mismatch> ${what} ENV DCCL_CE=1)
     endforeach()
     # Send/recv by copy engines (DCCL_CE_P2P=1): both patterns of the suite (pairs, a ring) at sizes of one piece
     # and of several (4 KiB pieces), without MPS and with it (DCCL_CE=1); the trace must show a send taking them
@@ -249,7 +249,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   --types float,bfloat16 --sizes 7,1048579 ENV DCCL_TIMEOUT=60 DCCL_CE=1 DCCL_CE_P2P=1)
     # One rank's host call waiting in the first-use mapping's meeting, the other's kernel waiting for it, with
     # different counts: the stall report sees both and fails them.
-    dccl_gpu_test(meeting_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_ce_mismatch> meeting
+    dccl_gpu_test(meeting_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> meeting
                   ENV DCCL_STALL_REPORT_MS=1000)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>

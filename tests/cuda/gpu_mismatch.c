@@ -7,7 +7,7 @@
  * stall report (DCCL_STALL_REPORT_MS=1000) sees both. Checked: both calls end (the stream done, or the call
  * returned an error) within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched
  * calls" naming the other rank and both calls' differing part; ncclCommAbort returns.
- * Usage: gpu_ce_mismatch count|root|meeting   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh [--off])
+ * Usage: gpu_mismatch count|root|meeting   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -60,7 +60,7 @@ static int rank_main(void *arg, int rank) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting"))) {
-    fprintf(stderr, "usage: gpu_ce_mismatch count|root|meeting\n");
+    fprintf(stderr, "usage: gpu_mismatch count|root|meeting\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -87,6 +87,6 @@ int main(int argc, char **argv) {
     printf("rank %d: stream done %.3f s after the call; async error %d: %s\n", r, sh->took[r], sh->async_error[r],
            sh->text[r]);
   }
-  printf("gpu_ce_mismatch %s: %s\n", argv[1], fh_failures ? "FAILED" : "passed");
+  printf("gpu_mismatch %s: %s\n", argv[1], fh_failures ? "FAILED" : "passed");
   return fh_failures ? 1 : 0;
 }
