@@ -2,12 +2,12 @@
  * in issue order; each point-to-point lane (direction, peer, channel) on a CTA of its own after them, shared by the
  * operations of that lane; only this communicator's unfinished device operations and channels with steps count;
  * groups that cannot fit are refused. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "unit_check.h"
-
 #ifdef DCCL_HAVE_DEVICE_CODE
+#include "unit_check.h"
 #include "collectives/coll_comm.h"
 #include "collectives/device/cta_plan.h"
 
