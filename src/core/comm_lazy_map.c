@@ -1,6 +1,7 @@
 /* Buffers outside windows, mapped on first use (core/comm_lazy_map.h). */
 #include "core/comm_lazy_map.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +14,7 @@
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
 #include "util/error.h"
+#include "util/fd_pass.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -42,6 +44,17 @@ struct dccl_lazy_map {
   int in_group;
   struct lazy_row rows[LAZY_ROWS];
   struct lazy_import *imports;
+  /* cuMem allocations travel as file descriptors: this rank's socket, every rank's socket name (NULL where some
+   * rank could not open one: cuMem memory then takes the FIFO algorithms). */
+  int sock;
+  char (*fd_names)[DCCL_FD_NAME_BYTES];
+};
+
+/* The descriptors a meeting brought, each of rank notes[k].rank's allocation with buffer id notes[k].tag (fd -1
+ * once mapped). */
+struct lazy_fds {
+  int n, *fd;
+  struct dccl_fd_note *notes;
 };
 
 /* What a rank says at a meeting: whether it can take part, the rows its open group uses (bit i: rows[i]; no rank
@@ -85,11 +98,12 @@ int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
 }
 
 /* The allocation holding [buf, +bytes): 1 with it described (kind 0 for an unused buffer), 0 where other processes
- * cannot map it lazily (only cudaMalloc memory: cuMem memory travels as a file descriptor, which takes windows).
- * Asked at every call, so it records and logs nothing: such memory just takes the FIFO algorithms. */
-static int describe(const void *buf, size_t bytes, int unused, struct dccl_peer_mem_export *e) {
+ * cannot map it (dccl_peer_mem_describe; cuMem memory also needs every rank's descriptor socket). Asked at every
+ * call, so it records and logs nothing: such memory just takes the FIFO algorithms. */
+static int describe(const struct dccl_lazy_map *lm, const void *buf, size_t bytes, int unused,
+                    struct dccl_peer_mem_export *e) {
   memset(e, 0, sizeof(*e));
-  return unused || dccl_peer_mem_legacy(buf, bytes, e);
+  return unused || (dccl_peer_mem_describe(buf, bytes, e) && (e->kind != DCCL_PEER_MEM_FD || lm->fd_names));
 }
 
 static int same_alloc(const struct dccl_peer_mem_export *a, const struct dccl_peer_mem_export *b) {
@@ -124,17 +138,32 @@ static void drop_row(struct dccl_comm *comm, struct lazy_row *row) {
   row->index = -1;
 }
 
-/* Rank r's allocation as mapped here (imported on first use): its base in this process, or 0. */
-static uint64_t import(struct dccl_comm *comm, int r, const struct dccl_peer_mem_export *e) {
+/* Rank r's allocation as mapped here (imported on first use; a cuMem allocation by its descriptor in `fds`, which
+ * the import takes): its base in this process, or 0. */
+static uint64_t import(struct dccl_comm *comm, int r, const struct dccl_peer_mem_export *e, struct lazy_fds *fds) {
   struct dccl_lazy_map *lm = comm->lazy;
   for (struct lazy_import *im = lm->imports; im; im = im->next)
     if (im->rank == r && im->id == e->id) {
       im->refs++;
       return im->map.base;
     }
+  int fd = -1;
+  for (int k = 0; e->kind == DCCL_PEER_MEM_FD && k < fds->n && fd < 0; k++)
+    if (fds->notes[k].rank == r && fds->notes[k].tag == e->id && fds->notes[k].ok && fds->fd[k] >= 0) {
+      fd = fds->fd[k];
+      fds->fd[k] = -1;
+    }
+  if (e->kind == DCCL_PEER_MEM_FD && fd < 0) {
+    DCCL_INFO(DCCL_COLL, "rank %d: rank %d's cuMem allocation %#llx not mapped: no file descriptor came for it",
+              comm->rank, r, (unsigned long long)e->base);
+    return 0;
+  }
   struct lazy_import *im = calloc(1, sizeof(*im));
-  if (!im) return 0;
-  if (dccl_peer_mem_import(e, -1, comm->cuda_device, &im->map) != ncclSuccess) {
+  if (!im) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  if (dccl_peer_mem_import(e, fd, comm->cuda_device, &im->map) != ncclSuccess) {
     DCCL_INFO(DCCL_COLL, "rank %d: rank %d's allocation %#llx not mapped: %s", comm->rank, r,
               (unsigned long long)e->base, dccl_last_error());
     free(im);
@@ -159,7 +188,7 @@ static int free_index(const struct dccl_comm *comm) {
  * when no row could be had. *made: it is new (its mappings are this rank's to report). `keep`: a row this call
  * already uses, never replaced for the other role. */
 static struct lazy_row *row_for(struct dccl_comm *comm, const struct lazy_say *all, int which, uint32_t busy,
-                                const struct lazy_row *keep, int *made, int *mapped) {
+                                const struct lazy_row *keep, struct lazy_fds *fds, int *made, int *mapped) {
   struct dccl_lazy_map *lm = comm->lazy;
   int n = comm->nranks;
   struct lazy_row *lru = NULL, *empty = NULL;
@@ -194,7 +223,7 @@ static struct lazy_row *row_for(struct dccl_comm *comm, const struct lazy_say *a
   for (int r = 0; r < n; r++) {
     row->allocs[r] = all[r].buf[which];
     if (r == comm->rank || !row->allocs[r].kind) continue; /* {0, 0}: an address as it is, or never read */
-    uint64_t local = import(comm, r, &row->allocs[r]);
+    uint64_t local = import(comm, r, &row->allocs[r], fds);
     if (!local) {
       *mapped = 0;
       row->allocs[r].kind = 0; /* nothing to release for it */
@@ -219,6 +248,71 @@ static void drop_stale_rows(struct dccl_comm *comm, const struct lazy_say *all) 
   }
 }
 
+/* Whether a row names rank r's allocation `e`: then every other rank holds it mapped. */
+static int named(const struct dccl_lazy_map *lm, int r, const struct dccl_peer_mem_export *e) {
+  for (int i = 0; i < LAZY_ROWS; i++)
+    if (lm->rows[i].index >= 0 && same_alloc(&lm->rows[i].allocs[r], e)) return 1;
+  return 0;
+}
+
+/* A cuMem allocation no row names yet goes from its owner to every other rank as a file descriptor (a stand-in
+ * with ok 0 where the owner cannot export it, so no receiver waits for nothing). Every rank lists the same ones:
+ * all see the same says and hold the same rows. */
+static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all, struct lazy_fds *got) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  int n = comm->nranks, me = comm->rank, mine[2] = {-1, -1}, mine_ok[2] = {0, 0}, nout = 0;
+  got->n = 0;
+  for (int r = 0; r < n; r++)
+    for (int b = 0; b < 2; b++) {
+      const struct dccl_peer_mem_export *e = &all[r].buf[b];
+      if (e->kind != DCCL_PEER_MEM_FD || named(lm, r, e) || (b == 1 && same_alloc(&all[r].buf[0], e))) continue;
+      if (r != me) {
+        got->n++;
+        continue;
+      }
+      struct dccl_peer_mem_export again;
+      mine_ok[b] = dccl_peer_mem_export((const void *)(uintptr_t)e->base, e->bytes, &again, &mine[b]) ==
+                       ncclSuccess && again.kind == DCCL_PEER_MEM_FD && again.id == e->id;
+      if (!mine_ok[b]) { /* a stand-in: /dev/null is no allocation */
+        DCCL_INFO(DCCL_COLL, "rank %d: its cuMem allocation %#llx is not exported: %s", me,
+                  (unsigned long long)e->base, dccl_last_error());
+        if (mine[b] >= 0) close(mine[b]);
+        if ((mine[b] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+          if (b == 1 && mine[0] >= 0) close(mine[0]);
+          return dccl_error(ncclSystemError, "open(/dev/null) failed");
+        }
+      }
+      nout += n - 1;
+    }
+  if (!got->n && !nout) return ncclSuccess;
+  struct dccl_fd_letter *out = calloc((size_t)nout + 1, sizeof(*out));
+  got->fd = calloc((size_t)got->n + 1, sizeof(int));
+  got->notes = calloc((size_t)got->n + 1, sizeof(*got->notes));
+  ncclResult_t res = out && got->fd && got->notes ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
+  int k = 0;
+  for (int b = 0; b < 2 && res == ncclSuccess; b++)
+    for (int s = 1; mine[b] >= 0 && s < n; s++)
+      out[k++] = (struct dccl_fd_letter){lm->fd_names[(me + s) % n], mine[b], {me, mine_ok[b], all[me].buf[b].id}};
+  int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT) > 0 ? dccl_param_int(DCCL_PARAM_TIMEOUT) : 60;
+  if (res == ncclSuccess)
+    res = dccl_fd_exchange(lm->sock, out, k, got->n, got->fd, got->notes, timeout_s * 1000,
+                           "buffers mapped on first use");
+  if (res != ncclSuccess) got->n = 0;
+  for (int b = 0; b < 2; b++)
+    if (mine[b] >= 0) close(mine[b]);
+  free(out);
+  return res;
+}
+
+/* Closes the descriptors no mapping took. */
+static void drop_fds(struct lazy_fds *got) {
+  for (int k = 0; k < got->n; k++)
+    if (got->fd[k] >= 0) close(got->fd[k]);
+  free(got->fd);
+  free(got->notes);
+  memset(got, 0, sizeof(*got));
+}
+
 /* The meeting proper, in the communicator's context. */
 static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all) {
   struct dccl_lazy_map *lm = comm->lazy;
@@ -228,8 +322,8 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
   size_t out = op->kind == DCCL_OP_ALLGATHER ? bytes * (size_t)n : bytes;
   struct lazy_say *mine = &all[me];
   mine->ok = !dccl_cuda_stream_capturing(op->stream) &&
-             describe(op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&
-             describe(op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
+             describe(lm, op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&
+             describe(lm, op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
   for (int i = 0; i < LAZY_ROWS; i++)
     if (lm->rows[i].index >= 0 && lm->rows[i].used_at >= lm->protect_from) mine->busy |= 1u << i;
   DCCLCHECK(gather(comm, op, all, sizeof(*all)));
@@ -240,9 +334,12 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     busy |= all[r].busy;
   }
   drop_stale_rows(comm, all);
+  struct lazy_fds fds = {0};
+  DCCLCHECK(swap_fds(comm, all, &fds));
   int made = 0, mapped = 1;
-  struct lazy_row *send = row_for(comm, all, 0, busy, NULL, &made, &mapped);
-  struct lazy_row *recv = send ? row_for(comm, all, 1, busy, send, &made, &mapped) : NULL;
+  struct lazy_row *send = row_for(comm, all, 0, busy, NULL, &fds, &made, &mapped);
+  struct lazy_row *recv = send ? row_for(comm, all, 1, busy, send, &fds, &made, &mapped) : NULL;
+  drop_fds(&fds);
   int32_t *oks = NULL;
   if (made) { /* every rank made the same rows: each says whether it mapped them */
     oks = calloc((size_t)n, sizeof(*oks));
@@ -267,6 +364,26 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
   return ncclSuccess;
 }
 
+/* Every rank's descriptor socket, named to all (collective). A rank that cannot open one says so with an empty name,
+ * and no rank sends descriptors. */
+static ncclResult_t open_fd_sockets(struct dccl_comm *comm) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  char (*names)[DCCL_FD_NAME_BYTES] = calloc((size_t)comm->nranks, DCCL_FD_NAME_BYTES);
+  if (!names) return dccl_error(ncclSystemError, "out of memory");
+  if (dccl_fd_socket_open((uint64_t)(uintptr_t)comm, &lm->sock, names[comm->rank]) != ncclSuccess) {
+    DCCL_INFO(DCCL_INIT, "rank %d: no descriptor socket (%s): cuMem buffers are not mapped on first use", comm->rank,
+              dccl_last_error());
+    lm->sock = -1;
+    memset(names[comm->rank], 0, DCCL_FD_NAME_BYTES);
+  }
+  ncclResult_t res = dccl_bootstrap_allgather(comm->bootstrap, names, DCCL_FD_NAME_BYTES);
+  int all_open = res == ncclSuccess;
+  for (int r = 0; r < comm->nranks && all_open; r++) all_open = names[r][1] != 0; /* abstract: a leading NUL */
+  if (all_open) lm->fd_names = names;
+  else free(names);
+  return res;
+}
+
 ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
   /* The terms that do not depend on the call, the same on every rank. A blocking meeting would break a nonblocking
    * communicator's promise; deterministic mode takes no FIFO fallback it could not check. */
@@ -276,9 +393,12 @@ ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
     return ncclSuccess;
   comm->lazy = calloc(1, sizeof(*comm->lazy));
   if (!comm->lazy) return dccl_error(ncclSystemError, "out of memory");
-  comm->lazy->min_bytes = (uint64_t)min;
-  for (int i = 0; i < LAZY_ROWS; i++) comm->lazy->rows[i].index = -1;
-  return dccl_comm_board_open(comm, sizeof(struct lazy_say), &comm->lazy->board);
+  struct dccl_lazy_map *lm = comm->lazy;
+  lm->min_bytes = (uint64_t)min;
+  lm->sock = -1;
+  for (int i = 0; i < LAZY_ROWS; i++) lm->rows[i].index = -1;
+  DCCLCHECK(dccl_comm_board_open(comm, sizeof(struct lazy_say), &lm->board));
+  return open_fd_sockets(comm);
 }
 
 ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
@@ -304,6 +424,8 @@ void dccl_lazy_map_free(struct dccl_comm *comm) {
   dccl_cuda_set_current(comm->cu_ctx);
   for (int i = 0; i < LAZY_ROWS; i++) free(lm->rows[i].allocs);
   dccl_shm_board_close(lm->board);
+  dccl_fd_socket_close(lm->sock);
+  free(lm->fd_names);
   while (lm->imports) {
     struct lazy_import *im = lm->imports;
     lm->imports = im->next;

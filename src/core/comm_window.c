@@ -42,11 +42,6 @@ struct win_hello {
 };
 enum { HELLO_MAPPABLE = 0, HELLO_UNMAPPABLE = 1, HELLO_FAILED = 2 };
 
-/* A descriptor's companion data: who sends it, for which window. */
-struct fd_note {
-  int32_t rank, index;
-};
-
 static int other_process(const struct dccl_comm *comm, const struct win_hello *h) {
   return h->pid != comm->peers[comm->rank].pid;
 }
@@ -57,47 +52,36 @@ static int free_slot(const struct dccl_comm *comm) {
   return -1;
 }
 
-/* Receives one peer's descriptor into fds[its rank]: ncclInProgress when none came within timeout_ms. */
-static ncclResult_t take_fd(struct dccl_comm *comm, int sock, const struct win_hello *all, int *fds, int timeout_ms) {
-  int fd;
-  struct fd_note in;
-  DCCLCHECK(dccl_fd_recv(sock, &fd, &in, sizeof(in), timeout_ms));
-  if (in.rank < 0 || in.rank >= comm->nranks || in.index != all[comm->rank].index || fds[in.rank] >= 0) {
-    close(fd);
-    return dccl_error(ncclInternalError, "a window's file descriptor came from rank %d for window %d", in.rank,
-                      in.index);
-  }
-  fds[in.rank] = fd;
-  return ncclSuccess;
-}
-
 /* Sends this rank's descriptor to every rank of another process that must map it, and receives theirs into fds[]
- * (by rank; -1 where none comes). Sends never block: while a receiver's queue is full this rank drains its own,
- * so ranks sending to each other all at once cannot wedge. */
+ * (by rank; -1 where none comes). */
 static ncclResult_t swap_fds(struct dccl_comm *comm, int sock, const struct win_hello *all, int my_fd, int *fds) {
-  int n = comm->nranks, me = comm->rank, expected = 0, got = 0;
+  int n = comm->nranks, me = comm->rank, expected = 0, nout = 0;
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT) > 0 ? dccl_param_int(DCCL_PARAM_TIMEOUT) : 60;
-  for (int r = 0; r < n; r++)
-    expected += r != me && all[r].mem.kind == DCCL_PEER_MEM_FD && other_process(comm, &all[r]);
-  ncclResult_t res = ncclSuccess;
+  struct dccl_fd_letter *out = calloc((size_t)n, sizeof(*out));
+  struct dccl_fd_note *notes = calloc((size_t)n, sizeof(*notes));
+  int *got = malloc((size_t)n * sizeof(int));
+  ncclResult_t res = out && notes && got ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
   for (int s = 1; s < n && res == ncclSuccess; s++) {
-    int to = (me + s) % n;
-    if (my_fd < 0 || !other_process(comm, &all[to])) continue;
-    struct fd_note note = {me, all[me].index};
-    while ((res = dccl_fd_send(sock, all[to].fd_socket, my_fd, &note, sizeof(note))) == ncclInProgress)
-      if ((res = take_fd(comm, sock, all, fds, 1)) == ncclSuccess) got++;
-      else if (res != ncclInProgress) break;
+    int r = (me + s) % n;
+    if (!other_process(comm, &all[r])) continue;
+    expected += all[r].mem.kind == DCCL_PEER_MEM_FD;
+    if (my_fd >= 0) out[nout++] = (struct dccl_fd_letter){all[r].fd_socket, my_fd, {me, 1, (uint64_t)all[me].index}};
   }
-  int64_t waited_ms = 0;
-  while (res == ncclSuccess && got < expected) {
-    res = take_fd(comm, sock, all, fds, 100);
-    if (res == ncclSuccess) got++;
-    else if (res == ncclInProgress && (waited_ms += 100) < timeout_s * 1000) res = ncclSuccess;
+  if (res == ncclSuccess)
+    res = dccl_fd_exchange(sock, out, nout, expected, got, notes, timeout_s * 1000, "ncclCommWindowRegister");
+  for (int k = 0; res == ncclSuccess && k < expected; k++) {
+    int from = notes[k].rank;
+    if (from < 0 || from >= n || notes[k].tag != (uint64_t)all[me].index || fds[from] >= 0) {
+      res = dccl_error(ncclInternalError, "a window's file descriptor came from rank %d for window %llu", from,
+                       (unsigned long long)notes[k].tag);
+      while (k < expected) close(got[k++]);
+    } else {
+      fds[from] = got[k];
+    }
   }
-  if (res == ncclInProgress)
-    res = dccl_error(ncclRemoteError,
-                     "ncclCommWindowRegister: %d of %d file descriptors arrived from the other processes in %lld s",
-                     got, expected, (long long)timeout_s);
+  free(out);
+  free(notes);
+  free(got);
   return res;
 }
 

@@ -43,7 +43,7 @@ static int locate(CUdeviceptr p, size_t bytes, unsigned long long id, struct dcc
   return LOCATED;
 }
 
-/* The last legacy exports dccl_peer_mem_legacy made (it is asked at every call that may meet), found again by the
+/* The last descriptions dccl_peer_mem_describe made (it is asked at every call that may meet), found again by the
  * allocation's buffer id, which the process never reuses: a warm call asks the driver one question, not seven.
  * Kept for this process only (a forked child has its own allocations). */
 #define EXPORTS_CACHED 8
@@ -78,22 +78,42 @@ static void export_keep(const struct dccl_peer_mem_export *e) {
   pthread_mutex_unlock(&exports_lock);
 }
 
-int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+/* Quietly: 1 when the cuMem allocation at `base` exports as a POSIX file descriptor (the descriptor made to find
+ * out is closed at once: the meeting that maps it makes another). */
+static int cumem_exportable(CUdeviceptr base) {
+  CUmemGenericAllocationHandle h;
+  if (dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS) return 0;
+  int fd = -1;
+  CUresult r = dccl_cu.mem_export_to_shareable_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  dccl_cu.mem_release(h);
+  if (r != CUDA_SUCCESS) return 0;
+  close(fd);
+  return 1;
+}
+
+int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
   CUresult r = CUDA_SUCCESS;
   CUipcMemHandle h;
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
   if (dccl_cuda_api_load() != ncclSuccess) return 0;
   unsigned long long id;
   if (export_cached(p, bytes, e, &id)) return 1;
-  if (locate(p, bytes, id, e, &r) != LOCATED || cumem_at(e->base) ||
-      dccl_cu.ipc_get_mem_handle(&h, e->base) != CUDA_SUCCESS) {
-    memset(e, 0, sizeof(*e));
-    return 0;
+  if (locate(p, bytes, id, e, &r) != LOCATED) goto refused;
+  CUmemGenericAllocationHandle first = cumem_at(e->base);
+  if (first) {
+    /* One file descriptor names one allocation: a range of several (expandable segments) is refused. */
+    if (cumem_at(e->base + e->bytes - 1) != first || !cumem_exportable(e->base)) goto refused;
+    e->kind = DCCL_PEER_MEM_FD;
+  } else {
+    if (dccl_cu.ipc_get_mem_handle(&h, e->base) != CUDA_SUCCESS) goto refused;
+    memcpy(e->ipc, &h, sizeof(h));
+    e->kind = DCCL_PEER_MEM_LEGACY;
   }
-  memcpy(e->ipc, &h, sizeof(h));
-  e->kind = DCCL_PEER_MEM_LEGACY;
   export_keep(e);
   return 1;
+refused:
+  memset(e, 0, sizeof(*e));
+  return 0;
 }
 
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {

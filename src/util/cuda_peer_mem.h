@@ -36,10 +36,12 @@ struct dccl_peer_mem_map {
 /* Describes the allocation holding [ptr, ptr + bytes) of device memory; *fd gets a new descriptor for the FD kind
  * (the caller sends, then closes it), -1 for the legacy kind. */
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd);
-/* Quietly (no error recorded or logged): 1 with `e` describing the allocation holding [ptr, ptr + bytes) where a
- * legacy IPC handle can share it (cudaMalloc memory), else 0 (host, pool, managed or cuMem memory, a range past
- * its allocation, or no driver). For checks made at every call: the last 8 answers are kept, found again by buffer id. */
-int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e);
+/* Quietly (no error recorded or logged): 1 with `e` describing the allocation holding [ptr, ptr + bytes) where
+ * another process can map it (cudaMalloc memory by its legacy IPC handle; a single cuMem allocation that exports
+ * as a POSIX file descriptor, the FD kind, whose descriptor dccl_peer_mem_export makes), else 0 (host, pool or
+ * managed memory, a range of several cuMem allocations, a range past its allocation, or no driver). For checks
+ * made at every call: the last 8 answers are kept, found again by buffer id. */
+int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e);
 /* Maps an exported allocation into this process for device `ordinal` (the current context's); for the FD kind
  * `fd` is the received descriptor (closed here, mapped or not). */
 ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
@@ -53,7 +55,7 @@ static inline ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, s
   *fd = -1;
   return dccl_error(ncclInvalidUsage, "%p: this DCCL was built without the CUDA toolkit", ptr);
 }
-static inline int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+static inline int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
   (void)ptr, (void)bytes, (void)e;
   return 0;
 }

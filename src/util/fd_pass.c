@@ -97,3 +97,38 @@ ncclResult_t dccl_fd_recv(int sock, int *fd, void *data, size_t bytes, int timeo
   }
   return ncclSuccess;
 }
+
+ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what) {
+  int got = 0;
+  int64_t waited_ms = 0;
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < nout && res == ncclSuccess; i++)
+    while ((res = dccl_fd_send(sock, out[i].to, out[i].fd, &out[i].note, sizeof(out[i].note))) == ncclInProgress) {
+      if (got < expected) {
+        ncclResult_t r = dccl_fd_recv(sock, &fds[got], &notes[got], sizeof(notes[got]), 1);
+        if (r == ncclSuccess) {
+          got++;
+          continue;
+        }
+        if (r != ncclInProgress) {
+          res = r;
+          break;
+        }
+      } else {
+        usleep(1000); /* all of ours came: the full queue drains as its owner takes what it waits for */
+      }
+      if (++waited_ms >= timeout_ms) break;
+    }
+  while (res == ncclSuccess && got < expected) {
+    res = dccl_fd_recv(sock, &fds[got], &notes[got], sizeof(notes[got]), 100);
+    if (res == ncclSuccess) got++;
+    else if (res == ncclInProgress && (waited_ms += 100) < timeout_ms) res = ncclSuccess;
+  }
+  if (res == ncclInProgress)
+    res = dccl_error(ncclRemoteError, "%s: %d of %d file descriptors arrived from the other processes in %lld ms",
+                     what, got, expected, (long long)timeout_ms);
+  if (res != ncclSuccess)
+    while (got > 0) close(fds[--got]);
+  return res;
+}

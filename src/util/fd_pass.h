@@ -21,4 +21,23 @@ ncclResult_t dccl_fd_send(int sock, const char to[DCCL_FD_NAME_BYTES], int fd, c
  * arrives within timeout_ms. */
 ncclResult_t dccl_fd_recv(int sock, int *fd, void *data, size_t bytes, int timeout_ms);
 
+/* What travels with a descriptor in an exchange: its sender, whether it is the thing asked for (0: a stand-in, so
+ * that no receiver waits for a descriptor its sender could not make), and what it names (the caller's meaning). */
+struct dccl_fd_note {
+  int32_t rank, ok;
+  uint64_t tag;
+};
+/* One descriptor to send in an exchange, and where. */
+struct dccl_fd_letter {
+  const char *to; /* the receiver's socket name */
+  int fd;         /* stays the caller's */
+  struct dccl_fd_note note;
+};
+/* Sends every letter and receives `expected` descriptors into fds[] and notes[] in arrival order (the caller closes
+ * them). Sends never block: while a receiver's queue is full this rank drains its own, so ranks that send to each
+ * other at once cannot wedge. Errors: a socket's; ncclRemoteError, naming `what`, when fewer than `expected` came
+ * within timeout_ms (those that came are closed on any error). */
+ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what);
+
 #endif

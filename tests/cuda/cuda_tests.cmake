@@ -183,6 +183,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(windows_3ranks_cudamalloc_lazy COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "every rank's buffers mapped on first use" ${windows} 3 cudamalloc lazy
                   ENV DCCL_TIMEOUT=60 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
+    # The same on ncclMemAlloc (cuMem) memory: the meeting passes each new allocation's descriptor to every rank.
+    dccl_gpu_test(windows_3ranks_memalloc_lazy COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "every rank's buffers mapped on first use" ${windows} 3 memalloc lazy
+                  ENV DCCL_TIMEOUT=60 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # Without MPS the kernels' waits (DCCL_CE=0: the all-reduce in kernels, as with MPS).
     dccl_gpu_test(peer_death_mid_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> mid ENV DCCL_CE=0)
     dccl_gpu_test(peer_death_idle_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_peer_death> idle ENV DCCL_CE=0)

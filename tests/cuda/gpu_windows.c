@@ -9,8 +9,9 @@
  * since 2026-12-02; DCCL_ALGO=ring would take the rings). `deterministic` checks that the direct path is what ran: under
  * DCCL_DETERMINISTIC=1 (which serves device buffers of several processes only through the direct all-reduce) the
  * window call succeeds with the rank-order sum's exact bits, and a call on buffers outside windows is refused.
- * `lazy` (cudamalloc, DCCL_LAZY_MAP_BYTES=0): windows and buffers mapped on first use over the same allocations,
- * either first, each mapping kept while the other is let go (one legacy IPC open per allocation per process).
+ * `lazy` (DCCL_LAZY_MAP_BYTES=0): windows and buffers mapped on first use over the same allocations, either first,
+ * each mapping kept while the other is let go (cudaMalloc: one legacy IPC open per allocation per process;
+ * ncclMemAlloc: the allocation's descriptor passed at the meeting, mapped once for each).
  * Usage: gpu_windows NRANKS cudamalloc|memalloc [deterministic|lazy]  (under tests/cuda/with_mps.sh)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -238,7 +239,8 @@ static void run_deterministic(ncclComm_t comm, int rank, int n, int memalloc, fl
 }
 
 /* Windows over allocations that buffers outside windows mapped first, and the reverse (DCCL_LAZY_MAP_BYTES=0). */
-static void run_lazy(ncclComm_t comm, int rank, int n, float *send, float *recv, size_t bytes, cudaStream_t s) {
+static void run_lazy(ncclComm_t comm, int rank, int n, int memalloc, float *send, float *recv, size_t bytes,
+                     cudaStream_t s) {
   char *base = (char *)send - 4096; /* [base, send): in the allocation, in no window */
   run_float(comm, rank, n, send, recv, 1001, 0, ncclSum, s, "mapped on first use");
   ncclWindow_t wsend, wrecv;
@@ -251,7 +253,7 @@ static void run_lazy(ncclComm_t comm, int rank, int n, float *send, float *recv,
                 ncclSuccess, "rank %d: deregister: %s", rank, ncclGetLastError(comm));
   run_float(comm, rank, n, send, recv, 1003, 0, ncclSum, s, "first use after the windows went");
   /* The reverse: a window first, then a buffer of its allocation outside it, then the window let go. */
-  char *other = dev_alloc(0, 2 * bytes);
+  char *other = dev_alloc(memalloc, 2 * bytes);
   ncclWindow_t wother;
   FH_EXPECT(ncclCommWindowRegister(comm, other, bytes, &wother, 0) == ncclSuccess, "rank %d: register: %s", rank,
             ncclGetLastError(comm));
@@ -260,7 +262,7 @@ static void run_lazy(ncclComm_t comm, int rank, int n, float *send, float *recv,
   FH_EXPECT(ncclCommWindowDeregister(comm, wother) == ncclSuccess, "rank %d: deregister: %s", rank,
             ncclGetLastError(comm));
   run_float(comm, rank, n, half, half + 8192, 8191, 0, ncclSum, s, "first use after its window went");
-  dev_free(0, other);
+  dev_free(memalloc, other);
 }
 
 static int rank_main(void *arg, int rank) {
@@ -277,7 +279,7 @@ static int rank_main(void *arg, int rank) {
   if (sh->deterministic)
     run_deterministic(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
   else if (sh->lazy)
-    run_lazy(comm, rank, sh->nranks, send, recv, bytes, s);
+    run_lazy(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
   else
     run_default(comm, rank, sh->nranks, sh->memalloc, send, recv, bytes, s);
   FH_EXPECT(ncclCommDestroy(comm) == ncclSuccess, "rank %d: destroy", rank);
@@ -288,10 +290,9 @@ static int rank_main(void *arg, int rank) {
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 0;
   int kind_ok = argc >= 3 && (!strcmp(argv[2], "cudamalloc") || !strcmp(argv[2], "memalloc"));
-  int mode_ok = argc < 4 || !strcmp(argv[3], "deterministic") || (!strcmp(argv[3], "lazy") &&
-                                                                    !strcmp(argv[2], "cudamalloc"));
+  int mode_ok = argc < 4 || !strcmp(argv[3], "deterministic") || !strcmp(argv[3], "lazy");
   if (argc < 3 || argc > 4 || n < 2 || n > MAX_RANKS || !kind_ok || !mode_ok) {
-    fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic] | cudamalloc lazy\n",
+    fprintf(stderr, "usage: gpu_windows NRANKS(2-%d) cudamalloc|memalloc [deterministic|lazy]\n",
             MAX_RANKS);
     return 2;
   }

@@ -6,11 +6,17 @@
  * one and closes its mappings; a rank that cannot take part (or a failed mapping anywhere) leaves the call to the
  * FIFO algorithms on every rank; at most 32 rows, the least recently used replaced (after the communicator's
  * kernels), none a rank's open group still needs; rows never take a slot an explicit window holds; at the end every
- * mapping opened is closed once. */
+ * mapping opened is closed once. cuMem allocations (the FD kind): a new one goes from its owner to every other rank
+ * as a descriptor (one for an in-place call), none once a row names it; a peer's stand-in or this rank's failed
+ * export (sent as a stand-in, ok 0) leaves every rank on the FIFO algorithms; no descriptor is left open; without
+ * every rank's descriptor socket cuMem buffers never meet as mappable. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectives/device/dev_exec.h"
 #include "core/comm.h"
@@ -18,6 +24,7 @@
 #include "core/comm_lazy_map.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
+#include "util/fd_pass.h"
 #include "unit_check.h"
 
 #define NRANKS 3
@@ -26,14 +33,25 @@
  * part, whose mapping fails. */
 static struct {
   uint64_t base[NRANKS][2], id[NRANKS][2];
+  int kind[NRANKS][2]; /* 0: legacy (cudaMalloc), else DCCL_PEER_MEM_FD (cuMem) */
   int ok[NRANKS], map_ok[NRANKS], capturing, depth;
   int allgathers, waits, table_writes, opens, closes, fail_import_id;
+  /* Descriptors: peers whose socket is missing at creation, this rank's exports (and whether they fail), letters
+   * sent (the last exchange's notes), descriptors the peers send (stand-ins where peer_fd_ok is 0), imports given
+   * one. */
+  int no_socket, exports, export_fails, exchanges, letters, expected, fd_imports, peer_fd_ok;
+  struct dccl_fd_note sent[16];
 } w;
 
 ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, size_t size) {
   (void)boot;
   w.allgathers++;
   unsigned char *all = buf;
+  if (size == DCCL_FD_NAME_BYTES) { /* creation: every rank's descriptor socket */
+    for (int r = 1; r < NRANKS; r++)
+      if (!w.no_socket) snprintf((char *)all + (size_t)r * size + 1, size - 1, "peer-%d", r);
+    return ncclSuccess;
+  }
   if (size == sizeof(int32_t)) { /* the second meeting: whether each rank mapped */
     for (int r = 1; r < NRANKS; r++) ((int32_t *)buf)[r] = w.map_ok[r];
     return ncclSuccess;
@@ -47,6 +65,7 @@ ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, si
     *(uint32_t *)(say + 4) = 0;
     struct dccl_peer_mem_export *e = (struct dccl_peer_mem_export *)(say + 8);
     for (int role = 0; role < 2; role++) {
+      e[role].kind = w.kind[r][role] ? w.kind[r][role] : DCCL_PEER_MEM_LEGACY;
       e[role].base = w.base[r][role];
       e[role].id = w.id[r][role];
     }
@@ -71,13 +90,13 @@ struct dccl_slot_header dccl_op_call_header(const struct dccl_op *o) {
   return (struct dccl_slot_header){0};
 }
 
-int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
   (void)bytes;
   memset(e, 0, sizeof(*e));
   uint64_t p = (uint64_t)(uintptr_t)ptr;
   for (int b = 0; b < 2; b++)
     if (p == w.base[0][b]) {
-      e->kind = DCCL_PEER_MEM_LEGACY;
+      e->kind = w.kind[0][b] ? w.kind[0][b] : DCCL_PEER_MEM_LEGACY;
       e->base = p;
       e->bytes = 1 << 20;
       e->id = w.id[0][b];
@@ -85,14 +104,55 @@ int dccl_peer_mem_legacy(const void *ptr, size_t bytes, struct dccl_peer_mem_exp
     }
   return 0;
 }
+ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
+  w.exports++;
+  if (w.export_fails) {
+    *fd = -1;
+    return ncclInvalidUsage;
+  }
+  dccl_peer_mem_describe(ptr, bytes, e);
+  *fd = open("/dev/null", O_RDONLY);
+  return ncclSuccess;
+}
 ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
                                   struct dccl_peer_mem_map *m) {
-  (void)fd, (void)ordinal;
+  (void)ordinal;
+  if (e->kind == DCCL_PEER_MEM_FD) { /* like the driver's: the descriptor is the import's, mapped or not */
+    if (fd < 0) return ncclInternalError;
+    close(fd);
+    w.fd_imports++;
+  }
   if ((int)e->id == w.fail_import_id) return ncclUnhandledCudaError;
   w.opens++;
   m->kind = e->kind;
   m->base = e->base + (1ull << 40);
   m->bytes = e->bytes;
+  return ncclSuccess;
+}
+ncclResult_t dccl_fd_socket_open(uint64_t tag, int *sock, char name[DCCL_FD_NAME_BYTES]) {
+  (void)tag;
+  memset(name, 0, DCCL_FD_NAME_BYTES);
+  strcpy(name + 1, "rank-0");
+  *sock = 1000;
+  return ncclSuccess;
+}
+void dccl_fd_socket_close(int sock) { (void)sock; }
+/* The peers' side: each sends the descriptors every rank expects from them (counted by the module: checked against
+ * what the peers' allocations say). */
+ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what) {
+  (void)sock, (void)timeout_ms, (void)what;
+  w.exchanges++;
+  w.letters = nout;
+  for (int i = 0; i < nout && i < 16; i++) w.sent[i] = out[i].note;
+  w.expected = expected;
+  int k = 0;
+  for (int r = 1; r < NRANKS; r++)
+    for (int b = 0; b < 2; b++)
+      if (w.kind[r][b] && !(b == 1 && w.id[r][1] == w.id[r][0]) && k < expected) {
+        fds[k] = open("/dev/null", O_RDONLY);
+        notes[k++] = (struct dccl_fd_note){r, w.peer_fd_ok, w.id[r][b]};
+      }
   return ncclSuccess;
 }
 void dccl_peer_mem_close(struct dccl_peer_mem_map *m) {
@@ -137,9 +197,9 @@ static void buffers(int k, int id_shift) {
     }
 }
 
-/* One all-reduce on set k: 1 with its windows set (the direct path), 0 (the FIFO algorithms). */
-static int call(int k, int id_shift) {
-  buffers(k, id_shift);
+/* One all-reduce on the buffers set now, on communicator c: 1 with its windows set (the direct path), 0 (the FIFO
+ * algorithms). */
+static int call_on(struct dccl_comm *c, int k) {
   memset(&op, 0, sizeof(op));
   op.kind = DCCL_OP_ALLREDUCE;
   op.on_device = 1;
@@ -148,9 +208,80 @@ static int call(int k, int id_shift) {
   op.sendbuff = (const void *)(uintptr_t)w.base[0][0];
   op.recvbuff = (void *)(uintptr_t)w.base[0][1];
   op.send_win = op.recv_win = -1;
-  check(dccl_lazy_map_applies(&comm, &op), "set %d: the call meets the other ranks", k);
-  check(dccl_lazy_map_call(&comm, &op) == ncclSuccess, "set %d: the meeting succeeds", k);
+  check(dccl_lazy_map_applies(c, &op), "set %d: the call meets the other ranks", k);
+  check(dccl_lazy_map_call(c, &op) == ncclSuccess, "set %d: the meeting succeeds", k);
   return op.send_win >= 0 && op.recv_win >= 0;
+}
+
+/* The same on set k. */
+static int call(int k, int id_shift) {
+  buffers(k, id_shift);
+  return call_on(&comm, k);
+}
+
+/* Set k in place: each rank's send and recv buffer is one allocation. */
+static int call_in_place(int k) {
+  buffers(k, 0);
+  for (int r = 0; r < NRANKS; r++) {
+    w.base[r][1] = w.base[r][0];
+    w.id[r][1] = w.id[r][0];
+  }
+  return call_on(&comm, k);
+}
+
+/* How many descriptors this process holds open. */
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  while (d && readdir(d)) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+/* cuMem allocations on every rank: descriptors travel once per new allocation, and every one is closed. */
+static void cumem_cases(void) {
+  int fd_mark = open_fds();
+  for (int r = 0; r < NRANKS; r++) w.kind[r][0] = w.kind[r][1] = DCCL_PEER_MEM_FD;
+  w.peer_fd_ok = 1;
+  int exchanges = w.exchanges, fd_imports = w.fd_imports;
+  check(call(200, 0) && w.exchanges == exchanges + 1 && w.letters == 4 && w.expected == 4 &&
+        w.fd_imports - fd_imports == 4,
+        "cuMem, first use: direct; %d exchange(s), %d letters sent (2 roles x 2 peers), %d expected, %d mapped by "
+        "descriptor", w.exchanges - exchanges, w.letters, w.expected, w.fd_imports - fd_imports);
+  check(w.sent[0].rank == 0 && w.sent[0].ok == 1 && w.sent[0].tag == w.id[0][0] && w.sent[2].tag == w.id[0][1],
+        "cuMem: the letters name this rank and its allocations' buffer ids");
+  check(call(200, 0) && w.exchanges == exchanges + 1, "cuMem again: direct, no descriptor sent");
+  exchanges = w.exchanges;
+  check(call_in_place(201) && w.exchanges == exchanges + 1 && w.letters == 2 && w.expected == 2,
+        "cuMem in place: one allocation each, %d letters, %d expected", w.letters, w.expected);
+  w.peer_fd_ok = 0;
+  check(!call(202, 0), "a peer's stand-in descriptor: FIFO algorithms");
+  w.peer_fd_ok = 1;
+  w.export_fails = 1;
+  w.map_ok[1] = w.map_ok[2] = 0; /* what the peers say after receiving stand-ins */
+  check(!call(203, 0) && w.letters == 4 && !w.sent[0].ok && !w.sent[1].ok,
+        "this rank's export fails: stand-ins sent (ok 0), FIFO algorithms");
+  w.export_fails = 0;
+  w.map_ok[1] = w.map_ok[2] = 1;
+  check(call(203, 0), "the export works again: direct");
+  w.kind[1][0] = 0; /* a mix: rank 1's send buffer is cudaMalloc memory */
+  check(call(204, 0) && w.expected == 3, "cudaMalloc and cuMem mixed: direct, %d descriptors expected", w.expected);
+  check(open_fds() == fd_mark, "cuMem: no descriptor left open (%d more)", open_fds() - fd_mark);
+
+  /* A communicator where a rank has no descriptor socket: cuMem buffers take the FIFO algorithms, unexchanged. */
+  static struct dccl_comm other;
+  other = comm;
+  other.lazy = NULL;
+  w.no_socket = 1;
+  check(dccl_lazy_map_init(&other) == ncclSuccess && other.lazy, "creation without every rank's socket");
+  w.no_socket = 0;
+  exchanges = w.exchanges;
+  buffers(205, 0);
+  check(!call_on(&other, 205) && w.exchanges == exchanges, "no sockets: cuMem buffers take the FIFO algorithms");
+  for (int r = 0; r < NRANKS; r++) w.kind[r][0] = w.kind[r][1] = 0;
+  buffers(206, 0);
+  check(call_on(&other, 206), "no sockets: cudaMalloc buffers still direct");
+  dccl_lazy_map_free(&other);
 }
 
 int main(void) {
@@ -165,6 +296,8 @@ int main(void) {
   for (int r = 0; r < NRANKS; r++) w.ok[r] = w.map_ok[r] = 1;
   w.fail_import_id = -1;
   check(dccl_lazy_map_init(&comm) == ncclSuccess && comm.lazy, "creation: one rank per process, windows: calls meet");
+  check(w.allgathers == 1, "creation: the descriptor sockets' names gathered once (%d)", w.allgathers);
+  w.allgathers = 0;
 
   /* First use: both rows made (two table writes), a second meeting, 2 peers x 2 roles mapped. */
   int direct = call(0, 0);
@@ -214,6 +347,7 @@ int main(void) {
   check(!call(116, 0), "the group's 17th call finds no free row: FIFO algorithms");
   w.depth = 0;
   check(call(133, 0), "outside the group again: rows are replaced");
+  cumem_cases();
   dccl_lazy_map_free(&comm);
   check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
   printf("lazy_map_rows: %d passed, %d failed\n", checks_passed, checks_failed);

@@ -1,15 +1,18 @@
-/* The quiet legacy check the first-use meeting asks at every call (dccl_peer_mem_legacy, src/util/cuda_peer_mem.c),
+/* The quiet check the first-use meeting asks at every call (dccl_peer_mem_describe, src/util/cuda_peer_mem.c),
  * without a GPU: the module is built against a fake driver holding a few allocations (base, size, buffer id, cuMem
  * or not), which counts the calls made. Checked: a first look at a cudaMalloc buffer describes its allocation with
- * its IPC handle, asking each question once; a second look at it (or at another buffer inside it) asks the driver one question and gives the
- * same answer; an allocation freed and made again at the same address (a new buffer id) is described afresh, never
- * from the old entry; a range past its allocation, cuMem memory and unknown addresses are refused every time (no
- * negative answer is kept); more allocations than the cache holds still give right answers; a forked child does
- * not use its parent's entries. */
+ * its IPC handle, asking each question once; a second look at it (or at another buffer inside it) asks the driver
+ * one question and gives the same answer; an allocation freed and made again at the same address (a new buffer id)
+ * is described afresh, never from the old entry; a single cuMem allocation that exports as a file descriptor is
+ * described as the FD kind (the trial descriptor closed) and kept like the others; a cuMem allocation that cannot
+ * export, a range of several cuMem allocations (expandable segments), a range past its allocation and unknown
+ * addresses are refused every time (no negative answer is kept); more allocations than the cache holds still give
+ * right answers; a forked child does not use its parent's entries. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +24,10 @@ struct alloc {
   CUdeviceptr base;
   size_t size;
   unsigned long long id;
-  int cumem;
+  int cumem;      /* 1: exports as a file descriptor; 2: cuMem without a POSIX handle type */
+  size_t range;   /* the reserved range the driver reports, where it holds more than this allocation */
 };
-static struct alloc allocs[16];
+static struct alloc allocs[32];
 static int nallocs, calls;
 
 ncclResult_t dccl_cuda_api_load(void) { return ncclSuccess; }
@@ -54,7 +58,7 @@ static CUresult fake_range(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
   const struct alloc *a = find(p);
   if (!a) return CUDA_ERROR_INVALID_VALUE;
   *base = a->base;
-  *size = a->size;
+  *size = a->range ? a->range : a->size;
   return CUDA_SUCCESS;
 }
 static CUresult fake_retain(CUmemGenericAllocationHandle *h, void *p) {
@@ -68,6 +72,20 @@ static CUresult fake_release(CUmemGenericAllocationHandle h) {
   (void)h;
   return CUDA_SUCCESS;
 }
+static int trial_fds_open;
+static CUresult fake_export(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                            unsigned long long flags) {
+  (void)flags;
+  calls++;
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].cumem && allocs[i].id == (unsigned long long)h) {
+      if (allocs[i].cumem != 1 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+      *(int *)out = open("/dev/null", O_RDONLY);
+      trial_fds_open++;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_VALUE;
+}
 static CUresult fake_ipc_handle(CUipcMemHandle *h, CUdeviceptr p) {
   calls++;
   const struct alloc *a = find(p);
@@ -79,12 +97,13 @@ static CUresult fake_ipc_handle(CUipcMemHandle *h, CUdeviceptr p) {
 
 struct dccl_cuda_api dccl_cu = {.pointer_get_attribute = fake_attribute, .mem_get_address_range = fake_range,
                                 .mem_retain_allocation_handle = fake_retain, .mem_release = fake_release,
-                                .ipc_get_mem_handle = fake_ipc_handle};
+                                .ipc_get_mem_handle = fake_ipc_handle,
+                                .mem_export_to_shareable_handle = fake_export};
 
 /* Asks about [p, p + bytes): whether it is shareable, the driver calls it took, and the description. */
 static int ask(CUdeviceptr p, size_t bytes, int *took, struct dccl_peer_mem_export *e) {
   calls = 0;
-  int ok = dccl_peer_mem_legacy((const void *)(uintptr_t)p, bytes, e);
+  int ok = dccl_peer_mem_describe((const void *)(uintptr_t)p, bytes, e);
   *took = calls;
   return ok;
 }
@@ -97,8 +116,8 @@ static int describes(const struct dccl_peer_mem_export *e, const struct alloc *a
 }
 
 int main(void) {
-  allocs[nallocs++] = (struct alloc){0x7f0000000000ull, 64 << 20, 101, 0};
-  allocs[nallocs++] = (struct alloc){0x7f0010000000ull, 2 << 20, 102, 1}; /* cuMem */
+  allocs[nallocs++] = (struct alloc){0x7f0000000000ull, 64 << 20, 101, 0, 0};
+  allocs[nallocs++] = (struct alloc){0x7f0010000000ull, 2 << 20, 102, 1, 0}; /* cuMem, exportable */
   struct dccl_peer_mem_export e;
   int took = 0, first = 0;
 
@@ -112,8 +131,24 @@ int main(void) {
         "another buffer of the allocation: one driver call (took %d)", took);
   check(!ask(allocs[0].base + (32 << 20), (32 << 20) + 1, &took, &e) && e.kind == 0,
         "a range past its allocation is refused");
-  check(!ask(allocs[1].base, 4096, &took, &e) && !ask(allocs[1].base, 4096, &first, &e) && took == first && took > 1,
-        "cuMem memory is refused, asked in full every time (%d and %d calls)", took, first);
+  int fd_mark = open("/dev/null", O_RDONLY);
+  close(fd_mark);
+  check(ask(allocs[1].base + 64, 4096, &first, &e) && e.kind == DCCL_PEER_MEM_FD && e.base == allocs[1].base &&
+        e.bytes == allocs[1].size && e.id == allocs[1].id,
+        "a cuMem allocation that exports as a descriptor is the FD kind (kind %d)", (int)e.kind);
+  int fd_now = open("/dev/null", O_RDONLY);
+  close(fd_now);
+  check(trial_fds_open == 1 && fd_now == fd_mark, "the trial export's descriptor is closed");
+  check(ask(allocs[1].base, 64, &took, &e) && e.kind == DCCL_PEER_MEM_FD && took == 1,
+        "the cuMem allocation again: one driver call (took %d)", took);
+  allocs[nallocs++] = (struct alloc){0x7f0020000000ull, 2 << 20, 103, 2, 0}; /* cuMem, no POSIX handle type */
+  check(!ask(allocs[2].base, 4096, &took, &e) && !ask(allocs[2].base, 4096, &first, &e) && took == first && took > 1,
+        "cuMem memory that cannot export is refused, asked in full every time (%d and %d calls)", took, first);
+  /* An expandable segment: one reserved range, two allocations. */
+  allocs[nallocs++] = (struct alloc){0x7f0030000000ull, 2 << 20, 104, 1, 4 << 20};
+  allocs[nallocs++] = (struct alloc){0x7f0030200000ull, 2 << 20, 105, 1, 0};
+  check(!ask(allocs[3].base, 4096, &took, &e) && !ask(allocs[3].base, 4096, &first, &e) && e.kind == 0,
+        "a range of several cuMem allocations is refused, every time");
   check(!ask(0x1000, 8, &took, &e), "an unknown address is refused");
 
   allocs[0].id = 201; /* freed and allocated again at the same address */
@@ -121,18 +156,21 @@ int main(void) {
         "an allocation made again at a freed one's address is described afresh (id %llu, %d calls)",
         (unsigned long long)e.id, took);
 
+  int first_new = nallocs;
   for (int i = 0; i < 12; i++) /* more allocations than the cache holds, each asked twice */
-    allocs[nallocs++] = (struct alloc){0x7f0100000000ull + ((CUdeviceptr)i << 30), 8 << 20, 300 + (unsigned)i, 0};
+    allocs[nallocs++] =
+        (struct alloc){0x7f0100000000ull + ((CUdeviceptr)i << 30), 8 << 20, 300 + (unsigned)i, 0, 0};
   int right = 0;
   for (int round = 0; round < 2; round++)
-    for (int i = 2; i < nallocs; i++) right += ask(allocs[i].base + 64, 64, &took, &e) && describes(&e, &allocs[i]);
-  check(right == 2 * (nallocs - 2), "12 allocations asked twice: %d of %d right", right, 2 * (nallocs - 2));
+    for (int i = first_new; i < nallocs; i++)
+      right += ask(allocs[i].base + 64, 64, &took, &e) && describes(&e, &allocs[i]);
+  check(right == 2 * 12, "12 allocations asked twice: %d of %d right", right, 2 * 12);
 
-  ask(allocs[2].base, 64, &took, &e); /* in the cache now */
+  ask(allocs[first_new].base, 64, &took, &e); /* in the cache now */
   pid_t child = fork();
   if (child == 0) {
     int again = 0;
-    int ok = ask(allocs[2].base, 64, &again, &e) && describes(&e, &allocs[2]) && again > 1;
+    int ok = ask(allocs[first_new].base, 64, &again, &e) && describes(&e, &allocs[first_new]) && again > 1;
     _exit(ok ? 0 : 1);
   }
   int status = 0;
