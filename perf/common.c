@@ -48,6 +48,7 @@ static void on_timeout(int sig) {
   static const char msg[] = "perf: the -T timeout expired; aborting\n";
   ssize_t written = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)written;
+  perf_json_abort();
   _exit(124);
 }
 

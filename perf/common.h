@@ -210,5 +210,7 @@ int perf_json_open(const char *path, const struct perf_options *opts, const stru
                    int on_device);
 void perf_json_row(const struct perf_row *row);
 void perf_json_close(void);
+/* Ends the JSON file so that it still parses, marked "aborted" (async-signal-safe: the -T timeout's handler). */
+void perf_json_abort(void);
 
 #endif

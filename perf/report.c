@@ -122,6 +122,7 @@ void perf_print_row(const struct perf_row *row) {
 
 /* ---- JSON ---- */
 static FILE *json_file;
+static int json_fd = -1; /* json_file's descriptor, for perf_json_abort */
 static int json_rows;
 
 extern char **environ;
@@ -190,6 +191,7 @@ int perf_json_open(const char *path, const struct perf_options *o, const struct 
                    int on_device) {
   json_file = fopen(path, "w");
   if (!json_file) return -1;
+  json_fd = fileno(json_file);
   char date[32], host[64] = "";
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -251,9 +253,16 @@ void perf_json_row(const struct perf_row *row) {
   fflush(json_file);
 }
 
+void perf_json_abort(void) {
+  /* From a signal handler: only write(2). Rows are flushed whole, so the file ends at a row's end. */
+  static const char tail[] = "\n  ],\n  \"aborted\": \"the -T timeout expired before the last size\"\n}\n";
+  if (json_fd >= 0 && write(json_fd, tail, sizeof tail - 1) < 0) json_fd = -1;
+}
+
 void perf_json_close(void) {
   if (!json_file) return;
   fputs("\n  ]\n}\n", json_file);
   fclose(json_file);
   json_file = NULL;
+  json_fd = -1;
 }
