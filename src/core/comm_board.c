@@ -36,14 +36,15 @@ ncclResult_t dccl_comm_board_open(struct dccl_comm *comm, size_t max_bytes, stru
     me->ok = all[0].ok && dccl_shm_board_open(all[0].name, 0, comm->rank, comm->nranks, max_bytes, &b) == ncclSuccess;
   if (res == ncclSuccess) res = dccl_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   if (comm->rank == 0 && all[0].ok) dccl_shm_segment_unlink(all[0].name); /* every rank that could has it mapped */
-  int ok = res == ncclSuccess;
-  for (int r = 0; ok && r < comm->nranks; r++) ok = all[r].ok;
+  int missing = -1;
+  for (int r = 0; res == ncclSuccess && missing < 0 && r < comm->nranks; r++)
+    if (!all[r].ok) missing = r;
   free(all);
-  if (!ok) {
+  if (res != ncclSuccess || missing >= 0) {
     dccl_shm_board_close(b);
     if (res == ncclSuccess)
-      DCCL_INFO(DCCL_INIT, "rank %d: no shared-memory board (a rank could not map it): meetings take the bootstrap",
-                comm->rank);
+      DCCL_INFO(DCCL_INIT, "rank %d: no shared-memory board (rank %d could not %s it): meetings take the bootstrap",
+                comm->rank, missing, missing == 0 ? "make" : "map");
     return res;
   }
   *out = b;
