@@ -206,6 +206,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
       dccl_gpu_test(torch_ddp_${n}ranks_mps COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                     $<TARGET_FILE:nccl_dropin> ${n})
     endforeach()
+    # Tensors from PyTorch's NCCL memory pool (ncclMemAlloc segments) mapped on first use by the ranks' meeting.
+    dccl_gpu_test(torch_mempool_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
+                  $<TARGET_FILE:nccl_dropin> 2 --mempool ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # PyTorch's nonblocking mode polls ncclCommGetAsyncError while the creation builds the device side.
     dccl_gpu_test(torch_ddp_2ranks_mps_nonblocking COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_COMM_NONBLOCKING=1)

@@ -13,6 +13,9 @@ Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 pr
   parameters must end bitwise equal;
 - --subgroup (3 ranks): a new_group over ranks 0 and 2 runs all_reduce and broadcast among them (with
   --device-id, init_process_group gets the device and PyTorch makes the subgroup with ncclCommSplit).
+- --mempool: all_reduce, all_gather_into_tensor and reduce_scatter_tensor of 4 MiB per rank on tensors from the
+  backend's NCCL memory pool (torch.cuda.MemPool(backend.mem_allocator): ncclMemAlloc segments, cuMem), in place
+  and out, checked exactly (the ctest that runs it also wants DCCL's log line of a first-use mapping).
 --backend gloo runs only the training of --losses (the reference for the nccl run's).
 Exits 0 when every check passed, 1 otherwise.
 """
@@ -146,6 +149,29 @@ def subgroup(dev, rank, check):
     check(torch.equal(t, torch.full_like(t, 3.0)), "all_reduce over the world after the subgroup's calls")
 
 
+def mempool(dev, rank, world, check):
+    backend = dist.distributed_c10d._get_default_group()._get_backend(dev)
+    pool = torch.cuda.MemPool(backend.mem_allocator)
+    n = 1 << 20
+    idx = torch.arange(n, device=dev)
+    every = [((idx * 5 + r * 7) % 13).float() for r in range(world)]
+    with torch.cuda.use_mem_pool(pool):
+        t = torch.empty(n, device=dev)
+        gathered = torch.empty(world * n, device=dev)
+        stacked = torch.cat([every[rank] + k for k in range(world)])
+        part = torch.empty(n, device=dev)
+    for round in range(3):  # the first call maps the pool's segments; the later ones find them mapped
+        t.copy_(every[rank])
+        dist.all_reduce(t)
+        check(torch.equal(t, sum(every)), f"mem pool: all_reduce of {n} floats, call {round + 1}")
+    dist.all_gather_into_tensor(gathered, t.copy_(every[rank]))
+    check(torch.equal(gathered, torch.cat(every)), "mem pool: all_gather_into_tensor")
+    dist.reduce_scatter_tensor(part, stacked)
+    check(torch.equal(part, sum(every) + world * rank), "mem pool: reduce_scatter_tensor")
+    torch.cuda.synchronize()
+    del t, gathered, stacked, part
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
@@ -153,6 +179,7 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--subgroup", action="store_true")
     p.add_argument("--device-id", action="store_true", help="pass device_id to init_process_group")
+    p.add_argument("--mempool", action="store_true", help="collectives on tensors from the NCCL memory pool")
     args = p.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(0)
@@ -176,6 +203,8 @@ def main():
             check(got == want, f"{symbol} resolves to DCCL's libnccl.so.2 ({got})")
     if args.subgroup:
         subgroup(dev, rank, check)
+    elif args.mempool:
+        mempool(dev, rank, world, check)
     elif args.backend == "nccl":
         collectives(dev, rank, world, check)
         ddp_against_reference(dev, rank, world, check)
