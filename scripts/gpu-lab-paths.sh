@@ -28,9 +28,12 @@
 #           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn, and
 #           against fewer CTAs (DCCL_MAX_CTAS), alternated: PATHS_PIECES lists the configurations as PIECE_BYTES or
 #           PIECE_BYTES/MAX_CTAS (default "0 262144 2097152 0/8").
-#   alloc:  why 4 ranks in processes reach half the floor out of place where one process reaches 80%: the same
-#           all-reduce (4 ranks under MPS, 256 MiB-1 GiB, buffers in windows, -R 2) on cudaMalloc buffers (legacy IPC
-#           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc), alternated.
+#   alloc:  why 4 ranks in processes reach half the floor out of place where one process reaches 90%: the same
+#           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
+#           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc), alternated,
+#           for buffers in windows (-R 2) and unregistered ones mapped on first use (PATHS_ALLOC_REG: "windows
+#           lazy"); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of the floor, its 1 GiB
+#           run cut at 100 s without a report; ncclMemAlloc 85-91%).
 #   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
 #           DCCL_TRANSPORT=shm, all-reduce float32 256 MiB over slot sizes, slots and CTAs: PATHS_STAGED_KNOBS lists
 #           CHUNK_BYTES/NSLOTS/MAX_CTAS (MAX_CTAS empty: the default), default "262144/4/ 1048576/4/ 4194304/4/
@@ -171,14 +174,19 @@ done
 done
 
 [[ " $parts " == *" alloc "* ]] && for round in $(seq "$rounds"); do
-  for alloc in cudamalloc memalloc; do
-    name=alloc.np4.$alloc.r$round
-    fits 60 "$name" || continue
-    DCCL_ALGO= DCCL_TRANSPORT= timeout 120 "${mpi[@]}" -np 4 "$build/perf/all_reduce_perf" -b 256M -e 1G -f 2 -c 1 \
-      -n 20 -w 3 -R 2 $([ $alloc = memalloc ] && echo --memalloc) -T 100 -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
-      { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
-    awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
-      n, $1, $6, $8, $10}' "$out/$name.log"
+  for reg in ${PATHS_ALLOC_REG:-windows lazy}; do
+    for alloc in cudamalloc memalloc; do
+      name=alloc.np4.$reg.$alloc.r$round
+      fits 90 "$name" || continue
+      # A stall report after 5 s tells a waiting kernel from a crawling one.
+      DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS -np 4 \
+        "$build/perf/all_reduce_perf" -b "${PATHS_ALLOC_BEGIN:-256M}" -e 1G -f 2 -c 1 -n 20 -w 3 \
+        -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = memalloc ] && echo --memalloc) -T 150 \
+        -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      grep -m 3 "stall report\|waits for" "$out/$name.log"
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
+        n, $1, $6, $8, $10}' "$out/$name.log"
+    done
   done
 done
 
