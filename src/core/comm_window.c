@@ -68,7 +68,8 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, int sock, const struct win_
     if (my_fd >= 0) out[nout++] = (struct dccl_fd_letter){all[r].fd_socket, my_fd, {me, 1, (uint64_t)all[me].index}};
   }
   if (res == ncclSuccess)
-    res = dccl_fd_exchange(sock, out, nout, expected, got, notes, timeout_s * 1000, "ncclCommWindowRegister");
+    res = dccl_fd_exchange(sock, out, nout, expected, got, notes, timeout_s * 1000, &comm->abort_flag,
+                           "ncclCommWindowRegister");
   for (int k = 0; res == ncclSuccess && k < expected; k++) {
     int from = notes[k].rank;
     if (from < 0 || from >= n || notes[k].tag != (uint64_t)all[me].index || fds[from] >= 0) {

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -99,8 +100,9 @@ ncclResult_t dccl_fd_recv(int sock, int *fd, void *data, size_t bytes, int timeo
 }
 
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
-                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what) {
-  int got = 0;
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const _Atomic int *stop,
+                              const char *what) {
+  int got = 0, stopped = 0;
   int64_t waited_ms = 0;
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < nout && res == ncclSuccess; i++)
@@ -118,14 +120,18 @@ ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int no
       } else {
         usleep(1000); /* all of ours came: the full queue drains as its owner takes what it waits for */
       }
-      if (++waited_ms >= timeout_ms) break;
+      if (++waited_ms >= timeout_ms || (stopped = stop && atomic_load(stop))) break;
     }
   while (res == ncclSuccess && got < expected) {
     res = dccl_fd_recv(sock, &fds[got], &notes[got], sizeof(notes[got]), 100);
     if (res == ncclSuccess) got++;
-    else if (res == ncclInProgress && (waited_ms += 100) < timeout_ms) res = ncclSuccess;
+    else if (res == ncclInProgress && (waited_ms += 100) < timeout_ms && !(stopped = stop && atomic_load(stop)))
+      res = ncclSuccess;
   }
-  if (res == ncclInProgress)
+  if (res == ncclInProgress && stopped)
+    res = dccl_error(ncclRemoteError, "%s: stopped (the communicator failed) with %d of %d file descriptors",
+                     what, got, expected);
+  else if (res == ncclInProgress)
     res = dccl_error(ncclRemoteError, "%s: %d of %d file descriptors arrived from the other processes in %lld ms",
                      what, got, expected, (long long)timeout_ms);
   if (res != ncclSuccess)

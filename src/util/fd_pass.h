@@ -36,8 +36,10 @@ struct dccl_fd_letter {
 /* Sends every letter and receives `expected` descriptors into fds[] and notes[] in arrival order (the caller closes
  * them). Sends never block: while a receiver's queue is full this rank drains its own, so ranks that send to each
  * other at once cannot wedge. Errors: a socket's; ncclRemoteError, naming `what`, when fewer than `expected` came
- * within timeout_ms (those that came are closed on any error). */
+ * within timeout_ms or `stop` (NULL: none; a communicator's abort flag) became nonzero while waiting (those that
+ * came are closed on any error). */
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
-                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what);
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const _Atomic int *stop,
+                              const char *what);
 
 #endif

@@ -140,8 +140,9 @@ void dccl_fd_socket_close(int sock) { (void)sock; }
 /* The peers' side: each sends the descriptors every rank expects from them (counted by the module: checked against
  * what the peers' allocations say). */
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
-                              struct dccl_fd_note *notes, int64_t timeout_ms, const char *what) {
-  (void)sock, (void)timeout_ms, (void)what;
+                              struct dccl_fd_note *notes, int64_t timeout_ms, const _Atomic int *stop,
+                              const char *what) {
+  (void)sock, (void)timeout_ms, (void)stop, (void)what;
   w.exchanges++;
   w.letters = nout;
   for (int i = 0; i < nout && i < 16; i++) w.sent[i] = out[i].note;

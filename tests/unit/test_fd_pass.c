@@ -4,8 +4,10 @@
  * ncclInProgress within its timeout; sending to a socket nobody bound fails with a message. The exchange: 4
  * processes each send 300 descriptors to each of the others at once, more than a socket's queue holds, and each
  * receives all 900 with their notes (none wedges); an exchange still waiting for a descriptor after its timeout
- * fails, naming what it waited for. */
+ * fails, naming what it waited for, and one whose stop flag is raised ends within a few 100 ms waits. */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,6 +29,13 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Raises the flag at `arg` after 100 ms. */
+static void *stop_soon(void *arg) {
+  usleep(100000);
+  atomic_store((_Atomic int *)arg, 1);
+  return NULL;
+}
+
 #define PROCS 4
 #define EACH 300
 
@@ -39,7 +48,7 @@ static int exchange_as(int p, const int *socks, char names[PROCS][DCCL_FD_NAME_B
   for (int i = 0; i < EACH; i++)
     for (int q = 0; q < PROCS; q++)
       if (q != p) out[nout++] = (struct dccl_fd_letter){names[q], 0, {p, 1, (uint64_t)i}};
-  if (dccl_fd_exchange(socks[p], out, nout, nout, fds, notes, 20000, "the test's exchange") != ncclSuccess) {
+  if (dccl_fd_exchange(socks[p], out, nout, nout, fds, notes, 20000, NULL, "the test's exchange") != ncclSuccess) {
     printf("process %d: %s\n", p, dccl_last_error());
     return 1;
   }
@@ -91,10 +100,20 @@ int main(void) {
   int waiting = -1;
   struct dccl_fd_note waited;
   t0 = now();
-  check(dccl_fd_exchange(sock, NULL, 0, 1, &waiting, &waited, 200, "the lonely exchange") == ncclRemoteError &&
+  check(dccl_fd_exchange(sock, NULL, 0, 1, &waiting, &waited, 200, NULL, "the lonely exchange") == ncclRemoteError &&
             strstr(dccl_last_error(), "the lonely exchange") && strstr(dccl_last_error(), "0 of 1"),
         "an exchange nobody answers fails after its timeout: %s", dccl_last_error());
   check(now() - t0 < 5.0, "the unanswered exchange took %.3f s", now() - t0);
+  /* A communicator that fails meanwhile (its abort flag) ends the wait long before the timeout. */
+  static _Atomic int stop;
+  pthread_t stopper;
+  pthread_create(&stopper, NULL, stop_soon, &stop);
+  t0 = now();
+  check(dccl_fd_exchange(sock, NULL, 0, 1, &waiting, &waited, 60000, &stop, "the stopped exchange") ==
+                ncclRemoteError && strstr(dccl_last_error(), "stopped"),
+        "a set stop flag ends the exchange: %s", dccl_last_error());
+  check(now() - t0 < 5.0, "the stopped exchange took %.3f s of its 60", now() - t0);
+  pthread_join(stopper, NULL);
   dccl_fd_socket_close(sock);
 
   int socks[PROCS];
