@@ -78,8 +78,8 @@
                                 "per process on one GPU map every rank's buffers outside windows on first use " \
                                 "(the ranks meet at each such call, on a shared-memory board: the host call "   \
                                 "waits for every rank's), so the direct algorithms read them in place; "        \
-                                "cudaMalloc memory only, not while capturing. -1: never (buffers outside "      \
-                                "windows take the FIFO algorithms).")                                          \
+                                "cudaMalloc memory and single cuMem allocations (ncclMemAlloc), not while "     \
+                                "capturing. -1: never (buffers outside windows take the FIFO algorithms).")    \
   X(CE, INT, -1, "Device collectives (all but send/recv) of 2 to 8 ranks on one GPU, each in a process of its "  \
                  "own, by copy engines between IPC-mapped buffers, ordered by stream waits on flags, with short "  \
                  "kernels that only combine or copy: nothing spins, so without MPS no rank's kernel holds the GPU " \
