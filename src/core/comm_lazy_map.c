@@ -80,15 +80,33 @@ static int one_rank_per_process(const struct dccl_comm *comm) {
   return 1;
 }
 
-int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op) {
+/* The bytes an operation reads from its send buffer and writes to its receive buffer. */
+static size_t in_bytes(const struct dccl_comm *comm, const struct dccl_op *op) {
+  size_t bytes = op->count * op->esize;
+  return op->kind == DCCL_OP_REDUCESCATTER ? bytes * (size_t)comm->nranks : bytes;
+}
+static size_t out_bytes(const struct dccl_comm *comm, const struct dccl_op *op) {
+  size_t bytes = op->count * op->esize;
+  return op->kind == DCCL_OP_ALLGATHER ? bytes * (size_t)comm->nranks : bytes;
+}
+
+/* Both buffers (those the call uses) lie in ranges this rank registered with ncclCommRegister. */
+static int registered(struct dccl_comm *comm, const struct dccl_op *op) {
+  return (op->send_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->sendbuff, in_bytes(comm, op))) &&
+         (op->recv_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->recvbuff, out_bytes(comm, op)));
+}
+
+int dccl_lazy_map_applies(struct dccl_comm *comm, const struct dccl_op *op) {
   /* Every call passes here: the communicator's terms were settled at creation (comm->lazy exists), so host buffers
    * and other communicators leave at once. Every term is the same on every rank: the call, the communicator, the
-   * environment. */
+   * environment, and whether the buffers are registered (NCCL's rule: where one rank passes registered buffers,
+   * every rank does; the stall report names a rank that does not). */
   if (!op->on_device || !comm->lazy) return 0;
   const char *forced = dccl_param_str(DCCL_PARAM_ALGO);
   return !dccl_dev_ce_on(&comm->coll) && op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV &&
-         !dccl_op_in_windows(op) && op->count * op->esize >= comm->lazy->min_bytes &&
-         (!*forced || !strcasecmp(forced, "direct")) && (!op->redop.has_pre || op->redop.called == ncclAvg);
+         !dccl_op_in_windows(op) && (!*forced || !strcasecmp(forced, "direct")) &&
+         (!op->redop.has_pre || op->redop.called == ncclAvg) &&
+         (op->count * op->esize >= comm->lazy->min_bytes || registered(comm, op));
 }
 
 int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
@@ -320,9 +338,7 @@ static void drop_fds(struct lazy_fds *got) {
 static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all) {
   struct dccl_lazy_map *lm = comm->lazy;
   int n = comm->nranks, me = comm->rank;
-  size_t bytes = op->count * op->esize;
-  size_t in = op->kind == DCCL_OP_REDUCESCATTER ? bytes * (size_t)n : bytes;
-  size_t out = op->kind == DCCL_OP_ALLGATHER ? bytes * (size_t)n : bytes;
+  size_t in = in_bytes(comm, op), out = out_bytes(comm, op);
   struct lazy_say *mine = &all[me];
   mine->ok = !dccl_cuda_stream_capturing(op->stream) &&
              describe(lm, op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&

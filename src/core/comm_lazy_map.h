@@ -20,8 +20,9 @@
  * made (collective). Errors: the bootstrap's. */
 ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm);
 
-/* 1 when `op` (device buffers, not in windows) meets the other ranks at its call: the same answer on every rank. */
-int dccl_lazy_map_applies(const struct dccl_comm *comm, const struct dccl_op *op);
+/* 1 when `op` (device buffers, not in windows) meets the other ranks at its call: from DCCL_LAZY_MAP_BYTES, or at
+ * any size where its buffers are registered (ncclCommRegister). The same answer on every rank. */
+int dccl_lazy_map_applies(struct dccl_comm *comm, const struct dccl_op *op);
 
 /* The meeting: on success op->send_win / recv_win name rows every rank mapped (the direct algorithms may run), or
  * stay as they were (every rank takes the FIFO algorithms). Errors: the bootstrap's (a peer gone or late). */

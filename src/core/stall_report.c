@@ -145,7 +145,10 @@ static int judge(void *arg, const struct dccl_stall_status *all, int n, struct d
     for (int b = a + 1; b < n; b++) {
       const struct dccl_stall_status *x = &all[a], *y = &all[b];
       if (!is_collective(x) || !is_collective(y) || x->seq != y->seq) continue;
-      if (x->kind != y->kind || x->count != y->count || x->what != y->what || x->root != y->root) {
+      /* The same call, one rank waiting in the meeting, another's kernels running it unmet: they disagree on
+       * whether its buffers are registered (or in windows). */
+      int unmet = (x->on_device == 2 && y->on_device == 1) || (x->on_device == 1 && y->on_device == 2);
+      if (x->kind != y->kind || x->count != y->count || x->what != y->what || x->root != y->root || unmet) {
         pair[0] = *x;
         pair[1] = *y;
         pair[0].seen_by = pair[1].seen_by = -1;
@@ -180,6 +183,13 @@ static void verdict_text(const struct dccl_stall_status p[2], char *text, size_t
              "same collectives in the same order)",
              how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, p[1].rank,
              dccl_op_name((int)p[1].kind), (unsigned long long)p[1].seq);
+  else if (!strcmp(ca, cb) && p[0].on_device + p[1].on_device == 3)
+    snprintf(text, len,
+             "mismatched buffers (%s): in %s #%llu with %s rank %d waits in the ranks' meeting while rank %d's kernels "
+             "run without it: where one rank passes buffers registered with ncclCommRegister (or in windows), every "
+             "rank must",
+             how, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, ca,
+             p[0].on_device == 2 ? p[0].rank : p[1].rank, p[0].on_device == 2 ? p[1].rank : p[0].rank);
   else
     snprintf(text, len,
              "mismatched calls (%s): rank %d called %s #%llu with %s, rank %d with %s (every rank must pass the same "

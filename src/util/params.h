@@ -74,7 +74,8 @@
                                       "channels take in turn (channel c pieces c, c + channels, ...), so the CTAs " \
                                       "read and write near one another (fewer pages at once: the GPU's TLB; 4 "   \
                                       "ranks, 1 GiB: 18% faster than 0). 0: each channel one contiguous range.")  \
-  X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes between ranks that live one "   \
+  X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes (of any size where both "      \
+                                "buffers are registered with ncclCommRegister) between ranks that live one "   \
                                 "per process on one GPU map every rank's buffers outside windows on first use " \
                                 "(the ranks meet at each such call, on a shared-memory board: the host call "   \
                                 "waits for every rank's), so the direct algorithms read them in place; "        \

@@ -259,6 +259,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # different counts: the stall report sees both and fails them.
     dccl_gpu_test(meeting_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> meeting
                   ENV DCCL_STALL_REPORT_MS=1000)
+    # Registered buffers meet at any size: a small all-reduce on both ranks' registered buffers is summed; then one
+    # rank passes unregistered ones (against NCCL's rule) and the stall report names it on both.
+    dccl_gpu_test(registered_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> registered
+                  ENV DCCL_STALL_REPORT_MS=1000)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)

@@ -7,7 +7,12 @@
  * stall report (DCCL_STALL_REPORT_MS=1000) sees both. Checked: both calls end (the stream done, or the call
  * returned an error) within 10 s, and each rank's ncclCommGetAsyncError reports ncclInvalidUsage with "mismatched
  * calls" naming the other rank and both calls' differing part; ncclCommAbort returns.
- * Usage: gpu_mismatch count|root|meeting   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh [--off])
+ * `registered` (MPS, no copy engines): both ranks register their buffer (ncclCommRegister) and all-reduce 1000
+ * floats, which meets though small and must give the sum; then rank 1 deregisters and both call again: rank 0's
+ * host call waits in the meeting, rank 1's kernel for rank 0's, the same call on both, and the stall report must
+ * fail both with "mismatched buffers" naming the other rank (NCCL's rule: registered buffers on every rank or none).
+ * Usage: gpu_mismatch count|root|meeting|registered   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh
+ * [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -25,7 +30,9 @@
 struct shared {
   ncclUniqueId id;
   int roots;   /* the `root` case */
-  int meeting; /* the `meeting` case */
+  int meeting;    /* the `meeting` case */
+  int registered; /* the `registered` case */
+  volatile int first_ok[NRANKS];
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
   char text[NRANKS][512];
@@ -42,6 +49,19 @@ static int rank_main(void *arg, int rank) {
   if (cudaMalloc((void **)&buf, 100000 * sizeof(float)) != cudaSuccess ||
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
     return 3;
+  if (sh->registered) { /* first every rank registered: the sum of 1 and 2 */
+    void *reg;
+    float host[1000];
+    for (int i = 0; i < 1000; i++) host[i] = (float)(rank + 1);
+    int ok = ncclCommRegister(comm, buf, 100000 * sizeof(float), &reg) == ncclSuccess &&
+             cudaMemcpy(buf, host, sizeof(host), cudaMemcpyHostToDevice) == cudaSuccess &&
+             ncclAllReduce(buf, buf, 1000, ncclFloat32, ncclSum, comm, s) == ncclSuccess &&
+             cudaStreamSynchronize(s) == cudaSuccess &&
+             cudaMemcpy(host, buf, sizeof(host), cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (int i = 0; ok && i < 1000; i++) ok = host[i] == 3.0f;
+    sh->first_ok[rank] = ok;
+    if (rank == 1 && ncclCommDeregister(comm, reg) != ncclSuccess) sh->first_ok[rank] = 0;
+  }
   double t0 = fh_now();
   ncclResult_t call = sh->roots ? ncclBroadcast(buf, buf, count, ncclFloat32, rank, comm, s)
                                 : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
@@ -59,8 +79,9 @@ static int rank_main(void *arg, int rank) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting"))) {
-    fprintf(stderr, "usage: gpu_mismatch count|root|meeting\n");
+  if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting") &&
+                    strcmp(argv[1], "registered"))) {
+    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -71,8 +92,10 @@ int main(int argc, char **argv) {
   if (fh_unique_id(&sh->id) != ncclSuccess) return 1;
   sh->roots = !strcmp(argv[1], "root");
   sh->meeting = !strcmp(argv[1], "meeting");
+  sh->registered = !strcmp(argv[1], "registered");
   const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : "1000";
-  const char *theirs = sh->roots ? "root 1" : sh->meeting ? "1000 " : "1003";
+  const char *theirs = sh->roots ? "root 1" : sh->meeting ? "1000 " : sh->registered ? "1000" : "1003";
+  const char *what = sh->registered ? "mismatched buffers" : "mismatched calls";
   int status[NRANKS], killed[NRANKS];
   fh_run_ranks(rank_main, sh, NRANKS, 120, status, killed);
   for (int r = 0; r < NRANKS; r++) {
@@ -80,10 +103,11 @@ int main(int argc, char **argv) {
     FH_EXPECT(fh_status_ok(status[r]), "rank %d: %s", r, fh_status_str(status[r], sbuf, sizeof(sbuf)));
     FH_EXPECT(sh->took[r] >= 0 && sh->took[r] <= BOUND_S, "rank %d: its stream took %.2f s (bound %.0f s)", r,
               sh->took[r], BOUND_S);
-    FH_EXPECT(sh->async_error[r] == ncclInvalidUsage && strstr(sh->text[r], "mismatched calls") &&
+    FH_EXPECT(!sh->registered || sh->first_ok[r], "rank %d: the all-reduce on registered buffers (1000 floats)", r);
+    FH_EXPECT(sh->async_error[r] == ncclInvalidUsage && strstr(sh->text[r], what) &&
                   fh_text_names_rank(sh->text[r], 1 - r) && strstr(sh->text[r], ours) && strstr(sh->text[r], theirs),
-              "rank %d: ncclCommGetAsyncError %d, \"%s\": want ncclInvalidUsage naming the mismatched calls", r,
-              sh->async_error[r], sh->text[r]);
+              "rank %d: ncclCommGetAsyncError %d, \"%s\": want ncclInvalidUsage, \"%s\"", r, sh->async_error[r],
+              sh->text[r], what);
     printf("rank %d: stream done %.3f s after the call; async error %d: %s\n", r, sh->took[r], sh->async_error[r],
            sh->text[r]);
   }

@@ -9,7 +9,8 @@
  * mapping opened is closed once. cuMem allocations (the FD kind): a new one goes from its owner to every other rank
  * as a descriptor (one for an in-place call), none once a row names it; a peer's stand-in or this rank's failed
  * export (sent as a stand-in, ok 0) leaves every rank on the FIFO algorithms; no descriptor is left open; without
- * every rank's descriptor socket cuMem buffers never meet as mappable. */
+ * every rank's descriptor socket cuMem buffers never meet as mappable. Below DCCL_LAZY_MAP_BYTES a call meets only
+ * where every buffer it uses is registered (ncclCommRegister), and is then mapped like any. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -39,7 +40,7 @@ static struct {
   /* Descriptors: peers whose socket is missing at creation, this rank's exports (and whether they fail), letters
    * sent (the last exchange's notes), descriptors the peers send (stand-ins where peer_fd_ok is 0), imports given
    * one. */
-  int no_socket, exports, export_fails, exchanges, letters, expected, fd_imports, peer_fd_ok;
+  int no_socket, exports, export_fails, exchanges, letters, expected, fd_imports, peer_fd_ok, registered;
   struct dccl_fd_note sent[16];
 } w;
 
@@ -156,6 +157,12 @@ ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int no
       }
   return ncclSuccess;
 }
+/* ncclCommRegister's ranges: bit b of w.registered says this rank's buffer b (send 0, recv 1) lies in one. */
+int dccl_comm_is_registered(struct dccl_comm *c, const void *ptr, uint64_t bytes) {
+  (void)c, (void)bytes;
+  uint64_t p = (uint64_t)(uintptr_t)ptr;
+  return ((w.registered & 1) && p == w.base[0][0]) || ((w.registered & 2) && p == w.base[0][1]);
+}
 void dccl_peer_mem_close(struct dccl_peer_mem_map *m) {
   if (m->base) w.closes++;
   m->base = 0;
@@ -204,7 +211,7 @@ static int call_on(struct dccl_comm *c, int k) {
   memset(&op, 0, sizeof(op));
   op.kind = DCCL_OP_ALLREDUCE;
   op.on_device = 1;
-  op.count = 1024;
+  op.count = 1 << 18; /* 1 MiB: DCCL_LAZY_MAP_BYTES */
   op.esize = 4;
   op.sendbuff = (const void *)(uintptr_t)w.base[0][0];
   op.recvbuff = (void *)(uintptr_t)w.base[0][1];
@@ -285,8 +292,36 @@ static void cumem_cases(void) {
   dccl_lazy_map_free(&other);
 }
 
+/* Below DCCL_LAZY_MAP_BYTES a call meets only where both its buffers are registered (ncclCommRegister). */
+static void registered_cases(void) {
+  buffers(300, 0);
+  memset(&op, 0, sizeof(op));
+  op.kind = DCCL_OP_ALLREDUCE;
+  op.on_device = 1;
+  op.count = 2; /* 8 bytes */
+  op.esize = 4;
+  op.sendbuff = (const void *)(uintptr_t)w.base[0][0];
+  op.recvbuff = (void *)(uintptr_t)w.base[0][1];
+  op.send_win = op.recv_win = -1;
+  w.registered = 0;
+  check(!dccl_lazy_map_applies(&comm, &op), "8 bytes, unregistered: no meeting (below DCCL_LAZY_MAP_BYTES)");
+  w.registered = 1;
+  check(!dccl_lazy_map_applies(&comm, &op), "8 bytes, only the send buffer registered: no meeting");
+  w.registered = 3;
+  check(dccl_lazy_map_applies(&comm, &op), "8 bytes, both buffers registered: the ranks meet");
+  check(dccl_lazy_map_call(&comm, &op) == ncclSuccess && op.send_win >= 0 && op.recv_win >= 0,
+        "8 bytes, registered: mapped, the direct algorithms may run");
+  op.send_win = DCCL_WINDOW_UNUSED; /* a call that reads no send buffer here */
+  op.recv_win = -1;
+  w.registered = 2;
+  check(dccl_lazy_map_applies(&comm, &op), "the send buffer unused, the receive buffer registered: the ranks meet");
+  w.registered = 1;
+  check(!dccl_lazy_map_applies(&comm, &op), "the send buffer unused, only it registered: no meeting");
+  w.registered = 0;
+}
+
 int main(void) {
-  setenv("DCCL_LAZY_MAP_BYTES", "0", 1);
+  setenv("DCCL_LAZY_MAP_BYTES", "1048576", 1);
   comm.rank = 0;
   comm.nranks = NRANKS;
   comm.peers = peers;
@@ -349,6 +384,7 @@ int main(void) {
   w.depth = 0;
   check(call(133, 0), "outside the group again: rows are replaced");
   cumem_cases();
+  registered_cases();
   dccl_lazy_map_free(&comm);
   check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
   printf("lazy_map_rows: %d passed, %d failed\n", checks_passed, checks_failed);
