@@ -354,7 +354,11 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
   }
   drop_stale_rows(comm, all);
   struct lazy_fds fds = {0};
-  DCCLCHECK(swap_fds(comm, all, &fds));
+  ncclResult_t swapped = swap_fds(comm, all, &fds);
+  if (swapped != ncclSuccess) {
+    drop_fds(&fds);
+    return swapped;
+  }
   int made = 0, mapped = 1;
   struct lazy_row *send = row_for(comm, all, 0, busy, NULL, &fds, &made, &mapped);
   struct lazy_row *recv = send ? row_for(comm, all, 1, busy, send, &fds, &made, &mapped) : NULL;
