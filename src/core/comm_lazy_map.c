@@ -288,7 +288,7 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all,
         got->n++;
         continue;
       }
-      struct dccl_peer_mem_export again;
+      struct dccl_peer_mem_export again = {0};
       mine_ok[b] = dccl_peer_mem_export((const void *)(uintptr_t)e->base, e->bytes, &again, &mine[b]) ==
                        ncclSuccess && again.kind == DCCL_PEER_MEM_FD && again.id == e->id;
       if (!mine_ok[b]) { /* a stand-in: /dev/null is no allocation */
