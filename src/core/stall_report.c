@@ -21,6 +21,7 @@
 #include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/stall_verdict.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -84,44 +85,6 @@ static void status(void *arg, struct dccl_stall_status *out) {
   pthread_mutex_unlock(&comm->stall_lock);
 }
 
-static struct dccl_slot_header call_of(const struct dccl_stall_status *s) {
-  return (struct dccl_slot_header){.seq = s->seq, .kind = s->kind, .count = s->count, .what = s->what,
-                                   .root = s->root};
-}
-
-static void describe(const struct dccl_stall_status *s, char *out, size_t len) {
-  if (s->in_call < 0) {
-    snprintf(out, len, "rank %d: no answer", s->rank);
-    return;
-  }
-  if (!s->in_call) {
-    snprintf(out, len, "rank %d: not waiting in an operation (its next collective is #%llu)", s->rank,
-             (unsigned long long)s->next_seq);
-    return;
-  }
-  struct dccl_slot_header h = call_of(s);
-  char call[96];
-  dccl_describe_call(&h, call, sizeof(call));
-  if (s->on_device == 2) {
-    snprintf(out, len, "rank %d: in %s #%llu with %s, waiting %llu ms for rank %d in the meeting before its kernels",
-             s->rank, dccl_op_name((int)s->kind), (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms,
-             s->waiting_on);
-    return;
-  }
-  if (s->on_device) {
-    snprintf(out, len, "rank %d: in %s #%llu with %s, in kernels that have made no progress for %llu ms", s->rank,
-             dccl_op_name((int)s->kind), (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms);
-    return;
-  }
-  snprintf(out, len, "rank %d: in %s #%llu with %s, waiting %llu ms for rank %d", s->rank,
-           dccl_op_name((int)s->kind),
-           (unsigned long long)s->seq, call, (unsigned long long)s->stalled_ms, s->waiting_on);
-}
-
-static int is_collective(const struct dccl_stall_status *s) {
-  return s->in_call == 1 && s->kind != DCCL_OP_SEND && s->kind != DCCL_OP_RECV;
-}
-
 /* Rank 0: logs the report (once per distinct picture) and finds two ranks in the same collective whose calls
  * differ. */
 static int judge(void *arg, const struct dccl_stall_status *all, int n, struct dccl_stall_status pair[2]) {
@@ -137,69 +100,11 @@ static int judge(void *arg, const struct dccl_stall_status *all, int n, struct d
               (long long)dccl_param_int(DCCL_PARAM_STALL_REPORT_MS));
     for (int r = 0; r < n; r++) {
       char line[256];
-      describe(&all[r], line, sizeof(line));
+      dccl_stall_describe(&all[r], line, sizeof(line));
       DCCL_WARN(DCCL_COLL, "  %s", line);
     }
   }
-  for (int a = 0; a < n; a++)
-    for (int b = a + 1; b < n; b++) {
-      const struct dccl_stall_status *x = &all[a], *y = &all[b];
-      if (!is_collective(x) || !is_collective(y) || x->seq != y->seq) continue;
-      /* The same call, one rank waiting in the meeting, another's kernels running it unmet: they disagree on
-       * whether its buffers are registered (or in windows). */
-      int unmet = (x->on_device == 2 && y->on_device == 1) || (x->on_device == 1 && y->on_device == 2);
-      if (x->kind != y->kind || x->count != y->count || x->what != y->what || x->root != y->root || unmet) {
-        pair[0] = *x;
-        pair[1] = *y;
-        pair[0].seen_by = pair[1].seen_by = -1;
-        return 1;
-      }
-    }
-  return 0;
-}
-
-/* The error a contradiction gives every rank. */
-static void verdict_text(const struct dccl_stall_status p[2], char *text, size_t len) {
-  struct dccl_slot_header a = call_of(&p[0]), b = call_of(&p[1]);
-  char ca[96], cb[96], how[48];
-  dccl_describe_call(&a, ca, sizeof(ca));
-  dccl_describe_call(&b, cb, sizeof(cb));
-  if (p[0].seen_by < 0)
-    snprintf(how, sizeof(how), "found by the stall report");
-  else
-    snprintf(how, sizeof(how), "seen by rank %d", p[0].seen_by);
-  int p2p = (p[0].kind == DCCL_OP_SEND && p[1].kind == DCCL_OP_RECV) ||
-            (p[0].kind == DCCL_OP_RECV && p[1].kind == DCCL_OP_SEND);
-  const struct dccl_stall_status *s = p[0].kind == DCCL_OP_SEND ? &p[0] : &p[1], *r = s == &p[0] ? &p[1] : &p[0];
-  if (p2p)
-    snprintf(text, len,
-             "mismatched calls (%s): rank %d called ncclSend #%llu to rank %d with %s, rank %d ncclRecv from rank %d "
-             "with %s (a send and its receive must move the same bytes)",
-             how, s->rank, (unsigned long long)s->seq, r->rank, s == &p[0] ? ca : cb, r->rank, s->rank,
-             s == &p[0] ? cb : ca);
-  else if (p[0].kind != p[1].kind || p[0].seq != p[1].seq)
-    snprintf(text, len,
-             "mismatched operations (%s): rank %d is in %s #%llu while rank %d is in %s #%llu (the ranks must call the "
-             "same collectives in the same order)",
-             how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, p[1].rank,
-             dccl_op_name((int)p[1].kind), (unsigned long long)p[1].seq);
-  else if (!strcmp(ca, cb) && p[0].on_device + p[1].on_device == 3)
-    snprintf(text, len,
-             "mismatched buffers (%s): in %s #%llu with %s rank %d waits in the ranks' meeting while rank %d's kernels "
-             "run without it: where one rank passes buffers registered with ncclCommRegister (or in windows), every "
-             "rank must",
-             how, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, ca,
-             p[0].on_device == 2 ? p[0].rank : p[1].rank, p[0].on_device == 2 ? p[1].rank : p[0].rank);
-  else
-    snprintf(text, len,
-             "mismatched calls (%s): rank %d called %s #%llu with %s, rank %d with %s (every rank must pass the same "
-             "count, datatype, reduction and root)",
-             how, p[0].rank, dccl_op_name((int)p[0].kind), (unsigned long long)p[0].seq, ca, p[1].rank, cb);
-}
-
-/* Two calls of one collective: every rank can fail it and keep the communicator (core/mismatch_drain.c). */
-static int same_collective(const struct dccl_stall_status p[2]) {
-  return is_collective(&p[0]) && is_collective(&p[1]) && p[0].seq == p[1].seq;
+  return dccl_stall_contradiction(all, n, pair);
 }
 
 /* Every rank: its waits fail with the contradiction (and, for one collective, the communicator is drained and
@@ -207,7 +112,7 @@ static int same_collective(const struct dccl_stall_status p[2]) {
  * creating, then fails. */
 static void apply_verdict(struct dccl_comm *comm, const struct dccl_stall_status pair[2]) {
   char text[400];
-  verdict_text(pair, text, sizeof(text));
+  dccl_stall_verdict_text(pair, text, sizeof(text));
   if (pair[0].on_device || pair[1].on_device) {
     char why[560];
     snprintf(why, sizeof(why), "%s (the communicator cannot be kept: the call ran in kernels, which stop now; make "
@@ -216,7 +121,7 @@ static void apply_verdict(struct dccl_comm *comm, const struct dccl_stall_status
     dccl_comm_set_failed(comm, ncclInvalidUsage, why);
     return;
   }
-  dccl_drain_request(comm, same_collective(pair), pair[0].seq, text);
+  dccl_drain_request(comm, dccl_stall_same_collective(pair), pair[0].seq, text);
 }
 
 static void verdict(void *arg, const struct dccl_stall_status pair[2]) {
@@ -251,8 +156,8 @@ ncclResult_t dccl_stall_mismatch(struct dccl_comm *comm, const struct dccl_slot_
   struct dccl_stall_status pair[2] = {status_of(theirs, peer, comm->rank), status_of(mine, comm->rank, comm->rank)};
   dccl_bootstrap_send_verdict(comm->bootstrap, pair);
   char text[400];
-  verdict_text(pair, text, sizeof(text));
-  dccl_drain_request(comm, same_collective(pair), pair[0].seq, text); /* here at once, not after the round trip */
+  dccl_stall_verdict_text(pair, text, sizeof(text));
+  dccl_drain_request(comm, dccl_stall_same_collective(pair), pair[0].seq, text); /* here at once, not after the round trip */
   return dccl_error(ncclInvalidUsage, "%s", text);
 }
 
