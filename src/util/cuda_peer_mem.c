@@ -101,7 +101,8 @@ int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_e
   if (locate(p, bytes, id, e, &r) != LOCATED) goto refused;
   CUmemGenericAllocationHandle first = cumem_at(e->base);
   if (first) {
-    /* One file descriptor names one allocation: a range of several (expandable segments) is refused. */
+    /* One file descriptor names one allocation. The driver gives a cuMem allocation's own bounds (a buffer across
+     * two of an expandable segment ran past the end above); should it give the reserved range's, refuse that. */
     if (cumem_at(e->base + e->bytes - 1) != first || !cumem_exportable(e->base)) goto refused;
     e->kind = DCCL_PEER_MEM_FD;
   } else {

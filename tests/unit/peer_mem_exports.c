@@ -5,8 +5,9 @@
  * one question and gives the same answer; an allocation freed and made again at the same address (a new buffer id)
  * is described afresh, never from the old entry; a single cuMem allocation that exports as a file descriptor is
  * described as the FD kind (the trial descriptor closed) and kept like the others; a cuMem allocation that cannot
- * export, a range of several cuMem allocations (expandable segments), a range past its allocation and unknown
- * addresses are refused every time (no negative answer is kept); more allocations than the cache holds still give
+ * export, a buffer across two cuMem allocations of one range (expandable segments; a buffer inside one of them is
+ * that allocation), a range past its allocation and unknown addresses are refused every time (no negative answer
+ * is kept); more allocations than the cache holds still give
  * right answers; a forked child does not use its parent's entries. */
 #include <stdint.h>
 #include <stdio.h>
@@ -144,11 +145,18 @@ int main(void) {
   allocs[nallocs++] = (struct alloc){0x7f0020000000ull, 2 << 20, 103, 2, 0}; /* cuMem, no POSIX handle type */
   check(!ask(allocs[2].base, 4096, &took, &e) && !ask(allocs[2].base, 4096, &first, &e) && took == first && took > 1,
         "cuMem memory that cannot export is refused, asked in full every time (%d and %d calls)", took, first);
-  /* An expandable segment: one reserved range, two allocations. */
-  allocs[nallocs++] = (struct alloc){0x7f0030000000ull, 2 << 20, 104, 1, 4 << 20};
+  /* An expandable segment: two allocations mapped side by side in one reserved range. The driver gives each
+   * one's own bounds (as UCX and libfabric found), so a buffer across both runs past its allocation; one inside
+   * the second is that allocation. A driver that gave the reservation's bounds is refused too. */
+  allocs[nallocs++] = (struct alloc){0x7f0030000000ull, 2 << 20, 104, 1, 0};
   allocs[nallocs++] = (struct alloc){0x7f0030200000ull, 2 << 20, 105, 1, 0};
-  check(!ask(allocs[3].base, 4096, &took, &e) && !ask(allocs[3].base, 4096, &first, &e) && e.kind == 0,
-        "a range of several cuMem allocations is refused, every time");
+  check(!ask(allocs[3].base + (1 << 20), 2 << 20, &took, &e) && !ask(allocs[3].base + (1 << 20), 2 << 20, &first, &e)
+            && e.kind == 0, "a buffer across two cuMem allocations is refused, every time");
+  check(ask(allocs[4].base + 4096, 4096, &took, &e) && e.kind == DCCL_PEER_MEM_FD && e.base == allocs[4].base &&
+            e.id == allocs[4].id, "a buffer inside the segment's second allocation is that allocation");
+  allocs[3].range = 4 << 20;
+  check(!ask(allocs[3].base, 4096, &took, &e) && e.kind == 0,
+        "where the driver gives the reservation's bounds, a range of two allocations is refused");
   check(!ask(0x1000, 8, &took, &e), "an unknown address is refused");
 
   allocs[0].id = 201; /* freed and allocated again at the same address */
