@@ -142,7 +142,8 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
   size_t size = e->bytes;
   CUmemGenericAllocationHandle first = cumem_at(base);
   if (first) {
-    /* A reserved range may hold several allocations (expandable segments): one file descriptor names one. */
+    /* One file descriptor names one allocation: should the driver give a reserved range's bounds, not the
+     * allocation's, a range of several (expandable segments) is refused here. */
     if (cumem_at(base + size - 1) != first)
       return dccl_error(ncclInvalidUsage,
                         "%p lies in a range of several cuMem allocations, which one peer mapping cannot cover", ptr);
