@@ -210,6 +210,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(torch_mempool_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 --mempool ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
+    # PyTorch registering every caching-allocator segment (ncclCommRegister on every rank): with the size threshold
+    # out of reach, only registration can make the ranks meet and map; every check of torch_ddp.py must still pass.
+    dccl_gpu_test(torch_registered_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
+                  $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1
+                  DCCL_LAZY_MAP_BYTES=1073741824 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # PyTorch's nonblocking mode polls ncclCommGetAsyncError while the creation builds the device side.
     dccl_gpu_test(torch_ddp_2ranks_mps_nonblocking COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 ENV TORCH_NCCL_USE_COMM_NONBLOCKING=1)
