@@ -73,6 +73,14 @@ static inline int dccl_op_in_windows(const struct dccl_op *op) {
          (op->recv_win >= 0 || op->recv_win == DCCL_WINDOW_UNUSED);
 }
 
+/* The bytes a collective of `nranks` reads from its send buffer and writes to its receive buffer. */
+static inline size_t dccl_op_in_bytes(const struct dccl_op *op, int nranks) {
+  return op->count * op->esize * (op->kind == DCCL_OP_REDUCESCATTER ? (size_t)nranks : 1);
+}
+static inline size_t dccl_op_out_bytes(const struct dccl_op *op, int nranks) {
+  return op->count * op->esize * (op->kind == DCCL_OP_ALLGATHER ? (size_t)nranks : 1);
+}
+
 /* Chooses the algorithm, splits the work over channels and fills each channel's schedule and peers. */
 ncclResult_t dccl_op_plan(struct dccl_op *op);
 /* The channels of a send/recv of `bytes`: 1 for host buffers, up to DCCL_DEV_P2P_NCHANNELS for device buffers (one

@@ -80,20 +80,11 @@ static int one_rank_per_process(const struct dccl_comm *comm) {
   return 1;
 }
 
-/* The bytes an operation reads from its send buffer and writes to its receive buffer. */
-static size_t in_bytes(const struct dccl_comm *comm, const struct dccl_op *op) {
-  size_t bytes = op->count * op->esize;
-  return op->kind == DCCL_OP_REDUCESCATTER ? bytes * (size_t)comm->nranks : bytes;
-}
-static size_t out_bytes(const struct dccl_comm *comm, const struct dccl_op *op) {
-  size_t bytes = op->count * op->esize;
-  return op->kind == DCCL_OP_ALLGATHER ? bytes * (size_t)comm->nranks : bytes;
-}
-
 /* Both buffers (those the call uses) lie in ranges this rank registered with ncclCommRegister. */
 static int registered(struct dccl_comm *comm, const struct dccl_op *op) {
-  return (op->send_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->sendbuff, in_bytes(comm, op))) &&
-         (op->recv_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->recvbuff, out_bytes(comm, op)));
+  int n = comm->nranks;
+  return (op->send_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->sendbuff, dccl_op_in_bytes(op, n))) &&
+         (op->recv_win == DCCL_WINDOW_UNUSED || dccl_comm_is_registered(comm, op->recvbuff, dccl_op_out_bytes(op, n)));
 }
 
 int dccl_lazy_map_applies(struct dccl_comm *comm, const struct dccl_op *op) {
@@ -338,7 +329,7 @@ static void drop_fds(struct lazy_fds *got) {
 static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all) {
   struct dccl_lazy_map *lm = comm->lazy;
   int n = comm->nranks, me = comm->rank;
-  size_t in = in_bytes(comm, op), out = out_bytes(comm, op);
+  size_t in = dccl_op_in_bytes(op, n), out = dccl_op_out_bytes(op, n);
   struct lazy_say *mine = &all[me];
   mine->ok = !dccl_cuda_stream_capturing(op->stream) &&
              describe(lm, op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&

@@ -101,9 +101,7 @@ static int stream_output(const struct dccl_comm *comm, int kind, size_t bytes) {
  * not use on this rank (a broadcast's input off the root, a reduce's output) counts as in one. */
 static void find_windows(struct dccl_comm *comm, struct dccl_op *op) {
   if (op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV) return;
-  size_t bytes = op->count * op->esize, n = (size_t)comm->nranks;
-  size_t in = op->kind == DCCL_OP_REDUCESCATTER ? bytes * n : bytes;
-  size_t out = op->kind == DCCL_OP_ALLGATHER ? bytes * n : bytes;
+  size_t in = dccl_op_in_bytes(op, comm->nranks), out = dccl_op_out_bytes(op, comm->nranks);
   int root = comm->rank == op->root;
   op->send_win = op->kind == DCCL_OP_BROADCAST && !root ? DCCL_WINDOW_UNUSED
                                                         : dccl_comm_window_of(comm, op->sendbuff, in);
