@@ -40,7 +40,7 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
  * another process can map it (cudaMalloc memory by its legacy IPC handle; a single cuMem allocation that exports
  * as a POSIX file descriptor, the FD kind, whose descriptor dccl_peer_mem_export makes), else 0 (host, pool or
  * managed memory, a range of several cuMem allocations, a range past its allocation, or no driver). For checks
- * made at every call: the last 8 answers are kept, found again by buffer id. */
+ * made at every call: the last 32 answers are kept, found again by buffer id. */
 int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e);
 /* Maps an exported allocation into this process for device `ordinal` (the current context's); for the FD kind
  * `fd` is the received descriptor (closed here, mapped or not). */
