@@ -193,6 +193,9 @@ ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, c
 
 /* Records a failure on the communicator (first one wins), sets the abort flag, and tells the peers' FIFOs. */
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
+/* `res` of a wait that the communicator's failure may have ended (a peer's death, mismatched calls; its text is
+ * written before the flag): that failure where there is one and the wait failed, else `res`. */
+ncclResult_t dccl_comm_failure_over(struct dccl_comm *comm, ncclResult_t res);
 /* Stall reports (core/stall_report.c): a wait's note (the coll view's `waiting`), and the bootstrap's hooks. */
 void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns);
 /* A device call's host thread waiting for `peer` in a meeting before its kernels (core/comm_board.h): a verdict

@@ -66,10 +66,5 @@ ncclResult_t dccl_comm_board_allgather(struct dccl_comm *comm, struct dccl_shm_b
   struct waiting w = {comm, call};
   struct dccl_shm_board_wait wait = {&comm->abort_flag, dccl_deadline_after_s(dccl_param_int(DCCL_PARAM_TIMEOUT)),
                                      comm->oversubscribed, on_idle, &w};
-  ncclResult_t res = dccl_shm_board_allgather(b, data, size, &wait);
-  int failed = atomic_load(&comm->async_error);
-  if (res == ncclSuccess || failed == ncclSuccess) return res;
-  /* Ended by the communicator's failure (a peer's death, mismatched calls; its text is written before the flag):
-   * the call reports that. */
-  return dccl_error((ncclResult_t)failed, "%s", comm->error_text);
+  return dccl_comm_failure_over(comm, dccl_shm_board_allgather(b, data, size, &wait));
 }

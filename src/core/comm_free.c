@@ -30,6 +30,12 @@ void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char 
   pthread_mutex_unlock(&comm->conn_lock);
 }
 
+ncclResult_t dccl_comm_failure_over(struct dccl_comm *comm, ncclResult_t res) {
+  int failed = atomic_load(&comm->async_error);
+  if (res == ncclSuccess || failed == ncclSuccess) return res;
+  return dccl_error((ncclResult_t)failed, "%s", comm->error_text);
+}
+
 /* A link failure names the neighbour that broke it; if that neighbour only gave up because another rank died,
  * the monitor reports the dead rank within milliseconds: wait briefly for it, so the error names the real cause.
  * The same for a stall report's verdict, which reaches this rank's monitor thread just after the neighbour that

@@ -302,13 +302,10 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all,
   for (int b = 0; b < 2 && res == ncclSuccess; b++)
     for (int s = 1; mine[b] >= 0 && s < n; s++)
       out[k++] = (struct dccl_fd_letter){lm->fd_names[(me + s) % n], mine[b], {me, mine_ok[b], all[me].buf[b].id}};
-  int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT) > 0 ? dccl_param_int(DCCL_PARAM_TIMEOUT) : 60;
   if (res == ncclSuccess)
-    res = dccl_fd_exchange(lm->sock, out, k, got->n, got->fd, got->notes, timeout_s * 1000, &comm->abort_flag,
-                           "buffers mapped on first use");
-  int failed = atomic_load(&comm->async_error);
-  if (res != ncclSuccess && failed != ncclSuccess) /* ended by the communicator's failure (a peer's death): that */
-    res = dccl_error((ncclResult_t)failed, "%s", comm->error_text);
+    res = dccl_comm_failure_over(comm, dccl_fd_exchange(lm->sock, out, k, got->n, got->fd, got->notes,
+                                                        dccl_fd_exchange_timeout_ms(), &comm->abort_flag,
+                                                        "buffers mapped on first use"));
   if (res != ncclSuccess) got->n = 0;
   for (int b = 0; b < 2; b++)
     if (mine[b] >= 0) close(mine[b]);

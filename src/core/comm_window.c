@@ -20,7 +20,6 @@
 #include "util/error.h"
 #include "util/fd_pass.h"
 #include "util/log.h"
-#include "util/params.h"
 
 struct dccl_window {
   const char *buff;
@@ -56,7 +55,6 @@ static int free_slot(const struct dccl_comm *comm) {
  * (by rank; -1 where none comes). */
 static ncclResult_t swap_fds(struct dccl_comm *comm, int sock, const struct win_hello *all, int my_fd, int *fds) {
   int n = comm->nranks, me = comm->rank, expected = 0, nout = 0;
-  int64_t timeout_s = dccl_param_int(DCCL_PARAM_TIMEOUT) > 0 ? dccl_param_int(DCCL_PARAM_TIMEOUT) : 60;
   struct dccl_fd_letter *out = calloc((size_t)n, sizeof(*out));
   struct dccl_fd_note *notes = calloc((size_t)n, sizeof(*notes));
   int *got = malloc((size_t)n * sizeof(int));
@@ -68,8 +66,9 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, int sock, const struct win_
     if (my_fd >= 0) out[nout++] = (struct dccl_fd_letter){all[r].fd_socket, my_fd, {me, 1, (uint64_t)all[me].index}};
   }
   if (res == ncclSuccess)
-    res = dccl_fd_exchange(sock, out, nout, expected, got, notes, timeout_s * 1000, &comm->abort_flag,
-                           "ncclCommWindowRegister");
+    res = dccl_comm_failure_over(comm, dccl_fd_exchange(sock, out, nout, expected, got, notes,
+                                                        dccl_fd_exchange_timeout_ms(), &comm->abort_flag,
+                                                        "ncclCommWindowRegister"));
   for (int k = 0; res == ncclSuccess && k < expected; k++) {
     int from = notes[k].rank;
     if (from < 0 || from >= n || notes[k].tag != (uint64_t)all[me].index || fds[from] >= 0) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/params.h"
 
 /* An abstract name: a leading NUL, then text; nothing appears in the file system, nothing is left to clean up. */
 static socklen_t address_of(const char name[DCCL_FD_NAME_BYTES], struct sockaddr_un *a) {
@@ -97,6 +98,11 @@ ncclResult_t dccl_fd_recv(int sock, int *fd, void *data, size_t bytes, int timeo
                       n < 0 ? strerror(errno) : "the message was not one descriptor and its data");
   }
   return ncclSuccess;
+}
+
+int64_t dccl_fd_exchange_timeout_ms(void) {
+  int64_t s = dccl_param_int(DCCL_PARAM_TIMEOUT);
+  return (s > 0 ? s : 60) * 1000;
 }
 
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,

@@ -38,6 +38,8 @@ struct dccl_fd_letter {
  * other at once cannot wedge. Errors: a socket's; ncclRemoteError, naming `what`, when fewer than `expected` came
  * within timeout_ms or `stop` (NULL: none; a communicator's abort flag) became nonzero while waiting (those that
  * came are closed on any error). */
+/* How long an exchange waits: DCCL_TIMEOUT, or 60 s where that is unset (no exchange waits forever). */
+int64_t dccl_fd_exchange_timeout_ms(void);
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
                               struct dccl_fd_note *notes, int64_t timeout_ms, const _Atomic int *stop,
                               const char *what);

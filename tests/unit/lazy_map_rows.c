@@ -138,6 +138,11 @@ ncclResult_t dccl_fd_socket_open(uint64_t tag, int *sock, char name[DCCL_FD_NAME
   return ncclSuccess;
 }
 void dccl_fd_socket_close(int sock) { (void)sock; }
+int64_t dccl_fd_exchange_timeout_ms(void) { return 60000; }
+ncclResult_t dccl_comm_failure_over(struct dccl_comm *c, ncclResult_t res) {
+  (void)c;
+  return res;
+}
 /* The peers' side: each sends the descriptors every rank expects from them (counted by the module: checked against
  * what the peers' allocations say). */
 ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int nout, int expected, int *fds,
