@@ -206,10 +206,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
       dccl_gpu_test(torch_ddp_${n}ranks_mps COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                     $<TARGET_FILE:nccl_dropin> ${n})
     endforeach()
-    # Tensors from PyTorch's NCCL memory pool (ncclMemAlloc segments) mapped on first use by the ranks' meeting.
+    # Tensors from a PyTorch memory pool over ncclMemAlloc (cuMem segments) mapped on first use by the ranks'
+    # meeting.
     dccl_gpu_test(torch_mempool_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
-                  $<TARGET_FILE:nccl_dropin> 2 --mempool ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
+                  $<TARGET_FILE:nccl_dropin> 2 --mempool $<TARGET_FILE:torch_nccl_pool>
+                  ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # PyTorch registering every caching-allocator segment (ncclCommRegister on every rank): with the size threshold
     # out of reach, only registration can make the ranks meet and map; every check of torch_ddp.py must still pass.
     dccl_gpu_test(torch_registered_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}

@@ -29,7 +29,7 @@
 
 struct shared {
   ncclUniqueId id;
-  int roots;   /* the `root` case */
+  int roots;      /* the `root` case */
   int meeting;    /* the `meeting` case */
   int registered; /* the `registered` case */
   volatile int first_ok[NRANKS];
@@ -43,7 +43,7 @@ static int rank_main(void *arg, int rank) {
   ncclComm_t comm;
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
-  size_t count = sh->meeting ? (rank == 0 ? 100000 : 1000) : rank == 0 || sh->roots ? 1000 : 1003;
+  size_t count = sh->meeting ? (rank == 0 ? 100000 : 1000) : rank == 0 || sh->roots || sh->registered ? 1000 : 1003;
   float *buf;
   cudaStream_t s;
   if (cudaMalloc((void **)&buf, 100000 * sizeof(float)) != cudaSuccess ||

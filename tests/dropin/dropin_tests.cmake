@@ -9,6 +9,11 @@ add_dependencies(test_nccl_dropin nccl_dropin)
 add_test(NAME unit.nccl_dropin COMMAND test_nccl_dropin $<TARGET_FILE:nccl_dropin>)
 set_tests_properties(unit.nccl_exports unit.nccl_dropin PROPERTIES TIMEOUT 120 LABELS "unit")
 
+# ncclMemAlloc as a PyTorch pluggable allocator, for the memory-pool test (tests/dropin/torch_ddp.py --mempool).
+add_library(torch_nccl_pool SHARED ${CMAKE_CURRENT_SOURCE_DIR}/dropin/torch_nccl_pool.c)
+target_include_directories(torch_nccl_pool PRIVATE ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(torch_nccl_pool PRIVATE nccl_dropin)
+
 # A program compiled against NVIDIA's own nccl.h (the CUDA toolkit's, where it has one) and linked against
 # libnccl.so.2.
 if(DCCL_HAVE_CUDA_TOOLKIT)

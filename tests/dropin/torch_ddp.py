@@ -13,9 +13,10 @@ Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 pr
   parameters must end bitwise equal;
 - --subgroup (3 ranks): a new_group over ranks 0 and 2 runs all_reduce and broadcast among them (with
   --device-id, init_process_group gets the device and PyTorch makes the subgroup with ncclCommSplit).
-- --mempool: all_reduce, all_gather_into_tensor and reduce_scatter_tensor of 4 MiB per rank on tensors from the
-  backend's NCCL memory pool (torch.cuda.MemPool(backend.mem_allocator): ncclMemAlloc segments, cuMem), in place
-  and out, checked exactly (the ctest that runs it also wants DCCL's log line of a first-use mapping).
+- --mempool LIB: all_reduce, all_gather_into_tensor and reduce_scatter_tensor of 4 MiB per rank on tensors from a
+  torch.cuda.MemPool over ncclMemAlloc (LIB: tests/dropin/torch_nccl_pool.c as a pluggable allocator; cuMem
+  segments), in place and out, checked exactly (the ctest that runs it also wants DCCL's log line of a first-use
+  mapping). PyTorch's own backend.mem_allocator is refused on GPUs without multicast, such as one H200 alone.
 --backend gloo runs only the training of --losses (the reference for the nccl run's).
 Exits 0 when every check passed, 1 otherwise.
 """
@@ -149,9 +150,10 @@ def subgroup(dev, rank, check):
     check(torch.equal(t, torch.full_like(t, 3.0)), "all_reduce over the world after the subgroup's calls")
 
 
-def mempool(dev, rank, world, check):
-    backend = dist.distributed_c10d._get_default_group()._get_backend(dev)
-    pool = torch.cuda.MemPool(backend.mem_allocator)
+def mempool(dev, rank, world, check, lib):
+    # PyTorch's own backend.mem_allocator wants a GPU with multicast; this is the same allocator by hand.
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(lib, "dccl_torch_pool_alloc", "dccl_torch_pool_free")
+    pool = torch.cuda.MemPool(alloc.allocator())
     n = 1 << 20
     idx = torch.arange(n, device=dev)
     every = [((idx * 5 + r * 7) % 13).float() for r in range(world)]
@@ -179,7 +181,8 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--subgroup", action="store_true")
     p.add_argument("--device-id", action="store_true", help="pass device_id to init_process_group")
-    p.add_argument("--mempool", action="store_true", help="collectives on tensors from the NCCL memory pool")
+    p.add_argument("--mempool", metavar="LIB",
+                   help="collectives on tensors from a memory pool over ncclMemAlloc (LIB: torch_nccl_pool.c's)")
     args = p.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(0)
@@ -204,7 +207,7 @@ def main():
     if args.subgroup:
         subgroup(dev, rank, check)
     elif args.mempool:
-        mempool(dev, rank, world, check)
+        mempool(dev, rank, world, check, args.mempool)
     elif args.backend == "nccl":
         collectives(dev, rank, world, check)
         ddp_against_reference(dev, rank, world, check)
