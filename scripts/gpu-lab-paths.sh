@@ -32,8 +32,11 @@
 #           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
 #           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc), alternated,
 #           for buffers in windows (-R 2) and unregistered ones mapped on first use (PATHS_ALLOC_REG: "windows
-#           lazy"); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of the floor, its 1 GiB
-#           run cut at 100 s without a report; ncclMemAlloc 85-91%).
+#           lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
+#           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
+#           the floor; ncclMemAlloc 85-91%).
+#   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
+#           back by copy engines and by kernels, one way and both ways at once.
 #   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
 #           DCCL_TRANSPORT=shm, all-reduce float32 256 MiB over slot sizes, slots and CTAs: PATHS_STAGED_KNOBS lists
 #           CHUNK_BYTES/NSLOTS/MAX_CTAS (MAX_CTAS empty: the default), default "262144/4/ 1048576/4/ 4194304/4/
@@ -75,6 +78,12 @@ fits() { # fits SECONDS NAME
     done
   done
 done
+
+[[ " $parts " == *" ceiling "* ]] && fits 60 ceiling && {
+  timeout 120 "$build/perf/gpu/pcie_ceiling" 1024 5 > "$out/ceiling.log" 2>&1 ||
+    { status=1; echo "FAIL: ceiling"; }
+  cat "$out/ceiling.log"
+}
 
 ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
   local name=$1 np=$2 path=$3 coll=$4
@@ -176,16 +185,19 @@ done
 [[ " $parts " == *" alloc "* ]] && for round in $(seq "$rounds"); do
   for reg in ${PATHS_ALLOC_REG:-windows lazy}; do
     for alloc in cudamalloc memalloc; do
-      name=alloc.np4.$reg.$alloc.r$round
-      fits 90 "$name" || continue
-      # A stall report after 5 s tells a waiting kernel from a crawling one.
-      DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS -np 4 \
-        "$build/perf/all_reduce_perf" -b "${PATHS_ALLOC_BEGIN:-256M}" -e 1G -f 2 -c 1 -n 20 -w 3 \
-        -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = memalloc ] && echo --memalloc) -T 150 \
-        -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
-      grep -m 3 "stall report\|waits for" "$out/$name.log"
-      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
-        n, $1, $6, $8, $10}' "$out/$name.log"
+      for ctas in ${PATHS_ALLOC_CTAS:-default}; do
+        name=alloc.np4.$reg.$alloc$([ "$ctas" = default ] || echo ".ctas$ctas").r$round
+        fits 90 "$name" || continue
+        # A stall report after 5 s tells a waiting kernel from a crawling one.
+        DCCL_MAX_CTAS=$([ "$ctas" = default ] || echo "$ctas") DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 \
+          timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS -np 4 \
+          "$build/perf/all_reduce_perf" -b "${PATHS_ALLOC_BEGIN:-256M}" -e 1G -f 2 -c 1 -n 20 -w 3 \
+          -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = memalloc ] && echo --memalloc) -T 150 \
+          -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+        grep -m 3 "stall report\|waits for" "$out/$name.log"
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
+          n, $1, $6, $8, $10}' "$out/$name.log"
+      done
     done
   done
 done
