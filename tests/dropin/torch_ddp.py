@@ -17,6 +17,9 @@ Run by tests/dropin/torch_ddp.sh under torchrun. Each rank checks, and rank 0 pr
   torch.cuda.MemPool over ncclMemAlloc (LIB: tests/dropin/torch_nccl_pool.c as a pluggable allocator; cuMem
   segments), in place and out, checked exactly (the ctest that runs it also wants DCCL's log line of a first-use
   mapping). PyTorch's own backend.mem_allocator is refused on GPUs without multicast, such as one H200 alone.
+- --expandable: all_reduce of 1, 24 and 100 MiB per rank on tensors in PyTorch's expandable segments (the caller
+  sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), each twice, checked exactly; rank 0 prints what the
+  driver says of each tensor's memory (its mapped region, the reserved range, handle types, regions spanned).
 --backend gloo runs only the training of --losses (the reference for the nccl run's).
 Exits 0 when every check passed, 1 otherwise.
 """
@@ -174,6 +177,50 @@ def mempool(dev, rank, world, check, lib):
     del t, gathered, stacked, part
 
 
+def driver_view(ptr, nbytes):
+    """What the CUDA driver says of [ptr, +nbytes): the mapped region holding ptr (cuMemGetAddressRange), the
+    reserved range (RANGE_START_ADDR/SIZE), the allowed export handle types, the buffer id, and how many mapped
+    regions the buffer spans: the facts first-use mapping of expandable segments rests on."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    def attribute(what, at):
+        v = ctypes.c_uint64(0)
+        return v.value if cu.cuPointerGetAttribute(ctypes.byref(v), what, ctypes.c_uint64(at)) == 0 else None
+    def region(at):
+        base, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
+        ok = cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(at)) == 0
+        return (base.value, size.value) if ok else None
+    first = region(ptr)
+    regions, at = 0, ptr
+    while at < ptr + nbytes and regions < 10000:
+        r = region(at)
+        if not r:
+            break
+        regions += 1
+        at = r[0] + r[1]
+    return {"offset in region": ptr - first[0] if first else None, "region bytes": first[1] if first else None,
+            "regions spanned": regions, "reserved bytes": attribute(12, ptr),
+            "offset in reservation": ptr - attribute(11, ptr) if attribute(11, ptr) else None,
+            "handle types": attribute(14, ptr), "buffer id": attribute(7, ptr)}
+
+
+def expandable(dev, rank, world, check):
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    check("expandable_segments:True" in conf, f"PYTORCH_CUDA_ALLOC_CONF={conf!r} asks for expandable segments")
+    keep = [torch.empty(3 << 20, dtype=torch.uint8, device=dev)]  # so the tensors below start mid-segment
+    for n in (1 << 18, 6 << 20, 25 << 20):  # 1 MiB, 24 MiB (a 20 MiB part's worth and more), 100 MiB of floats
+        idx = torch.arange(n, device=dev)
+        every = [((idx * 5 + r * 7) % 13).float() for r in range(world)]
+        t, out = every[rank].clone(), torch.empty(n, device=dev)
+        if rank == 0:
+            print(f"{4 * n} B tensor: {driver_view(t.data_ptr(), 4 * n)}", flush=True)
+        for round in range(2):
+            dist.all_reduce(t if round == 0 else out.copy_(every[rank]))
+        check(torch.equal(t, sum(every)) and torch.equal(out, sum(every)),
+              f"expandable segments: all_reduce of {n} floats, twice")
+        keep.append(t)
+    torch.cuda.synchronize()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
@@ -181,6 +228,8 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--subgroup", action="store_true")
     p.add_argument("--device-id", action="store_true", help="pass device_id to init_process_group")
+    p.add_argument("--expandable", action="store_true",
+                   help="collectives on tensors in expandable segments (PYTORCH_CUDA_ALLOC_CONF), with the driver's view")
     p.add_argument("--mempool", metavar="LIB",
                    help="collectives on tensors from a memory pool over ncclMemAlloc (LIB: torch_nccl_pool.c's)")
     args = p.parse_args()
@@ -208,6 +257,8 @@ def main():
         subgroup(dev, rank, check)
     elif args.mempool:
         mempool(dev, rank, world, check, args.mempool)
+    elif args.expandable:
+        expandable(dev, rank, world, check)
     elif args.backend == "nccl":
         collectives(dev, rank, world, check)
         ddp_against_reference(dev, rank, world, check)
