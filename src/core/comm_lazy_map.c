@@ -11,6 +11,7 @@
 #include "collectives/device/dev_exec.h"
 #include "core/comm_board.h"
 #include "core/group.h"
+#include "core/lazy_spans.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_peer_mem.h"
 #include "util/error.h"
@@ -48,6 +49,7 @@ struct dccl_lazy_map {
    * rank could not open one: cuMem memory then takes the FIFO algorithms). */
   int sock;
   char (*fd_names)[DCCL_FD_NAME_BYTES];
+  struct dccl_lazy_spans *spans; /* reserved ranges of several allocations, mirrored (core/lazy_spans.h) */
 };
 
 /* The descriptors a meeting brought, each of rank notes[k].rank's allocation with buffer id notes[k].tag (fd -1
@@ -63,6 +65,11 @@ struct lazy_say {
   int32_t ok;
   uint32_t busy;
   struct dccl_peer_mem_export buf[2]; /* send, recv */
+};
+/* The parts a rank's buffers of the SPAN kind lie in: gathered after the says, only where some buffer is a span (the
+ * common meeting stays small). */
+struct lazy_parts {
+  struct dccl_peer_mem_parts buf[2];
 };
 
 /* A meeting's allgather for `op`: on the board where there is one (a few us), else over the bootstrap (tens). */
@@ -110,9 +117,11 @@ int dccl_lazy_map_row_taken(const struct dccl_comm *comm, int index) {
  * cannot map it (dccl_peer_mem_describe; cuMem memory also needs every rank's descriptor socket). Asked at every
  * call, so it records and logs nothing: such memory just takes the FIFO algorithms. */
 static int describe(const struct dccl_lazy_map *lm, const void *buf, size_t bytes, int unused,
-                    struct dccl_peer_mem_export *e) {
+                    struct dccl_peer_mem_export *e, struct dccl_peer_mem_parts *parts) {
   memset(e, 0, sizeof(*e));
-  return unused || (dccl_peer_mem_describe(buf, bytes, e) && (e->kind != DCCL_PEER_MEM_FD || lm->fd_names));
+  parts->n = 0;
+  return unused || (dccl_peer_mem_describe(buf, bytes, e, parts) &&
+                    (e->kind == DCCL_PEER_MEM_LEGACY || lm->fd_names));
 }
 
 static int same_alloc(const struct dccl_peer_mem_export *a, const struct dccl_peer_mem_export *b) {
@@ -141,7 +150,10 @@ static void drop_row(struct dccl_comm *comm, struct lazy_row *row) {
   if (row->index < 0) return;
   dccl_dev_comm_wait(&comm->coll);
   for (int r = 0; r < comm->nranks; r++)
-    if (r != comm->rank && row->allocs[r].kind) release_import(comm->lazy, r, row->allocs[r].id);
+    if (row->allocs[r].kind == DCCL_PEER_MEM_SPAN)
+      dccl_lazy_spans_let_go(comm->lazy->spans, r, &row->allocs[r]);
+    else if (r != comm->rank && row->allocs[r].kind)
+      release_import(comm->lazy, r, row->allocs[r].id);
   free(row->allocs);
   row->allocs = NULL;
   row->index = -1;
@@ -151,6 +163,11 @@ static void drop_row(struct dccl_comm *comm, struct lazy_row *row) {
  * the import takes): its base in this process, or 0. */
 static uint64_t import(struct dccl_comm *comm, int r, const struct dccl_peer_mem_export *e, struct lazy_fds *fds) {
   struct dccl_lazy_map *lm = comm->lazy;
+  if (e->kind == DCCL_PEER_MEM_SPAN) { /* its parts were mapped into the mirror before the rows were made */
+    uint64_t local = dccl_lazy_spans_hold(lm->spans, r, e);
+    if (!local) dccl_lazy_spans_let_go(lm->spans, r, e);
+    return local;
+  }
   for (struct lazy_import *im = lm->imports; im; im = im->next)
     if (im->rank == r && im->id == e->id) {
       im->refs++;
@@ -231,6 +248,8 @@ static struct lazy_row *row_for(struct dccl_comm *comm, const struct lazy_say *a
   row->index = index;
   for (int r = 0; r < n; r++) {
     row->allocs[r] = all[r].buf[which];
+    if (r == comm->rank && row->allocs[r].kind == DCCL_PEER_MEM_SPAN) /* listed while a row names it */
+      dccl_lazy_spans_hold(lm->spans, r, &row->allocs[r]);
     if (r == comm->rank || !row->allocs[r].kind) continue; /* {0, 0}: an address as it is, or never read */
     uint64_t local = import(comm, r, &row->allocs[r], fds);
     if (!local) {
@@ -257,6 +276,18 @@ static void drop_stale_rows(struct dccl_comm *comm, const struct lazy_say *all) 
   }
 }
 
+/* Rows naming a range that got parts at this meeting: dropped where some rank could not map its parts. */
+static void drop_touched_rows(struct dccl_comm *comm) {
+  struct dccl_lazy_map *lm = comm->lazy;
+  for (int i = 0; i < LAZY_ROWS; i++)
+    for (int r = 0; lm->rows[i].index >= 0 && r < comm->nranks; r++)
+      if (lm->rows[i].allocs[r].kind == DCCL_PEER_MEM_SPAN &&
+          dccl_lazy_spans_touched(lm->spans, r, &lm->rows[i].allocs[r], lm->meetings)) {
+        drop_row(comm, &lm->rows[i]);
+        break;
+      }
+}
+
 /* Whether a row names rank r's allocation `e`: then every other rank holds it mapped. */
 static int named(const struct dccl_lazy_map *lm, int r, const struct dccl_peer_mem_export *e) {
   for (int i = 0; i < LAZY_ROWS; i++)
@@ -264,15 +295,39 @@ static int named(const struct dccl_lazy_map *lm, int r, const struct dccl_peer_m
   return 0;
 }
 
-/* A cuMem allocation no row names yet goes from its owner to every other rank as a file descriptor (a stand-in
- * with ok 0 where the owner cannot export it, so no receiver waits for nothing). Every rank lists the same ones:
- * all see the same says and hold the same rows. */
-static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all, struct lazy_fds *got) {
+/* This rank's descriptors for a meeting: each goes to every other rank. */
+struct lazy_out {
+  int n, *fd;
+  struct dccl_fd_note *note;
+};
+
+/* Adds a descriptor `fd` for `tag`, or where fd < 0 (this rank could not export it) a stand-in with ok 0, so no
+ * receiver waits for nothing (/dev/null is no allocation). */
+static ncclResult_t add_out(struct lazy_out *o, int me, int fd, uint64_t tag, uint64_t base) {
+  int ok = fd >= 0;
+  if (!ok) {
+    DCCL_INFO(DCCL_COLL, "rank %d: its cuMem allocation %#llx is not exported: %s", me, (unsigned long long)base,
+              dccl_last_error());
+    if ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+      return dccl_error(ncclSystemError, "open(/dev/null) failed");
+  }
+  o->fd[o->n] = fd;
+  o->note[o->n++] = (struct dccl_fd_note){me, ok, tag};
+  return ncclSuccess;
+}
+
+/* A cuMem allocation no row names yet goes from its owner to every other rank as a file descriptor, and so does
+ * every part of a reserved range (`need`: dccl_lazy_spans_plan) no list holds. Every rank lists the same ones: all
+ * see the same says and hold the same rows and lists. */
+static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all, const struct dccl_span_part *need,
+                             int nneed, struct lazy_fds *got) {
   struct dccl_lazy_map *lm = comm->lazy;
-  int n = comm->nranks, me = comm->rank, mine[2] = {-1, -1}, mine_ok[2] = {0, 0}, nout = 0;
+  int n = comm->nranks, me = comm->rank;
+  struct lazy_out mine = {0, calloc((size_t)nneed + 3, sizeof(int)), calloc((size_t)nneed + 3, sizeof(*mine.note))};
+  ncclResult_t res = mine.fd && mine.note ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
   got->n = 0;
-  for (int r = 0; r < n; r++)
-    for (int b = 0; b < 2; b++) {
+  for (int r = 0; r < n && res == ncclSuccess; r++)
+    for (int b = 0; b < 2 && res == ncclSuccess; b++) {
       const struct dccl_peer_mem_export *e = &all[r].buf[b];
       if (e->kind != DCCL_PEER_MEM_FD || named(lm, r, e) || (b == 1 && same_alloc(&all[r].buf[0], e))) continue;
       if (r != me) {
@@ -280,35 +335,42 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all,
         continue;
       }
       struct dccl_peer_mem_export again = {0};
-      mine_ok[b] = dccl_peer_mem_export((const void *)(uintptr_t)e->base, e->bytes, &again, &mine[b]) ==
-                       ncclSuccess && again.kind == DCCL_PEER_MEM_FD && again.id == e->id;
-      if (!mine_ok[b]) { /* a stand-in: /dev/null is no allocation */
-        DCCL_INFO(DCCL_COLL, "rank %d: its cuMem allocation %#llx is not exported: %s", me,
-                  (unsigned long long)e->base, dccl_last_error());
-        if (mine[b] >= 0) close(mine[b]);
-        if ((mine[b] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-          if (b == 1 && mine[0] >= 0) close(mine[0]);
-          return dccl_error(ncclSystemError, "open(/dev/null) failed");
-        }
+      int fd = -1;
+      if (dccl_peer_mem_export((const void *)(uintptr_t)e->base, e->bytes, &again, &fd) == ncclSuccess &&
+          (again.kind != DCCL_PEER_MEM_FD || again.id != e->id) && fd >= 0) {
+        close(fd);
+        fd = -1;
       }
-      nout += n - 1;
+      res = add_out(&mine, me, fd, e->id, e->base);
     }
-  if (!got->n && !nout) return ncclSuccess;
-  struct dccl_fd_letter *out = calloc((size_t)nout + 1, sizeof(*out));
-  got->fd = calloc((size_t)got->n + 1, sizeof(int));
-  got->notes = calloc((size_t)got->n + 1, sizeof(*got->notes));
-  ncclResult_t res = out && got->fd && got->notes ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
-  int k = 0;
-  for (int b = 0; b < 2 && res == ncclSuccess; b++)
-    for (int s = 1; mine[b] >= 0 && s < n; s++)
-      out[k++] = (struct dccl_fd_letter){lm->fd_names[(me + s) % n], mine[b], {me, mine_ok[b], all[me].buf[b].id}};
-  if (res == ncclSuccess)
-    res = dccl_comm_failure_over(comm, dccl_fd_exchange(lm->sock, out, k, got->n, got->fd, got->notes,
-                                                        dccl_fd_exchange_timeout_ms(), &comm->abort_flag,
-                                                        "buffers mapped on first use"));
+  for (int k = 0; k < nneed && res == ncclSuccess; k++) {
+    const struct dccl_span_part *q = &need[k];
+    if (q->rank != me) {
+      got->n++;
+      continue;
+    }
+    int fd = -1;
+    (void)dccl_peer_mem_export_part(q->start + q->part.at, q->part.id, &fd);
+    res = add_out(&mine, me, fd, q->part.id, q->start + q->part.at);
+  }
+  int nout = mine.n * (n - 1), k = 0;
+  struct dccl_fd_letter *out = res == ncclSuccess && (got->n || nout) ? calloc((size_t)nout + 1, sizeof(*out)) : NULL;
+  if (res == ncclSuccess && (got->n || nout)) {
+    got->fd = calloc((size_t)got->n + 1, sizeof(int));
+    got->notes = calloc((size_t)got->n + 1, sizeof(*got->notes));
+    if (!out || !got->fd || !got->notes) res = dccl_error(ncclSystemError, "out of memory");
+    for (int i = 0; i < mine.n && res == ncclSuccess; i++)
+      for (int s = 1; s < n; s++)
+        out[k++] = (struct dccl_fd_letter){lm->fd_names[(me + s) % n], mine.fd[i], mine.note[i]};
+    if (res == ncclSuccess)
+      res = dccl_comm_failure_over(comm, dccl_fd_exchange(lm->sock, out, k, got->n, got->fd, got->notes,
+                                                          dccl_fd_exchange_timeout_ms(), &comm->abort_flag,
+                                                          "buffers mapped on first use"));
+  }
   if (res != ncclSuccess) got->n = 0;
-  for (int b = 0; b < 2; b++)
-    if (mine[b] >= 0) close(mine[b]);
+  for (int i = 0; i < mine.n; i++) close(mine.fd[i]);
+  free(mine.fd);
+  free(mine.note);
   free(out);
   return res;
 }
@@ -323,14 +385,15 @@ static void drop_fds(struct lazy_fds *got) {
 }
 
 /* The meeting proper, in the communicator's context. */
-static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all) {
+static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy_say *all,
+                         struct lazy_parts *parts) {
   struct dccl_lazy_map *lm = comm->lazy;
   int n = comm->nranks, me = comm->rank;
   size_t in = dccl_op_in_bytes(op, n), out = dccl_op_out_bytes(op, n);
   struct lazy_say *mine = &all[me];
   mine->ok = !dccl_cuda_stream_capturing(op->stream) &&
-             describe(lm, op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0]) &&
-             describe(lm, op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1]);
+             describe(lm, op->sendbuff, in, op->send_win == DCCL_WINDOW_UNUSED, &mine->buf[0], &parts[me].buf[0]) &&
+             describe(lm, op->recvbuff, out, op->recv_win == DCCL_WINDOW_UNUSED, &mine->buf[1], &parts[me].buf[1]);
   for (int i = 0; i < LAZY_ROWS; i++)
     if (lm->rows[i].index >= 0 && lm->rows[i].used_at >= lm->protect_from) mine->busy |= 1u << i;
   DCCLCHECK(gather(comm, op, all, sizeof(*all)));
@@ -340,14 +403,31 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     if (!all[r].ok) return ncclSuccess; /* FIFO algorithms, on every rank */
     busy |= all[r].busy;
   }
+  int spans = 0;
+  for (int r = 0; r < n; r++)
+    spans |= all[r].buf[0].kind == DCCL_PEER_MEM_SPAN || all[r].buf[1].kind == DCCL_PEER_MEM_SPAN;
+  if (spans) DCCLCHECK(gather(comm, op, parts, sizeof(*parts)));
   drop_stale_rows(comm, all);
-  struct lazy_fds fds = {0};
-  ncclResult_t swapped = swap_fds(comm, all, &fds);
-  if (swapped != ncclSuccess) {
-    drop_fds(&fds);
-    return swapped;
+  struct dccl_span_part *need = NULL;
+  int nneed = 0;
+  for (int r = 0; r < n && nneed >= 0; r++)
+    for (int b = 0; b < 2 && nneed >= 0; b++)
+      if (all[r].buf[b].kind == DCCL_PEER_MEM_SPAN)
+        nneed = dccl_lazy_spans_plan(lm->spans, r, &all[r].buf[b], &parts[r].buf[b], &need, nneed);
+  if (nneed < 0) {
+    free(need);
+    return dccl_error(ncclSystemError, "out of memory");
   }
-  int made = 0, mapped = 1;
+  struct lazy_fds fds = {0};
+  int made = nneed > 0, mapped = 1; /* parts mapped into mirrors: every rank says whether it could */
+  ncclResult_t res = swap_fds(comm, all, need, nneed, &fds);
+  if (res == ncclSuccess)
+    res = dccl_lazy_spans_take(comm, &lm->spans, need, nneed, fds.fd, fds.notes, fds.n, lm->meetings, &mapped);
+  free(need);
+  if (res != ncclSuccess) {
+    drop_fds(&fds);
+    return res;
+  }
   struct lazy_row *send = row_for(comm, all, 0, busy, NULL, &fds, &made, &mapped);
   struct lazy_row *recv = send ? row_for(comm, all, 1, busy, send, &fds, &made, &mapped) : NULL;
   drop_fds(&fds);
@@ -356,18 +436,21 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     oks = calloc((size_t)n, sizeof(*oks));
     if (!oks) return dccl_error(ncclSystemError, "out of memory");
     oks[me] = send && recv && mapped;
-    ncclResult_t res = gather(comm, op, oks, sizeof(*oks));
+    res = gather(comm, op, oks, sizeof(*oks));
     for (int r = 0; r < n && res == ncclSuccess; r++) mapped &= oks[r] != 0;
     free(oks);
     DCCLCHECK(res);
-    if (!mapped) { /* some rank could not: every rank lets these rows go */
+    if (!mapped) { /* some rank could not: every rank lets these rows go, and those of ranges given parts now */
       if (send) drop_row(comm, send);
       if (recv && recv != send) drop_row(comm, recv);
+      drop_touched_rows(comm);
+      dccl_lazy_spans_sweep(&lm->spans, 0);
       return ncclSuccess;
     }
     DCCL_INFO(DCCL_COLL, "rank %d: %s #%llu: every rank's buffers mapped on first use (rows %d and %d of the windows' "
               "table)", me, dccl_op_name(op->kind), (unsigned long long)op->seq, send->index, recv->index);
   }
+  dccl_lazy_spans_sweep(&lm->spans, 0); /* ranges listed now that no row took */
   if (!send || !recv) return ncclSuccess;
   send->used_at = recv->used_at = lm->meetings;
   if (op->send_win != DCCL_WINDOW_UNUSED) op->send_win = send->index;
@@ -408,13 +491,20 @@ ncclResult_t dccl_lazy_map_init(struct dccl_comm *comm) {
   lm->min_bytes = (uint64_t)min;
   lm->sock = -1;
   for (int i = 0; i < LAZY_ROWS; i++) lm->rows[i].index = -1;
-  DCCLCHECK(dccl_comm_board_open(comm, sizeof(struct lazy_say), &lm->board));
+  DCCLCHECK(dccl_comm_board_open(comm, sizeof(struct lazy_parts) > sizeof(struct lazy_say) ? sizeof(struct lazy_parts)
+                                                                                          : sizeof(struct lazy_say),
+                                  &lm->board));
   return open_fd_sockets(comm);
 }
 
 ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
   struct lazy_say *all = calloc((size_t)comm->nranks, sizeof(*all));
-  if (!all) return dccl_error(ncclSystemError, "out of memory");
+  struct lazy_parts *parts = calloc((size_t)comm->nranks, sizeof(*parts));
+  if (!all || !parts) {
+    free(all);
+    free(parts);
+    return dccl_error(ncclSystemError, "out of memory");
+  }
   /* Outside a group each call launched its kernels already; a group's calls launch at its end. */
   struct dccl_lazy_map *lm = comm->lazy;
   int depth = dccl_group_depth();
@@ -422,9 +512,10 @@ ncclResult_t dccl_lazy_map_call(struct dccl_comm *comm, struct dccl_op *op) {
   lm->in_group = depth > 0;
   void *saved = dccl_cuda_get_current();
   dccl_cuda_set_current(comm->cu_ctx);
-  ncclResult_t res = meet(comm, op, all);
+  ncclResult_t res = meet(comm, op, all, parts);
   if (saved) dccl_cuda_set_current(saved);
   free(all);
+  free(parts);
   return res;
 }
 
@@ -437,6 +528,7 @@ void dccl_lazy_map_free(struct dccl_comm *comm) {
   dccl_shm_board_close(lm->board);
   dccl_fd_socket_close(lm->sock);
   free(lm->fd_names);
+  dccl_lazy_spans_sweep(&lm->spans, 1);
   while (lm->imports) {
     struct lazy_import *im = lm->imports;
     lm->imports = im->next;

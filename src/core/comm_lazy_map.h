@@ -8,8 +8,10 @@
  * kernels are done; every rank maps the others' allocations (each once, however many rows name it) and all say
  * whether they could. Every rank holds the same rows, since all see the same meetings. A set naming an allocation
  * whose address another allocation of the same rank now covers (freed and allocated again) is dropped, and its
- * mappings closed once nothing names them, so freed memory is not kept alive. Where some rank cannot take part
- * (its buffers are not cudaMalloc memory, or it is capturing a graph) every rank takes the FIFO algorithms. */
+ * mappings closed once nothing names them, so freed memory is not kept alive. cuMem allocations travel as file
+ * descriptors; a buffer in a range reserved for several (PyTorch's expandable segments) names the range, which
+ * every peer mirrors, mapping the parts calls use (core/lazy_spans.h). Where some rank cannot take part (its
+ * buffers are memory no peer can map, or it is capturing a graph) every rank takes the FIFO algorithms. */
 #ifndef DCCL_CORE_COMM_LAZY_MAP_H_
 #define DCCL_CORE_COMM_LAZY_MAP_H_
 

@@ -86,18 +86,59 @@ static int cumem_exportable(CUdeviceptr base) {
          (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 }
 
-int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+/* The range reserved (cuMemAddressReserve) around cuMem memory at `p`: 0 where the driver does not say. */
+static int reserved_range(CUdeviceptr p, uint64_t *start, uint64_t *bytes) {
+  unsigned long long s = 0, n = 0; /* wide enough whatever width the driver writes */
+  if (dccl_cu.pointer_get_attribute(&s, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) != CUDA_SUCCESS ||
+      dccl_cu.pointer_get_attribute(&n, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p) != CUDA_SUCCESS || !n)
+    return 0;
+  *start = s, *bytes = n;
+  return 1;
+}
+
+/* [p, +bytes) in the range reserved at [start, +size) for several cuMem allocations: 1 with the parts it lies in,
+ * each a whole exportable allocation inside the range, without gaps. */
+static int span_parts(CUdeviceptr p, size_t bytes, uint64_t start, uint64_t size, struct dccl_peer_mem_parts *parts) {
+  parts->n = 0;
+  for (CUdeviceptr at = p; at < p + bytes;) {
+    CUdeviceptr base = 0;
+    size_t n = 0;
+    unsigned long long id = 0;
+    if (parts->n == DCCL_PEER_MEM_MAX_PARTS || dccl_cu.mem_get_address_range(&base, &n, at) != CUDA_SUCCESS ||
+        base > at || base < start || base + n > start + size ||
+        dccl_cu.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, base) != CUDA_SUCCESS)
+      return 0;
+    CUmemGenericAllocationHandle h = cumem_at(base);
+    if (!h || cumem_at(base + n - 1) != h || !cumem_exportable(base)) return 0;
+    parts->part[parts->n++] = (struct dccl_peer_mem_part){base - start, n, id};
+    at = base + n;
+  }
+  return parts->n > 0;
+}
+
+int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e,
+                           struct dccl_peer_mem_parts *parts) {
   CUresult r = CUDA_SUCCESS;
   CUipcMemHandle h;
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
   if (dccl_cuda_api_load() != ncclSuccess) return 0;
   unsigned long long id;
   if (export_cached(p, bytes, e, &id)) return 1;
-  if (locate(p, bytes, id, e, &r) != LOCATED) goto refused;
+  int where = locate(p, bytes, id, e, &r);
+  if (where != LOCATED && where != PAST_END) goto refused;
   CUmemGenericAllocationHandle first = cumem_at(e->base);
+  uint64_t start = 0, size = 0;
+  if (first && reserved_range(p, &start, &size) && size > e->bytes) {
+    /* A range reserved for several allocations (expandable segments): the span, whichever part the buffer is in,
+     * so every buffer of the range names the same mirror. Not kept: any part may be replaced in its place. */
+    if (!parts || !span_parts(p, bytes, start, size, parts)) goto refused;
+    *e = (struct dccl_peer_mem_export){.kind = DCCL_PEER_MEM_SPAN, .device = e->device, .base = start,
+                                       .bytes = size, .id = size};
+    return 1;
+  }
+  if (where == PAST_END) goto refused;
   if (first) {
-    /* One file descriptor names one allocation. The driver gives a cuMem allocation's own bounds (a buffer across
-     * two of an expandable segment ran past the end above); should it give the reserved range's, refuse that. */
+    /* One file descriptor names one allocation: should the driver give a range of several as one, refuse it. */
     if (cumem_at(e->base + e->bytes - 1) != first || !cumem_exportable(e->base)) goto refused;
     e->kind = DCCL_PEER_MEM_FD;
   } else {
@@ -227,27 +268,75 @@ static void close_legacy(CUdeviceptr base) {
   pthread_mutex_unlock(&legacy_lock);
 }
 
-static ncclResult_t map_fd(const struct dccl_peer_mem_export *e, int fd, int ordinal, struct dccl_peer_mem_map *m) {
+/* Imports the descriptor (closed here) and maps its allocation, `bytes` long, at `va` for device `ordinal`. */
+static CUresult map_fd_at(CUdeviceptr va, size_t bytes, int fd, int ordinal) {
   CUmemGenericAllocationHandle h;
   CUresult r = dccl_cu.mem_import_from_shareable_handle(&h, (void *)(uintptr_t)fd,
                                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   close(fd);
-  DCCL_CUCHECK(r, "cuMemImportFromShareableHandle of a peer's allocation");
-  CUdeviceptr va = 0;
-  r = dccl_cu.mem_address_reserve(&va, e->bytes, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return r;
+  r = dccl_cu.mem_map(va, bytes, 0, h, 0);
   if (r == CUDA_SUCCESS) {
-    r = dccl_cu.mem_map(va, e->bytes, 0, h, 0);
-    if (r == CUDA_SUCCESS) {
-      CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, ordinal}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-      r = dccl_cu.mem_set_access(va, e->bytes, &access, 1);
-      if (r != CUDA_SUCCESS) dccl_cu.mem_unmap(va, e->bytes);
-    }
-    if (r != CUDA_SUCCESS) dccl_cu.mem_address_free(va, e->bytes);
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, ordinal}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    r = dccl_cu.mem_set_access(va, bytes, &access, 1);
+    if (r != CUDA_SUCCESS) dccl_cu.mem_unmap(va, bytes);
   }
   dccl_cu.mem_release(h); /* the mapping keeps the memory */
+  return r;
+}
+
+static ncclResult_t map_fd(const struct dccl_peer_mem_export *e, int fd, int ordinal, struct dccl_peer_mem_map *m) {
+  CUdeviceptr va = 0;
+  CUresult r = dccl_cu.mem_address_reserve(&va, e->bytes, 0, 0, 0);
+  if (r != CUDA_SUCCESS) close(fd);
+  else if ((r = map_fd_at(va, e->bytes, fd, ordinal)) != CUDA_SUCCESS) dccl_cu.mem_address_free(va, e->bytes);
   DCCL_CUCHECK(r, "mapping a peer's cuMem allocation");
   m->base = va;
   return ncclSuccess;
+}
+
+ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd) {
+  *fd = -1;
+  DCCLCHECK(dccl_cuda_api_load());
+  unsigned long long now = 0;
+  CUmemGenericAllocationHandle h;
+  if (dccl_cu.pointer_get_attribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID, addr) != CUDA_SUCCESS || now != id ||
+      dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)addr) != CUDA_SUCCESS)
+    return dccl_error(ncclInvalidUsage, "%#llx: the allocation the call named is no longer there",
+                      (unsigned long long)addr);
+  CUresult r = dccl_cu.mem_export_to_shareable_handle(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  dccl_cu.mem_release(h);
+  if (r != CUDA_SUCCESS) *fd = -1;
+  DCCL_CUCHECK(r, "exporting a part of a reserved range as a file descriptor");
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local) {
+  *local = 0;
+  DCCLCHECK(dccl_cuda_api_load());
+  CUdeviceptr va = 0;
+  DCCL_CUCHECK(dccl_cu.mem_address_reserve(&va, bytes, 0, 0, 0), "reserving the mirror of a peer's range");
+  *local = va;
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_peer_mem_mirror_map(uint64_t local, const struct dccl_peer_mem_part *p, int fd, int ordinal) {
+  ncclResult_t res = dccl_cuda_api_load();
+  if (res != ncclSuccess) {
+    if (fd >= 0) close(fd);
+    return res;
+  }
+  if (fd < 0) return dccl_error(ncclInternalError, "a peer's part came without its file descriptor");
+  DCCL_CUCHECK(map_fd_at(local + p->at, p->bytes, fd, ordinal), "mapping a part of a peer's range");
+  return ncclSuccess;
+}
+
+void dccl_peer_mem_mirror_unmap(uint64_t local, const struct dccl_peer_mem_part *p) {
+  dccl_cu.mem_unmap(local + p->at, p->bytes);
+}
+
+void dccl_peer_mem_mirror_free(uint64_t local, uint64_t bytes) {
+  if (local) dccl_cu.mem_address_free(local, bytes);
 }
 
 ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,

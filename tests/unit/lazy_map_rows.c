@@ -10,7 +10,12 @@
  * as a descriptor (one for an in-place call), none once a row names it; a peer's stand-in or this rank's failed
  * export (sent as a stand-in, ok 0) leaves every rank on the FIFO algorithms; no descriptor is left open; without
  * every rank's descriptor socket cuMem buffers never meet as mappable. Below DCCL_LAZY_MAP_BYTES a call meets only
- * where every buffer it uses is registered (ncclCommRegister), and is then mapped like any. */
+ * where every buffer it uses is registered (ncclCommRegister), and is then mapped like any. Reserved ranges of
+ * several allocations (the SPAN kind, expandable segments; core/lazy_spans.c): a buffer's parts travel once each,
+ * both buffers of a call sharing a part send it once; one row serves every buffer of the ranges; the peers' ranges
+ * are mirrored once each, parts mapped at their offsets; a part replaced in place is unmapped (after the kernels)
+ * and the new one mapped; a part a peer cannot map drops every row of the ranges given parts at that meeting and
+ * their mirrors; at the end every mirror is unmapped and freed, and no descriptor is left open. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -42,7 +47,18 @@ static struct {
    * one. */
   int no_socket, exports, export_fails, exchanges, letters, expected, fd_imports, peer_fd_ok, registered;
   struct dccl_fd_note sent[16];
+  /* Reserved ranges (the SPAN kind): each rank's parts of the next call per buffer, the parts the peers send at
+   * it (sent_parts[r]: ids, n_sent[r]), and the mirrors' counts. */
+  struct dccl_peer_mem_parts parts[NRANKS][2];
+  uint64_t sent_parts[NRANKS][16];
+  int n_sent[NRANKS], part_exports, reserves, frees, maps, unmaps, part_gathers;
+  uint64_t fail_map_id;
 } w;
+
+/* Rank r's reserved range: 64 MiB at its own address; part j (2 MiB at 2 MiB x j) has buffer id 5000 + 100 r + j
+ * + 50 x generation. */
+#define SPAN_BASE(r) (0x7000000000ull + 0x100000000ull * (uint64_t)(r))
+#define SPAN_BYTES (64ull << 20)
 
 ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, size_t size) {
   (void)boot;
@@ -51,6 +67,11 @@ ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, si
   if (size == DCCL_FD_NAME_BYTES) { /* creation: every rank's descriptor socket */
     for (int r = 1; r < NRANKS; r++)
       if (!w.no_socket) snprintf((char *)all + (size_t)r * size + 1, size - 1, "peer-%d", r);
+    return ncclSuccess;
+  }
+  if (size == 2 * sizeof(struct dccl_peer_mem_parts)) { /* the spans' parts (struct lazy_parts) */
+    for (int r = 1; r < NRANKS; r++) memcpy(all + (size_t)r * size, w.parts[r], size);
+    w.part_gathers++;
     return ncclSuccess;
   }
   if (size == sizeof(int32_t)) { /* the second meeting: whether each rank mapped */
@@ -67,8 +88,9 @@ ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, si
     struct dccl_peer_mem_export *e = (struct dccl_peer_mem_export *)(say + 8);
     for (int role = 0; role < 2; role++) {
       e[role].kind = w.kind[r][role] ? w.kind[r][role] : DCCL_PEER_MEM_LEGACY;
-      e[role].base = w.base[r][role];
-      e[role].id = w.id[r][role];
+      e[role].base = e[role].kind == DCCL_PEER_MEM_SPAN ? SPAN_BASE(r) : w.base[r][role];
+      e[role].bytes = e[role].kind == DCCL_PEER_MEM_SPAN ? SPAN_BYTES : 0;
+      e[role].id = e[role].kind == DCCL_PEER_MEM_SPAN ? SPAN_BYTES : w.id[r][role];
     }
   }
   return ncclSuccess;
@@ -91,12 +113,18 @@ struct dccl_slot_header dccl_op_call_header(const struct dccl_op *o) {
   return (struct dccl_slot_header){0};
 }
 
-int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e) {
+int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e,
+                           struct dccl_peer_mem_parts *parts) {
   (void)bytes;
   memset(e, 0, sizeof(*e));
   uint64_t p = (uint64_t)(uintptr_t)ptr;
   for (int b = 0; b < 2; b++)
-    if (p == w.base[0][b]) {
+    if (p == w.base[0][b] && w.kind[0][b] == DCCL_PEER_MEM_SPAN) {
+      *e = (struct dccl_peer_mem_export){.kind = DCCL_PEER_MEM_SPAN, .base = SPAN_BASE(0), .bytes = SPAN_BYTES,
+                                         .id = SPAN_BYTES};
+      *parts = w.parts[0][b];
+      return 1;
+    } else if (p == w.base[0][b]) {
       e->kind = w.kind[0][b] ? w.kind[0][b] : DCCL_PEER_MEM_LEGACY;
       e->base = p;
       e->bytes = 1 << 20;
@@ -111,9 +139,37 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
     *fd = -1;
     return ncclInvalidUsage;
   }
-  dccl_peer_mem_describe(ptr, bytes, e);
+  struct dccl_peer_mem_parts parts;
+  dccl_peer_mem_describe(ptr, bytes, e, &parts);
   *fd = open("/dev/null", O_RDONLY);
   return ncclSuccess;
+}
+ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd) {
+  (void)addr, (void)id;
+  w.part_exports++;
+  *fd = w.export_fails ? -1 : open("/dev/null", O_RDONLY);
+  return w.export_fails ? ncclInvalidUsage : ncclSuccess;
+}
+ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local) {
+  w.reserves++;
+  *local = (1ull << 44) + (uint64_t)w.reserves * bytes;
+  return ncclSuccess;
+}
+ncclResult_t dccl_peer_mem_mirror_map(uint64_t local, const struct dccl_peer_mem_part *p, int fd, int ordinal) {
+  (void)local, (void)ordinal;
+  if (fd < 0) return ncclInternalError;
+  close(fd);
+  if (p->id == w.fail_map_id) return ncclUnhandledCudaError;
+  w.maps++;
+  return ncclSuccess;
+}
+void dccl_peer_mem_mirror_unmap(uint64_t local, const struct dccl_peer_mem_part *p) {
+  (void)local, (void)p;
+  w.unmaps++;
+}
+void dccl_peer_mem_mirror_free(uint64_t local, uint64_t bytes) {
+  (void)bytes;
+  if (local) w.frees++;
 }
 ncclResult_t dccl_peer_mem_import(const struct dccl_peer_mem_export *e, int fd, int ordinal,
                                   struct dccl_peer_mem_map *m) {
@@ -156,10 +212,15 @@ ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int no
   int k = 0;
   for (int r = 1; r < NRANKS; r++)
     for (int b = 0; b < 2; b++)
-      if (w.kind[r][b] && !(b == 1 && w.id[r][1] == w.id[r][0]) && k < expected) {
+      if (w.kind[r][b] == DCCL_PEER_MEM_FD && !(b == 1 && w.id[r][1] == w.id[r][0]) && k < expected) {
         fds[k] = open("/dev/null", O_RDONLY);
         notes[k++] = (struct dccl_fd_note){r, w.peer_fd_ok, w.id[r][b]};
       }
+  for (int r = 1; r < NRANKS; r++)
+    for (int i = 0; i < w.n_sent[r] && k < expected; i++) {
+      fds[k] = open("/dev/null", O_RDONLY);
+      notes[k++] = (struct dccl_fd_note){r, w.peer_fd_ok, w.sent_parts[r][i]};
+    }
   return ncclSuccess;
 }
 /* ncclCommRegister's ranges: bit b of w.registered says this rank's buffer b (send 0, recv 1) lies in one. */
@@ -297,6 +358,83 @@ static void cumem_cases(void) {
   dccl_lazy_map_free(&other);
 }
 
+/* Every rank's send buffer in parts [s0, s1] of its range and recv buffer in [r0, r1] (generation g of part ids,
+ * for parts from `from` on); the peers send the parts `sends` lists (rank 0 sends its own alike). */
+static void span_buffers(int s0, int s1, int r0, int r1, int g, int from) {
+  int lo[2] = {s0, r0}, hi[2] = {s1, r1};
+  for (int r = 0; r < NRANKS; r++)
+    for (int b = 0; b < 2; b++) {
+      w.kind[r][b] = DCCL_PEER_MEM_SPAN;
+      w.base[r][b] = SPAN_BASE(r) + (2ull << 20) * (uint64_t)lo[b] + 4096; /* inside a part */
+      w.parts[r][b].n = 0;
+      for (int j = lo[b]; j <= hi[b]; j++)
+        w.parts[r][b].part[w.parts[r][b].n++] =
+            (struct dccl_peer_mem_part){(2ull << 20) * (uint64_t)j, 2ull << 20, 5000 + 100 * (uint64_t)r + (uint64_t)j +
+                                                                                   (j >= from ? 50 * (uint64_t)g : 0)};
+    }
+}
+static void peers_send(int n, const int *parts, int g, int from) {
+  for (int r = 1; r < NRANKS; r++) {
+    w.n_sent[r] = n;
+    for (int i = 0; i < n; i++)
+      w.sent_parts[r][i] = 5000 + 100 * (uint64_t)r + (uint64_t)parts[i] + (parts[i] >= from ? 50 * (uint64_t)g : 0);
+  }
+}
+
+/* Reserved ranges of several allocations (expandable segments). */
+static void span_cases(void) {
+  int fd_mark = open_fds();
+  w.peer_fd_ok = 1;
+  int ex = w.exchanges, gathers = w.allgathers, writes = w.table_writes;
+  /* Send in parts 0-2, recv in 2-4: five parts a rank, part 2 once. */
+  span_buffers(0, 2, 2, 4, 0, 99);
+  peers_send(5, (int[]){0, 1, 2, 3, 4}, 0, 99);
+  int direct = call_on(&comm, 400);
+  check(direct && op.send_win == op.recv_win && w.exchanges == ex + 1 && w.letters == 10 &&
+        w.expected == 10 && w.part_exports == 5 && w.reserves == 2 && w.maps == 10 &&
+        w.table_writes == writes + 1 && w.allgathers == gathers + 3 && w.part_gathers == 1,
+        "spans, first use: one row for both buffers (%d, %d), %d letters (5 parts x 2 peers), %d expected, %d "
+        "exported, %d mirrors, %d parts mapped, %d rows written, %d meetings", op.send_win, op.recv_win, w.letters,
+        w.expected, w.part_exports, w.reserves, w.maps, w.table_writes - writes, w.allgathers - gathers);
+  check(w.sent[0].tag == 5000 && w.sent[2].tag == 5001 && w.sent[0].rank == 0 && w.sent[0].ok,
+        "spans: the letters name this rank's parts by buffer id");
+  int row = op.send_win;
+  ex = w.exchanges, gathers = w.allgathers;
+  direct = call_on(&comm, 401);
+  check(direct && op.send_win == row && w.exchanges == ex && w.maps == 10 && w.allgathers == gathers + 2,
+        "spans again: the same row, nothing exchanged or mapped, one meeting (the says, then the parts)");
+  /* Other buffers of the same ranges: only their new parts (5, 6) travel; the row stays. */
+  span_buffers(3, 5, 5, 6, 0, 99);
+  peers_send(2, (int[]){5, 6}, 0, 99);
+  direct = call_on(&comm, 402);
+  check(direct && op.send_win == row && w.letters == 4 && w.expected == 4 && w.maps == 14 &&
+        w.reserves == 2, "spans, other buffers: the same row (%d), %d letters, %d expected, %d mapped",
+        op.send_win, w.letters, w.expected, w.maps);
+  /* Part 4 replaced on every rank: unmapped in both mirrors after the kernels, the new one mapped. */
+  int waits = w.waits;
+  span_buffers(4, 4, 4, 4, 1, 4);
+  peers_send(1, (int[]){4}, 1, 4);
+  direct = call_on(&comm, 403);
+  check(direct && op.send_win == row && w.unmaps == 2 && w.maps == 16 && w.waits > waits,
+        "spans, a part replaced: %d unmapped, %d mapped, %d waits", w.unmaps, w.maps, w.waits - waits);
+  /* A peer's new part cannot be mapped here: FIFO algorithms; the ranges' rows and mirrors go. */
+  span_buffers(7, 7, 7, 7, 0, 99);
+  peers_send(1, (int[]){7}, 0, 99);
+  w.fail_map_id = 5000 + 100 + 7;
+  w.map_ok[1] = w.map_ok[2] = 0;
+  direct = call_on(&comm, 404);
+  check(!direct && w.frees == 2 && w.unmaps == w.maps,
+        "spans, a part not mapped: FIFO; %d mirrors freed, %d of %d parts unmapped", w.frees, w.unmaps, w.maps);
+  w.fail_map_id = 0;
+  w.map_ok[1] = w.map_ok[2] = 1;
+  span_buffers(0, 2, 2, 4, 0, 99);
+  peers_send(5, (int[]){0, 1, 2, 3, 4}, 0, 99);
+  direct = call_on(&comm, 405);
+  check(direct && w.expected == 10 && w.reserves == 4, "spans after the failure: all listed afresh");
+  for (int r = 0; r < NRANKS; r++) w.n_sent[r] = 0;
+  check(open_fds() == fd_mark, "spans: no descriptor left open (%d more)", open_fds() - fd_mark);
+}
+
 /* Below DCCL_LAZY_MAP_BYTES a call meets only where both its buffers are registered (ncclCommRegister). */
 static void registered_cases(void) {
   buffers(300, 0);
@@ -390,8 +528,12 @@ int main(void) {
   check(call(133, 0), "outside the group again: rows are replaced");
   cumem_cases();
   registered_cases();
+  span_cases();
   dccl_lazy_map_free(&comm);
   check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
+  check(w.part_gathers == 6, "the parts were gathered at the 6 calls with spans only (%d)", w.part_gathers);
+  check(w.reserves == w.frees && w.maps == w.unmaps, "freed: every mirror unmapped (%d of %d parts) and freed (%d of "
+        "%d)", w.unmaps, w.maps, w.frees, w.reserves);
   printf("lazy_map_rows: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
 }
