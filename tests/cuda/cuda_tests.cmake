@@ -212,9 +212,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 --mempool $<TARGET_FILE:torch_nccl_pool>
                   ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
-    # Tensors in PyTorch's expandable segments (several cuMem allocations end to end in one reserved range): every
-    # result right whatever path they take; rank 0 prints the driver's view of each tensor's memory.
-    dccl_gpu_test(torch_expandable_2ranks_mps COMMAND ${mps} bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
+    # Tensors in PyTorch's expandable segments (several cuMem allocations end to end in one reserved range), mapped
+    # on first use as spans (src/core/lazy_spans.c): every result right; rank 0 prints the driver's view of each
+    # tensor's memory.
+    dccl_gpu_test(torch_expandable_2ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                  "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 --expandable
                   ENV PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
     # PyTorch registering every caching-allocator segment (ncclCommRegister on every rank): with the size threshold
