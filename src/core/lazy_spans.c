@@ -110,7 +110,7 @@ ncclResult_t dccl_lazy_spans_take(struct dccl_comm *comm, struct dccl_lazy_spans
     if (q->rank == comm->rank) continue;
     int fd = take_fd(q->rank, q->part.id, fds, notes, nfds);
     ncclResult_t res = ncclInvalidUsage;
-    if (sp->local || dccl_peer_mem_mirror_reserve(sp->bytes, &sp->local) == ncclSuccess)
+    if (sp->local || dccl_peer_mem_mirror_reserve(sp->start, sp->bytes, &sp->local) == ncclSuccess)
       res = dccl_peer_mem_mirror_map(sp->local, &q->part, fd, comm->cuda_device);
     else if (fd >= 0)
       close(fd);

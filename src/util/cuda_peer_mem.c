@@ -311,11 +311,13 @@ ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd) {
   return ncclSuccess;
 }
 
-ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local) {
+ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t start, uint64_t bytes, uint64_t *local) {
   *local = 0;
   DCCLCHECK(dccl_cuda_api_load());
   CUdeviceptr va = 0;
-  DCCL_CUCHECK(dccl_cu.mem_address_reserve(&va, bytes, 0, 0, 0), "reserving the mirror of a peer's range");
+  uint64_t align = start & (~start + 1); /* the lowest set bit: the owner's alignment */
+  if (!align || align > (1ull << 30)) align = 1ull << 30;
+  DCCL_CUCHECK(dccl_cu.mem_address_reserve(&va, bytes, align, 0, 0), "reserving the mirror of a peer's range");
   *local = va;
   return ncclSuccess;
 }

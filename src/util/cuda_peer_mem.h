@@ -65,10 +65,11 @@ int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_e
 /* The allocation at `addr` (a span's part) as a new descriptor (the caller sends, then closes it), when it still is
  * buffer `id`. */
 ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd);
-/* A peer's reserved range mirrored here: `bytes` of address space reserved once, each part mapped at its offset
- * from the received descriptor (closed here, mapped or not) for device `ordinal`, unmapped one by one (no kernel
- * may still use it), and the mirror let go with nothing mapped in it. */
-ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local);
+/* A peer's reserved range mirrored here: `bytes` of address space reserved once, aligned as the owner's `start`
+ * (so each part lands as aligned as the owner mapped it), each part mapped at its offset from the received
+ * descriptor (closed here, mapped or not) for device `ordinal`, unmapped one by one (no kernel may still use it),
+ * and the mirror let go with nothing mapped in it. */
+ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t start, uint64_t bytes, uint64_t *local);
 ncclResult_t dccl_peer_mem_mirror_map(uint64_t local, const struct dccl_peer_mem_part *p, int fd, int ordinal);
 void dccl_peer_mem_mirror_unmap(uint64_t local, const struct dccl_peer_mem_part *p);
 void dccl_peer_mem_mirror_free(uint64_t local, uint64_t bytes);
@@ -97,8 +98,8 @@ static inline ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id,
   *fd = -1;
   return dccl_error(ncclInvalidUsage, "this DCCL was built without the CUDA toolkit");
 }
-static inline ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local) {
-  (void)bytes;
+static inline ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t start, uint64_t bytes, uint64_t *local) {
+  (void)start, (void)bytes;
   *local = 0;
   return dccl_error(ncclInvalidUsage, "this DCCL was built without the CUDA toolkit");
 }

@@ -150,7 +150,8 @@ ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd) {
   *fd = w.export_fails ? -1 : open("/dev/null", O_RDONLY);
   return w.export_fails ? ncclInvalidUsage : ncclSuccess;
 }
-ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t bytes, uint64_t *local) {
+ncclResult_t dccl_peer_mem_mirror_reserve(uint64_t start, uint64_t bytes, uint64_t *local) {
+  (void)start;
   w.reserves++;
   *local = (1ull << 44) + (uint64_t)w.reserves * bytes;
   return ncclSuccess;
