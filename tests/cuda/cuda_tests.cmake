@@ -133,6 +133,8 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   target_link_libraries(gpu_ce_bits PRIVATE dccl_fault_harness dccl CUDA::cudart)
   add_executable(gpu_windows ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_windows.c)
   target_link_libraries(gpu_windows PRIVATE dccl_fault_harness dccl CUDA::cudart)
+  add_executable(gpu_spans ${CMAKE_CURRENT_SOURCE_DIR}/cuda/gpu_spans.c)
+  target_link_libraries(gpu_spans PRIVATE dccl_fault_harness dccl CUDA::cudart CUDA::cuda_driver)
 
   # Ranks in processes of their own (coll_suite --device: every collective, type and reduction at small sizes,
   # checked as on the host), under MPS through mpirun and through the TCP bootstrap (--fork), and a few cases
@@ -212,6 +214,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
                   "every rank's buffers mapped on first use" bash ${PROJECT_SOURCE_DIR}/tests/dropin/torch_ddp.sh
                   $<TARGET_FILE:nccl_dropin> 2 --mempool $<TARGET_FILE:torch_nccl_pool>
                   ENV DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
+    # Buffers across several cuMem allocations of one reserved range (an expandable segment made by hand), mapped
+    # on first use as spans: parts shared, replaced in place, mapped later; 2 and 3 ranks.
+    foreach(n 2 3)
+      dccl_gpu_test(spans_${n}ranks_mps COMMAND ${mps} ${DCCL_EXPECT_OUTPUT} "every rank's buffers mapped on first use"
+                    $<TARGET_FILE:gpu_spans> ${n} ENV DCCL_TIMEOUT=60 DCCL_DEBUG=INFO DCCL_DEBUG_SUBSYS=COLL)
+    endforeach()
     # Tensors in PyTorch's expandable segments (several cuMem allocations end to end in one reserved range), mapped
     # on first use as spans (src/core/lazy_spans.c): every result right; rank 0 prints the driver's view of each
     # tensor's memory.
