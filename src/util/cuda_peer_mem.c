@@ -52,6 +52,85 @@ static unsigned exports_next;
 static pid_t exports_pid;
 static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The parts of the last few reserved ranges seen (SPAN kind), so a span asked again costs one driver question per
+ * part (its buffer id: a part replaced in its place has another) rather than seven. */
+#define SPANS_KEPT 4
+#define SPAN_PARTS_KEPT 256
+static struct kept_span {
+  uint64_t start, size;
+  int32_t device;
+  uint32_t n;
+  struct dccl_peer_mem_part part[SPAN_PARTS_KEPT];
+} spans_kept[SPANS_KEPT];
+static unsigned spans_next;
+
+/* With exports_lock held: the caches are this process's (a forked child starts them afresh). */
+static void caches_own(void) {
+  if (exports_pid == getpid()) return;
+  memset(exports_cache, 0, sizeof(exports_cache));
+  memset(spans_kept, 0, sizeof(spans_kept));
+  exports_pid = getpid();
+}
+
+/* [p, +bytes) in a kept span: 1 with `e` and `parts` when every part it lies in is still the allocation kept (p's
+ * own buffer id `id` is known). */
+static int span_cached(CUdeviceptr p, size_t bytes, unsigned long long id, struct dccl_peer_mem_export *e,
+                       struct dccl_peer_mem_parts *parts) {
+  int found = 0;
+  pthread_mutex_lock(&exports_lock);
+  caches_own();
+  for (int k = 0; k < SPANS_KEPT && !found && parts; k++) {
+    const struct kept_span *ks = &spans_kept[k];
+    if (!ks->size || p < ks->start || p >= ks->start + ks->size) continue;
+    parts->n = 0;
+    CUdeviceptr at = p;
+    while (at < p + bytes && parts->n < DCCL_PEER_MEM_MAX_PARTS) { /* the kept part holding `at`, then the next */
+      CUdeviceptr off = at - ks->start;
+      uint32_t j = 0;
+      while (j < ks->n && !(off >= ks->part[j].at && off < ks->part[j].at + ks->part[j].bytes)) j++;
+      if (j == ks->n) break;
+      parts->part[parts->n++] = ks->part[j];
+      at = ks->start + ks->part[j].at + ks->part[j].bytes;
+    }
+    if ((found = at >= p + bytes))
+      *e = (struct dccl_peer_mem_export){.kind = DCCL_PEER_MEM_SPAN, .device = ks->device, .base = ks->start,
+                                         .bytes = ks->size, .id = ks->size};
+  }
+  pthread_mutex_unlock(&exports_lock);
+  for (uint32_t i = 0; found && i < parts->n; i++) {
+    unsigned long long now = id;
+    if (i > 0 && dccl_cu.pointer_get_attribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID, e->base + parts->part[i].at) !=
+                     CUDA_SUCCESS)
+      now = 0;
+    found = now == parts->part[i].id;
+  }
+  return found;
+}
+
+/* Keeps a span's parts with those of its range seen before (a part replaces those it overlaps). */
+static void span_keep(const struct dccl_peer_mem_export *e, const struct dccl_peer_mem_parts *parts) {
+  pthread_mutex_lock(&exports_lock);
+  caches_own();
+  struct kept_span *ks = NULL;
+  for (int k = 0; k < SPANS_KEPT && !ks; k++)
+    if (spans_kept[k].start == e->base && spans_kept[k].size == e->bytes) ks = &spans_kept[k];
+  if (!ks) {
+    ks = &spans_kept[spans_next++ % SPANS_KEPT];
+    *ks = (struct kept_span){.start = e->base, .size = e->bytes, .device = e->device};
+  }
+  for (uint32_t i = 0; i < parts->n; i++) {
+    const struct dccl_peer_mem_part *p = &parts->part[i];
+    for (uint32_t j = 0; j < ks->n;)
+      if (ks->part[j].at < p->at + p->bytes && p->at < ks->part[j].at + ks->part[j].bytes)
+        ks->part[j] = ks->part[--ks->n];
+      else
+        j++;
+    if (ks->n == SPAN_PARTS_KEPT) ks->n = 0; /* full: start again from this span's parts */
+    ks->part[ks->n++] = *p;
+  }
+  pthread_mutex_unlock(&exports_lock);
+}
+
 /* Found: `e` is the export of p's allocation. Else *id is p's buffer id (0 where the driver has none). */
 static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_export *e, unsigned long long *id_out) {
   unsigned long long id = 0;
@@ -60,7 +139,8 @@ static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_expor
   *id_out = id;
   int hit = 0;
   pthread_mutex_lock(&exports_lock);
-  for (int i = 0; i < EXPORTS_CACHED && !hit && exports_pid == getpid(); i++) {
+  caches_own();
+  for (int i = 0; i < EXPORTS_CACHED && !hit; i++) {
     const struct dccl_peer_mem_export *c = &exports_cache[i];
     if ((hit = c->kind && c->id == id && p >= c->base && p + bytes <= c->base + c->bytes)) *e = *c;
   }
@@ -70,10 +150,7 @@ static int export_cached(CUdeviceptr p, size_t bytes, struct dccl_peer_mem_expor
 
 static void export_keep(const struct dccl_peer_mem_export *e) {
   pthread_mutex_lock(&exports_lock);
-  if (exports_pid != getpid()) {
-    memset(exports_cache, 0, sizeof(exports_cache));
-    exports_pid = getpid();
-  }
+  caches_own();
   exports_cache[exports_next++ % EXPORTS_CACHED] = *e;
   pthread_mutex_unlock(&exports_lock);
 }
@@ -123,17 +200,18 @@ int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_e
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
   if (dccl_cuda_api_load() != ncclSuccess) return 0;
   unsigned long long id;
-  if (export_cached(p, bytes, e, &id)) return 1;
+  if (export_cached(p, bytes, e, &id) || (id && span_cached(p, bytes, id, e, parts))) return 1;
   int where = locate(p, bytes, id, e, &r);
   if (where != LOCATED && where != PAST_END) goto refused;
   CUmemGenericAllocationHandle first = cumem_at(e->base);
   uint64_t start = 0, size = 0;
   if (first && reserved_range(p, &start, &size) && size > e->bytes) {
     /* A range reserved for several allocations (expandable segments): the span, whichever part the buffer is in,
-     * so every buffer of the range names the same mirror. Not kept: any part may be replaced in its place. */
+     * so every buffer of the range names the same mirror. */
     if (!parts || !span_parts(p, bytes, start, size, parts)) goto refused;
     *e = (struct dccl_peer_mem_export){.kind = DCCL_PEER_MEM_SPAN, .device = e->device, .base = start,
                                        .bytes = size, .id = size};
+    span_keep(e, parts);
     return 1;
   }
   if (where == PAST_END) goto refused;

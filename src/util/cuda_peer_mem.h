@@ -58,8 +58,8 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
  * memory in a range reserved for several allocations, each exportable, the SPAN kind: `e` names the reserved range
  * (base, bytes; id = bytes) and `parts` the allocations the buffer lies in; refused where `parts` is NULL), else 0
  * (host, pool or managed memory, a range past its allocation, a gap in a span, or no driver). For checks made at
- * every call: the last 32 answers of the first two kinds are kept, found again by buffer id (a span's parts are
- * asked every time: any of them may have been replaced). */
+ * every call: the last 32 answers of the first two kinds are kept, found again by buffer id; the parts of the last
+ * 4 ranges are kept too, each checked by its buffer id (one driver call a part: any may have been replaced). */
 int dccl_peer_mem_describe(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e,
                            struct dccl_peer_mem_parts *parts);
 /* The allocation at `addr` (a span's part) as a new descriptor (the caller sends, then closes it), when it still is
