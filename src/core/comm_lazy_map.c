@@ -20,6 +20,10 @@
 #include "util/params.h"
 
 #define LAZY_ROWS 32 /* of the DCCL_MAX_WINDOWS rows of the device table: the rest stay for ncclCommWindowRegister */
+/* Parts of reserved ranges a meeting exchanges at once: each batch's descriptors are mapped and closed before the
+ * next, so a rank never holds more than this many received at a time (8 ranks x 2 buffers x 64 parts would near
+ * the usual limit of 1024 open descriptors). */
+#define LAZY_PARTS_PER_EXCHANGE 256
 
 /* An implicit window: one allocation per rank (kind 0 where the buffer is unused on that rank) in row `index`. */
 struct lazy_row {
@@ -316,9 +320,9 @@ static ncclResult_t add_out(struct lazy_out *o, int me, int fd, uint64_t tag, ui
   return ncclSuccess;
 }
 
-/* A cuMem allocation no row names yet goes from its owner to every other rank as a file descriptor, and so does
- * every part of a reserved range (`need`: dccl_lazy_spans_plan) no list holds. Every rank lists the same ones: all
- * see the same says and hold the same rows and lists. */
+/* A cuMem allocation no row names yet (in the says `all`, where not NULL) goes from its owner to every other rank
+ * as a file descriptor, and so does each part of reserved ranges in `need` (dccl_lazy_spans_plan). Every rank lists
+ * the same ones: all see the same says and hold the same rows and lists. */
 static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all, const struct dccl_span_part *need,
                              int nneed, struct lazy_fds *got) {
   struct dccl_lazy_map *lm = comm->lazy;
@@ -326,7 +330,7 @@ static ncclResult_t swap_fds(struct dccl_comm *comm, const struct lazy_say *all,
   struct lazy_out mine = {0, calloc((size_t)nneed + 3, sizeof(int)), calloc((size_t)nneed + 3, sizeof(*mine.note))};
   ncclResult_t res = mine.fd && mine.note ? ncclSuccess : dccl_error(ncclSystemError, "out of memory");
   got->n = 0;
-  for (int r = 0; r < n && res == ncclSuccess; r++)
+  for (int r = 0; all && r < n && res == ncclSuccess; r++)
     for (int b = 0; b < 2 && res == ncclSuccess; b++) {
       const struct dccl_peer_mem_export *e = &all[r].buf[b];
       if (e->kind != DCCL_PEER_MEM_FD || named(lm, r, e) || (b == 1 && same_alloc(&all[r].buf[0], e))) continue;
@@ -418,12 +422,20 @@ static ncclResult_t meet(struct dccl_comm *comm, struct dccl_op *op, struct lazy
     free(need);
     return dccl_error(ncclSystemError, "out of memory");
   }
-  struct lazy_fds fds = {0};
   int made = nneed > 0, mapped = 1; /* parts mapped into mirrors: every rank says whether it could */
-  ncclResult_t res = swap_fds(comm, all, need, nneed, &fds);
-  if (res == ncclSuccess)
-    res = dccl_lazy_spans_take(comm, &lm->spans, need, nneed, fds.fd, fds.notes, fds.n, lm->meetings, &mapped);
+  ncclResult_t res = ncclSuccess;
+  for (int from = 0; res == ncclSuccess && from < nneed; from += LAZY_PARTS_PER_EXCHANGE) {
+    int count = nneed - from < LAZY_PARTS_PER_EXCHANGE ? nneed - from : LAZY_PARTS_PER_EXCHANGE;
+    struct lazy_fds batch = {0};
+    res = swap_fds(comm, NULL, need + from, count, &batch);
+    if (res == ncclSuccess)
+      res = dccl_lazy_spans_take(comm, &lm->spans, need + from, count, batch.fd, batch.notes, batch.n, lm->meetings,
+                                 &mapped);
+    drop_fds(&batch);
+  }
   free(need);
+  struct lazy_fds fds = {0}; /* the allocations' descriptors, which the rows import */
+  if (res == ncclSuccess) res = swap_fds(comm, all, NULL, 0, &fds);
   if (res != ncclSuccess) {
     drop_fds(&fds);
     return res;

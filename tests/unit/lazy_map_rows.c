@@ -48,17 +48,20 @@ static struct {
   int no_socket, exports, export_fails, exchanges, letters, expected, fd_imports, peer_fd_ok, registered;
   struct dccl_fd_note sent[16];
   /* Reserved ranges (the SPAN kind): each rank's parts of the next call per buffer, the parts the peers send at
-   * it (sent_parts[r]: ids, n_sent[r]), and the mirrors' counts. */
+   * it (a queue of rank and buffer id, each exchange taking what it expects from its head), and the counts. */
   struct dccl_peer_mem_parts parts[NRANKS][2];
-  uint64_t sent_parts[NRANKS][16];
-  int n_sent[NRANKS], part_exports, reserves, frees, maps, unmaps, part_gathers;
+  struct {
+    int rank;
+    uint64_t id;
+  } queue[512];
+  int queued, dequeued, part_exports, reserves, frees, maps, unmaps, part_gathers;
   uint64_t fail_map_id;
 } w;
 
 /* Rank r's reserved range: 64 MiB at its own address; part j (2 MiB at 2 MiB x j) has buffer id 5000 + 100 r + j
  * + 50 x generation. */
 #define SPAN_BASE(r) (0x7000000000ull + 0x100000000ull * (uint64_t)(r))
-#define SPAN_BYTES (64ull << 20)
+#define SPAN_BYTES (256ull << 20)
 
 ncclResult_t dccl_bootstrap_allgather(struct dccl_bootstrap *boot, void *buf, size_t size) {
   (void)boot;
@@ -217,11 +220,10 @@ ncclResult_t dccl_fd_exchange(int sock, const struct dccl_fd_letter *out, int no
         fds[k] = open("/dev/null", O_RDONLY);
         notes[k++] = (struct dccl_fd_note){r, w.peer_fd_ok, w.id[r][b]};
       }
-  for (int r = 1; r < NRANKS; r++)
-    for (int i = 0; i < w.n_sent[r] && k < expected; i++) {
-      fds[k] = open("/dev/null", O_RDONLY);
-      notes[k++] = (struct dccl_fd_note){r, w.peer_fd_ok, w.sent_parts[r][i]};
-    }
+  for (; w.dequeued < w.queued && k < expected; w.dequeued++) {
+    fds[k] = open("/dev/null", O_RDONLY);
+    notes[k++] = (struct dccl_fd_note){w.queue[w.dequeued].rank, w.peer_fd_ok, w.queue[w.dequeued].id};
+  }
   return ncclSuccess;
 }
 /* ncclCommRegister's ranges: bit b of w.registered says this rank's buffer b (send 0, recv 1) lies in one. */
@@ -375,11 +377,12 @@ static void span_buffers(int s0, int s1, int r0, int r1, int g, int from) {
     }
 }
 static void peers_send(int n, const int *parts, int g, int from) {
-  for (int r = 1; r < NRANKS; r++) {
-    w.n_sent[r] = n;
-    for (int i = 0; i < n; i++)
-      w.sent_parts[r][i] = 5000 + 100 * (uint64_t)r + (uint64_t)parts[i] + (parts[i] >= from ? 50 * (uint64_t)g : 0);
-  }
+  w.queued = w.dequeued = 0;
+  for (int r = 1; r < NRANKS; r++)
+    for (int i = 0; i < n; i++, w.queued++) {
+      w.queue[w.queued].rank = r;
+      w.queue[w.queued].id = 5000 + 100 * (uint64_t)r + (uint64_t)parts[i] + (parts[i] >= from ? 50 * (uint64_t)g : 0);
+    }
 }
 
 /* Reserved ranges of several allocations (expandable segments). */
@@ -432,7 +435,18 @@ static void span_cases(void) {
   peers_send(5, (int[]){0, 1, 2, 3, 4}, 0, 99);
   direct = call_on(&comm, 405);
   check(direct && w.expected == 10 && w.reserves == 4, "spans after the failure: all listed afresh");
-  for (int r = 0; r < NRANKS; r++) w.n_sent[r] = 0;
+  /* 64 parts a buffer, both buffers apart, on 3 ranks: 384 parts, exchanged in batches of at most 256. */
+  span_buffers(0, 63, 64, 127, 2, 0);
+  int all_parts[128];
+  for (int j = 0; j < 128; j++) all_parts[j] = j;
+  peers_send(128, all_parts, 2, 0);
+  ex = w.exchanges;
+  int maps = w.maps;
+  direct = call_on(&comm, 406);
+  check(direct && w.exchanges == ex + 2 && w.dequeued == 256 && w.maps - maps == 256 && w.expected == 128,
+        "384 parts: direct; %d exchanges (the last expecting %d), %d parts mapped", w.exchanges - ex, w.expected,
+        w.maps - maps);
+  w.queued = w.dequeued = 0;
   check(open_fds() == fd_mark, "spans: no descriptor left open (%d more)", open_fds() - fd_mark);
 }
 
@@ -532,7 +546,7 @@ int main(void) {
   span_cases();
   dccl_lazy_map_free(&comm);
   check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
-  check(w.part_gathers == 6, "the parts were gathered at the 6 calls with spans only (%d)", w.part_gathers);
+  check(w.part_gathers == 7, "the parts were gathered at the 7 calls with spans only (%d)", w.part_gathers);
   check(w.reserves == w.frees && w.maps == w.unmaps, "freed: every mirror unmapped (%d of %d parts) and freed (%d of "
         "%d)", w.unmaps, w.maps, w.frees, w.reserves);
   printf("lazy_map_rows: %d passed, %d failed\n", checks_passed, checks_failed);
