@@ -33,6 +33,8 @@ static void usage(const char *prog) {
       "  -R, --local_register <0|1|2> device buffers: 1 ncclCommRegister, 2 windows (ncclCommWindowRegister, which\n"
       "                               ranks of one GPU in several processes read in place); default 0\n"
       "      --memalloc               device buffers from ncclMemAlloc (cuMem) instead of cudaMalloc\n"
+      "      --segments               device buffers in reserved ranges of 20 MiB cuMem allocations, 1 MiB into\n"
+      "                               the first (as PyTorch's expandable segments hold tensors)\n"
       "  -h, --help\n",
       prog);
 }
@@ -100,6 +102,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
                                            {"local_register", required_argument, 0, 'R'},
                                            {"host", no_argument, 0, 'H'},
                                            {"memalloc", no_argument, 0, 'A'},
+                                           {"segments", no_argument, 0, 'S'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -194,7 +197,10 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
         o->host_buffers = 1;
         break;
       case 'A':
-        o->memalloc = 1;
+        o->memalloc = PERF_ALLOC_MEMALLOC;
+        break;
+      case 'S':
+        o->memalloc = PERF_ALLOC_SEGMENTS;
         break;
       case 'h':
         if (rank == 0) usage(argv[0]);

@@ -428,7 +428,10 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   char created_by[200];
   snprintf(created_by, sizeof created_by, "%s, created in %.1f ms (slowest rank); %s buffers%s%s", how,
            slowest * 1e3, run.mem.on_device ? "device" : "host",
-           run.mem.on_device && run.mem.memalloc ? " (ncclMemAlloc)" : "",
+           !run.mem.on_device                          ? ""
+           : run.mem.memalloc == PERF_ALLOC_MEMALLOC   ? " (ncclMemAlloc)"
+           : run.mem.memalloc == PERF_ALLOC_SEGMENTS ? " (expandable segments)"
+                                                       : "",
            !run.mem.on_device || !opts.register_mode ? ""
            : opts.register_mode == 1                 ? " (ncclCommRegister)"
                                                      : " (in windows)");

@@ -64,7 +64,8 @@ struct perf_options {
   int use_unique_id; /* -B uid: ncclGetUniqueId + MPI_Bcast + ncclCommInitRank even when dccl_mpi exists */
   int host_buffers;  /* --host: host memory even where a GPU is present */
   int register_mode; /* -R: device buffers registered (1) or in windows (2) */
-  int memalloc;      /* --memalloc: device buffers from ncclMemAlloc */
+  int memalloc;      /* --memalloc: device buffers from ncclMemAlloc (PERF_ALLOC_MEMALLOC); --segments:
+                        PERF_ALLOC_SEGMENTS */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
@@ -161,17 +162,22 @@ size_t perf_guard_count_changed(const unsigned char *base, size_t bytes);
 /* The input range that keeps sums, products and averages exact in `type` for `nranks` ranks. */
 double perf_value_range(const struct perf_type *type, enum perf_op op, int nranks);
 
-/* ---- device buffers (device_mem.c) ---- */
+/* ---- device buffers (device_mem.c, device_segments.c) ---- */
+enum { PERF_ALLOC_CUDAMALLOC, PERF_ALLOC_MEMALLOC, PERF_ALLOC_SEGMENTS };
+/* --segments: a buffer in a reserved range of 20 MiB cuMem allocations, as PyTorch's expandable segments hold one
+ * (device_segments.c); MPI_Abort on failure. */
+void *perf_segments_alloc(size_t bytes, int device);
+void perf_segments_free(void *p);
 /* The collectives' buffers: the host buffers themselves, or device memory the host buffers mirror (same layout,
  * guards included, from the start of each allocation). */
 struct perf_mem {
   int on_device, device;
-  int memalloc; /* from ncclMemAlloc (cuMem), else cudaMalloc */
+  int memalloc; /* PERF_ALLOC_*: cudaMalloc, ncclMemAlloc (cuMem), or an expandable segment */
   unsigned char *dev_send, *dev_recv;
   size_t bytes; /* each allocation, guards included */
 };
 /* Uses this host's GPU for the rank (before the communicator is made) when want_device and one exists; returns
- * on_device. max_bytes: each buffer's usable size; memalloc: allocate with ncclMemAlloc. */
+ * on_device. max_bytes: each buffer's usable size; memalloc: PERF_ALLOC_*. */
 int perf_mem_init(struct perf_mem *m, int want_device, int memalloc, size_t max_bytes);
 void perf_mem_free(struct perf_mem *m);
 /* The host copies (allocation starts) to the device, and back after waiting for the device's work. */

@@ -16,9 +16,11 @@ static int cuda_ok(cudaError_t e, const char *what) {
   return 0;
 }
 
-static void *device_alloc(size_t bytes, int memalloc) {
+static void *device_alloc(size_t bytes, int memalloc, int device) {
   void *p = NULL;
-  if (!memalloc) {
+  if (memalloc == PERF_ALLOC_SEGMENTS) {
+    p = perf_segments_alloc(bytes, device);
+  } else if (memalloc == PERF_ALLOC_CUDAMALLOC) {
     cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc");
   } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
     fprintf(stderr, "ncclMemAlloc of %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
@@ -41,15 +43,20 @@ int perf_mem_init(struct perf_mem *m, int want_device, int memalloc, size_t max_
   cuda_ok(cudaSetDevice(m->device), "cudaSetDevice");
   m->bytes = max_bytes + 2 * PERF_GUARD_BYTES;
   m->memalloc = memalloc;
-  m->dev_send = device_alloc(m->bytes, memalloc);
-  m->dev_recv = device_alloc(m->bytes, memalloc);
+  m->dev_send = device_alloc(m->bytes, memalloc, m->device);
+  m->dev_recv = device_alloc(m->bytes, memalloc, m->device);
   m->on_device = 1;
   return 1;
 }
 
 void perf_mem_free(struct perf_mem *m) {
   if (!m->on_device) return;
-  if (m->memalloc) {
+  if (m->memalloc == PERF_ALLOC_SEGMENTS) {
+    perf_segments_free(m->dev_send);
+    perf_segments_free(m->dev_recv);
+    return;
+  }
+  if (m->memalloc == PERF_ALLOC_MEMALLOC) {
     ncclMemFree(m->dev_send);
     ncclMemFree(m->dev_recv);
     return;

@@ -205,7 +205,11 @@ int perf_json_open(const char *path, const struct perf_options *o, const struct 
   static const char *buffers[3] = {"plain", "registered", "windows"};
   fprintf(json_file, ",\n  \"memory\": \"%s\",\n  \"buffers\": \"%s\",\n", on_device ? "device" : "host",
           on_device ? buffers[o->register_mode] : "plain");
-  if (on_device) fprintf(json_file, "  \"allocator\": \"%s\",\n", o->memalloc ? "ncclMemAlloc" : "cudaMalloc");
+  if (on_device)
+    fprintf(json_file, "  \"allocator\": \"%s\",\n",
+            o->memalloc == PERF_ALLOC_MEMALLOC   ? "ncclMemAlloc"
+            : o->memalloc == PERF_ALLOC_SEGMENTS ? "segments"
+                                                 : "cudaMalloc");
   fprintf(json_file, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n", o->iters, o->warmup_iters,
           o->check);
   fprintf(json_file, "  \"times\": \"%s\",\n", average_names[o->average]);

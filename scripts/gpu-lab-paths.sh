@@ -30,9 +30,10 @@
 #           PIECE_BYTES/MAX_CTAS (default "0 262144 2097152 0/8").
 #   alloc:  why 4 ranks in processes reach half the floor out of place where one process reaches 90%: the same
 #           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
-#           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc), alternated,
-#           for buffers in windows (-R 2) and unregistered ones mapped on first use (PATHS_ALLOC_REG: "windows
-#           lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
+#           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
+#           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
+#           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
+#           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
 #           the floor; ncclMemAlloc 85-91%).
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
@@ -184,7 +185,7 @@ done
 
 [[ " $parts " == *" alloc "* ]] && for round in $(seq "$rounds"); do
   for reg in ${PATHS_ALLOC_REG:-windows lazy}; do
-    for alloc in cudamalloc memalloc; do
+    for alloc in ${PATHS_ALLOC_KINDS:-cudamalloc memalloc}; do
       for ctas in ${PATHS_ALLOC_CTAS:-default}; do
         name=alloc.np4.$reg.$alloc$([ "$ctas" = default ] || echo ".ctas$ctas").r$round
         fits 90 "$name" || continue
@@ -192,7 +193,7 @@ done
         DCCL_MAX_CTAS=$([ "$ctas" = default ] || echo "$ctas") DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 \
           timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS -np 4 \
           "$build/perf/all_reduce_perf" -b "${PATHS_ALLOC_BEGIN:-256M}" -e 1G -f 2 -c 1 -n 20 -w 3 \
-          -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = memalloc ] && echo --memalloc) -T 150 \
+          -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = cudamalloc ] || echo "--$alloc") -T 150 \
           -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
         grep -m 3 "stall report\|waits for" "$out/$name.log"
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
