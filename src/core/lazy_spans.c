@@ -61,7 +61,9 @@ static int take_fd(int r, uint64_t id, int *fds, const struct dccl_fd_note *note
     if (notes[k].rank == r && notes[k].tag == id && fds[k] >= 0) {
       int fd = fds[k];
       fds[k] = -1;
-      return notes[k].ok ? fd : (close(fd), -1);
+      if (notes[k].ok) return fd;
+      close(fd); /* a stand-in: the owner could not export it */
+      return -1;
     }
   return -1;
 }
