@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "transports/net_socket/socket_private.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/net_addr.h"
 #include "util/params.h"
@@ -119,13 +120,15 @@ static ncclResult_t socket_setup(struct dccl_conn *conn, void *info) {
 #endif
 }
 
-/* Send side: opens the S streams to the receiver's listener and introduces each with the link's token. */
+/* Send side: opens the S streams to the receiver's listener and introduces each with the link's token. A refused
+ * connection is tried again until the deadline (the listener may not be up yet) or the communicator's abort (the
+ * receiver failed and will never listen: a mismatch verdict, a dead rank). */
 static ncclResult_t connect_streams(struct dccl_conn *conn, const struct socket_conn_info *in) {
   struct dccl_socket_conn *sc = conn->priv;
   int64_t timeout_s = dccl_param_int(DCCL_PARAM_BOOTSTRAP_TIMEOUT);
-  int timeout_ms = (int)((timeout_s > 0 && timeout_s < 2000000 ? timeout_s : 300) * 1000);
+  int64_t deadline = dccl_now_ns() + (timeout_s > 0 && timeout_s < 2000000 ? timeout_s : 300) * 1000000000ll;
   for (uint32_t i = 0; i < sc->nstreams; i++) {
-    ncclResult_t res = dccl_socket_connect(&in->addr, timeout_ms, &sc->streams[i].fd);
+    ncclResult_t res = dccl_socket_connect_wait(&in->addr, deadline, conn->ctx->abort_flag, &sc->streams[i].fd);
     if (res != ncclSuccess) {
       char buf[128];
       return dccl_error(res, "socket link to rank %d (host %s): cannot connect stream %u to %s", conn->peer,
@@ -179,11 +182,24 @@ static int socket_send_flushed(struct dccl_conn *conn) {
   return dccl_ld_acquire_u64(dccl_conn_head(conn)) == dccl_ld_acquire_u64(dccl_conn_tail(conn));
 }
 
+/* A receive side waits for slot `tail` (the first not complete), which only its own stream can bring: another
+ * stream's goodbye or end says nothing about it (a peer sends its last slots on every stream and then its goodbyes,
+ * so one stream's goodbye may arrive before another's last slot). -1 where nothing is missing: slots are ready or
+ * complete, waiting for the consumer or for publication. */
+static int stream_awaited(struct dccl_conn *conn, const struct dccl_socket_conn *sc) {
+  uint64_t head = dccl_ld_acquire_u64(dccl_conn_head(conn)), tail = dccl_ld_acquire_u64(dccl_conn_tail(conn));
+  uint32_t i = (uint32_t)(tail % sc->nstreams);
+  return tail > head || sc->streams[i].slot > tail ? -1 : (int)i;
+}
+
 static ncclResult_t socket_check_peer(struct dccl_conn *conn) {
   struct dccl_socket_conn *sc = conn->priv;
   if (!sc || !sc->connected) return ncclSuccess;
   if (sc->aborted) return ncclRemoteError;
+  int awaited = conn->is_send ? -1 : stream_awaited(conn, sc);
+  if (!conn->is_send && awaited < 0) return ncclSuccess;
   for (uint32_t i = 0; i < sc->nstreams; i++) {
+    if (awaited >= 0 && i != (uint32_t)awaited) continue;
     struct dccl_socket_stream *s = &sc->streams[i];
     if (s->said_goodbye)
       return dccl_error(ncclRemoteError,
