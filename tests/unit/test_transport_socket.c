@@ -407,7 +407,8 @@ static void test_peer_killed(int victim_sends) {
 }
 
 /* The sender aborts (the receiver's progress fails, naming it) or closes cleanly (progress stays quiet, since
- * nothing was pending; check_peer says the peer left). */
+ * nothing was pending; check_peer says the peer left, but not while the last slot, which came on one stream
+ * before both goodbyes, still waits to be taken). */
 static void test_abort_or_close(int abort_it) {
   struct geometry g = {.nslots = 4, .slot_bytes = 4096, .nstreams = 2};
   int sock;
@@ -433,9 +434,18 @@ static void test_abort_or_close(int abort_it) {
   struct dccl_conn *c = &s.conn[0];
   ncclResult_t res = link_up(&s, sock, &g, 1, NULL);
   CHECK(res == ncclSuccess, "connect: %s", dccl_last_error());
-  CHECK(recv_slots(c, 0, 5, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
+  CHECK(recv_slots(c, 0, abort_it ? 5 : 4, 1) == 0, "slots before the %s arrived wrong", abort_it ? "abort" : "close");
   CHECK(await(sock, 20) == 0, "peer never finished");
   CHECK(child_failures(child) == 0, "sending side failed");
+  if (!abort_it) { /* slot 4 (stream 0) and both goodbyes arrive; the slot is there to take: no failure yet */
+    for (double t1 = now_s(); now_s() - t1 < 0.1;) {
+      CHECK(T->progress(c) == ncclSuccess, "progress before the last slot was taken: %s", dccl_last_error());
+      usleep(1000);
+    }
+    CHECK(dccl_ld_acquire_u64(dccl_conn_tail(c)) == 5 && T->check_peer(c) == ncclSuccess,
+          "a goodbye after a slot still to take: check_peer must not fail yet: \"%s\"", dccl_last_error());
+    CHECK(recv_slots(c, 4, 1, 1) == 0, "the slot before the close arrived wrong");
+  }
   double t0 = now_s();
   while ((res = T->progress(c)) == ncclSuccess && now_s() - t0 < 0.3) usleep(1000);
   if (abort_it) {
@@ -544,6 +554,20 @@ static void test_mismatch_and_abort_wait(void) {
         "an unconnected link has nothing to report");
   side_free(&snd);
   side_free(&rcv);
+
+  /* A receiver that failed never listens again: the sender's connect, refused, stops at the abort (it used to try
+   * again for the whole DCCL_BOOTSTRAP_TIMEOUT). */
+  side_init(&snd, 1, 1);
+  side_init(&rcv, 0, 0);
+  CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 2) == ncclSuccess, "send setup");
+  CHECK(dccl_socket_setup_geometry(&rcv.conn[0], rblob, 4, 4096, 2) == ncclSuccess, "recv setup");
+  side_free(&rcv); /* its listener closes */
+  snd.abort_flag = 1;
+  t0 = now_s();
+  res = T->connect(&snd.conn[0], rblob);
+  CHECK(res == ncclRemoteError && now_s() - t0 < 2, "aborted connect to a closed listener: res %d after %.2f s", res,
+        now_s() - t0);
+  side_free(&snd);
   CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, 0) == ncclInvalidArgument, "0 streams accepted");
   CHECK(dccl_socket_setup_geometry(&snd.conn[0], sblob, 4, 4096, DCCL_SOCKET_MAX_STREAMS + 1) == ncclInvalidArgument,
         "too many streams accepted");
