@@ -231,6 +231,18 @@ refused:
   return 0;
 }
 
+/* The cuMem allocation at `base` as a new POSIX file descriptor (*fd; -1 on failure). */
+static CUresult export_fd(CUdeviceptr base, int *fd) {
+  CUmemGenericAllocationHandle h;
+  *fd = -1;
+  CUresult r = dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)base);
+  if (r != CUDA_SUCCESS) return r;
+  r = dccl_cu.mem_export_to_shareable_handle(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  dccl_cu.mem_release(h);
+  if (r != CUDA_SUCCESS) *fd = -1;
+  return r;
+}
+
 ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_peer_mem_export *e, int *fd) {
   *fd = -1;
   memset(e, 0, sizeof(*e));
@@ -261,12 +273,8 @@ ncclResult_t dccl_peer_mem_export(const void *ptr, size_t bytes, struct dccl_pee
     if (cumem_at(base + size - 1) != first)
       return dccl_error(ncclInvalidUsage,
                         "%p lies in a range of several cuMem allocations, which one peer mapping cannot cover", ptr);
-    CUmemGenericAllocationHandle h;
-    DCCL_CUCHECK(dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)base), "cuMemRetainAllocationHandle");
     int exported = -1;
-    r = dccl_cu.mem_export_to_shareable_handle(&exported, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    dccl_cu.mem_release(h);
-    if (r != CUDA_SUCCESS)
+    if ((r = export_fd(base, &exported)) != CUDA_SUCCESS)
       return dccl_error(ncclInvalidUsage,
                         "%p: its cuMem allocation cannot be exported as a file descriptor (%s), so processes cannot "
                         "share it (allocate with ncclMemAlloc, or a POSIX handle type)",
@@ -377,15 +385,10 @@ ncclResult_t dccl_peer_mem_export_part(uint64_t addr, uint64_t id, int *fd) {
   *fd = -1;
   DCCLCHECK(dccl_cuda_api_load());
   unsigned long long now = 0;
-  CUmemGenericAllocationHandle h;
-  if (dccl_cu.pointer_get_attribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID, addr) != CUDA_SUCCESS || now != id ||
-      dccl_cu.mem_retain_allocation_handle(&h, (void *)(uintptr_t)addr) != CUDA_SUCCESS)
+  if (dccl_cu.pointer_get_attribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID, addr) != CUDA_SUCCESS || now != id)
     return dccl_error(ncclInvalidUsage, "%#llx: the allocation the call named is no longer there",
                       (unsigned long long)addr);
-  CUresult r = dccl_cu.mem_export_to_shareable_handle(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  dccl_cu.mem_release(h);
-  if (r != CUDA_SUCCESS) *fd = -1;
-  DCCL_CUCHECK(r, "exporting a part of a reserved range as a file descriptor");
+  DCCL_CUCHECK(export_fd(addr, fd), "exporting a part of a reserved range as a file descriptor");
   return ncclSuccess;
 }
 
