@@ -319,6 +319,47 @@ int dccl_p2p_nchannels(const struct dccl_coll_comm *comm, int on_device, uint64_
   return k < 1 ? 1 : (int)k;
 }
 
+/* The most elements one step of channel c moves in chunks of `chunk` (never more than `chunk`: only the steps of a
+ * short operation are walked), or UINT64_MAX when the channel runs two streams (the double tree: one CTA's LL
+ * staging serves one stream). */
+static uint64_t largest_step(const struct dccl_op *op, int c, uint64_t chunk, int walk) {
+  struct dccl_sched s = op->ch[c].sched;
+  s.nranks = op->comm->nranks;
+  s.chunk = chunk;
+  s.block = op->count;
+  if (dccl_sched_nsteps(&s, 1) > 0) return UINT64_MAX;
+  if (!walk) return chunk;
+  uint64_t most = 0, nsteps = dccl_sched_nsteps(&s, 0);
+  for (uint64_t i = 0; i < nsteps; i++) {
+    struct dccl_prim_step st;
+    dccl_sched_step(&s, 0, i, &st);
+    if (st.nelem > most) most = st.nelem;
+  }
+  return most;
+}
+
+/* Kernels speak LL where no step of the operation moves more than an LL step carries (DCCL_DEV_LL_BYTES): the same
+ * steps, each without a fence and a counter to publish and wait for; or, where DCCL_PROTO=ll asks, at every size in
+ * steps of that size. Never over a network transport (its proxy reads each slot's header to send it), through the
+ * copy engines, on the direct path (no links) or in a double tree (two streams). Returns the chunk to plan with. */
+static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
+  const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
+  uint64_t ll_chunk = DCCL_DEV_LL_BYTES / op->esize;
+  op->proto = DCCL_PROTO_BULK;
+  if (!strcasecmp(forced, "bulk") || op->comm->dev_net || op->comm->nranks == 1 || op->algo == DCCL_ALGO_DIRECT ||
+      op->algo == DCCL_ALGO_CE || ll_chunk == 0)
+    return chunk;
+  int ask = !strcasecmp(forced, "ll");
+  /* A filter before walking the steps: no channel's step outgrows its range, and large operations are bulk. */
+  for (int c = 0; c < op->nchannels; c++) {
+    if (!ask && op->ch[c].sched.count > ll_chunk * (uint64_t)op->comm->nranks) return chunk;
+    uint64_t most = largest_step(op, c, ask ? ll_chunk : chunk, !ask);
+    if (most == UINT64_MAX || most > ll_chunk) return chunk;
+  }
+  op->proto = DCCL_PROTO_LL;
+  return chunk < ll_chunk ? chunk : ll_chunk;
+}
+
 static ncclResult_t plan_lanes(struct dccl_op *op) {
   struct dccl_coll_comm *comm = op->comm;
   uint64_t chunk_bytes = (uint64_t)dccl_param_int(op->on_device ? DCCL_PARAM_DEV_CHUNK_SIZE : DCCL_PARAM_CHUNK_SIZE);
@@ -383,20 +424,13 @@ static ncclResult_t plan_lanes(struct dccl_op *op) {
     static const int tree_algo[] = {[DCCL_OP_ALLREDUCE] = DCCL_SCHED_TREE_ALLREDUCE,
                                     [DCCL_OP_BROADCAST] = DCCL_SCHED_TREE_BROADCAST,
                                     [DCCL_OP_REDUCE] = DCCL_SCHED_TREE_REDUCE};
-    /* Kernels speak LL in the small one-shot all-reduce only: one step each way, staged in shared memory. Not over
-     * a network transport, whose proxy reads each slot's header to send it. */
-    if (op->on_device && op->algo == DCCL_ALGO_ONESHOT && op->count * op->esize <= DCCL_DEV_LL_BYTES &&
-        !op->comm->dev_net &&
-        strcasecmp(dccl_param_str(DCCL_PARAM_PROTO), "bulk") != 0) {
-      op->proto = DCCL_PROTO_LL;
-      chunk = op->count > 0 ? op->count : 1;
-    }
     for (int c = 0; c < op->nchannels; c++)
       op->ch[c].sched.algo = op->algo == DCCL_ALGO_ONESHOT ? DCCL_SCHED_ONESHOT_ALLREDUCE
                              : op->algo == DCCL_ALGO_DIRECT ? DCCL_SCHED_DIRECT
                              : op->algo == DCCL_ALGO_TREE   ? tree_algo[op->kind]
                                                             : ring_algo[op->kind];
   }
+  if (op->on_device) chunk = device_proto(op, chunk);
   for (int c = 0; c < op->nchannels; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
     ch->sched.nranks = n;

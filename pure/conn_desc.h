@@ -10,15 +10,19 @@
  * sender's; kernel to host or host to kernel, all in pinned host memory (no GDRCopy); host to host, one shared or
  * private region.
  *
- * Two protocols, chosen per slot by the producer; the first 8-byte unit of every slot says which:
+ * Two protocols, chosen per FIFO position by the producer; each position has a bulk slot and, on links that carry
+ * LL, an LL slot of its own in a separate area, and the first 8-byte unit of the slot used says which:
  *   - bulk: payload and header with plain stores, then unit 0 (DCCL_SLOT_BULK_MARK and the slot's flag) and
  *     `tail`, each with a release store. A consumer polls unit 0 where the producer writes the slots itself (it lies
  *     in the header's line, which the consumer reads anyway), else `tail`, which a transport advances once a slot
  *     has arrived whole (sockets, RDMA).
  *   - low latency (LL): the header and the payload go 4 bytes at a time into 8-byte units {data, flag}, each
  *     written and read as one access; the flag is the slot's FIFO position + 1, truncated to 32 bits, so a unit
- *     left from the slot's last use (nslots earlier) never passes for a fresh one. No fence: a consumer polls the
- *     units themselves. Device code moves 16-byte lines (two units) per access. Twice the bytes, one hand-off less.
+ *     left from the LL slot's last use (nslots earlier, or more) never passes for a fresh one. No fence: a consumer
+ *     polls the units themselves, in any order. Device code moves 16-byte lines (two units) per access. Twice the
+ *     bytes, one hand-off less. LL slots lie apart from the bulk slots because a bulk payload is the user's bytes:
+ *     in a shared slot, stale payload whose high words equal a later position's flag (an int32 tensor of that
+ *     value) would pass for that position's units to a consumer that polls a unit its producer has not stored yet.
  * Nothing here calls the OS: it is shared by the host transports and by kernels. */
 #ifndef DCCL_CONN_DESC_H_
 #define DCCL_CONN_DESC_H_
@@ -137,7 +141,7 @@ struct dccl_slot_header {
  * consumer's one line read brings it: the host executor's smallest hand-off is one cache line, not two. */
 #define DCCL_SLOT_INLINE_BYTES 16u
 #define DCCL_SLOT_INLINE_OFF 48u
-#define DCCL_SLOT_BULK_MARK 0xb01cb01cu   /* unit 0's data in a bulk slot; an LL slot's is its size, far smaller */
+#define DCCL_SLOT_BULK_MARK 0xb01cb01cu   /* unit 0's data in a bulk slot, beside the slot's flag */
 #define DCCL_LL_HEADER_UNITS 10u          /* the 40-byte header, 4 bytes per unit */
 #define DCCL_LL_MAX_BYTES 4096u           /* the most payload an LL slot carries: 8 KiB of units plus the header */
 
@@ -156,20 +160,36 @@ struct dccl_conn_loc {
 /* One side's view of a link. Both sides hold the same values; each resolves them against its own mappings. */
 struct dccl_conn_desc {
   struct dccl_conn_loc head, tail, aborted, slots;
+  struct dccl_conn_loc ll_slots; /* the LL slots, apart from the bulk ones (unused without LL) */
   uint64_t slot_bytes;  /* bulk payload capacity of a slot */
   uint64_t slot_stride; /* bytes from one slot to the next */
+  uint64_t ll_stride;   /* bytes from one LL slot to the next (0 without LL) */
   uint32_t nslots;
   uint32_t protos;   /* DCCL_PROTO_BIT of each protocol the link carries (bulk always) */
   uint32_t ll_bytes; /* the most payload an LL slot carries (0 without LL) */
   uint32_t pad;
 };
 
-/* Lays out a FIFO whose control block and slots lie in the receiver's region: the block, then the slots. With
- * head_region == DCCL_REGION_SEND the head counter is instead the first line of the sender's region. LL is
- * offered when `ll` is set, for payloads up to what a slot's units hold (at most DCCL_LL_MAX_BYTES). Returns the
- * receiver's region size; the sender's, when used, is DCCL_CACHELINE. */
-DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t nslots, uint64_t slot_bytes, int ll,
-                                            uint32_t head_region) {
+/* ---- LL units ---- */
+
+/* The flag of the units of the slot at FIFO position `pos`: never the flag of the same slot's previous use
+ * (pos - nslots), nor 0 (fresh memory) before 2^32 slots. */
+DCCL_CONN_FN uint32_t dccl_ll_flag(uint64_t pos) { return (uint32_t)(pos + 1); }
+DCCL_CONN_FN uint64_t dccl_ll_unit(uint32_t data, uint32_t flag) { return (uint64_t)flag << 32 | data; }
+/* Units holding an LL slot's header and `bytes` of payload, rounded up to whole 16-byte lines. */
+DCCL_CONN_FN uint32_t dccl_ll_units(uint64_t bytes) {
+  return (DCCL_LL_HEADER_UNITS + (uint32_t)((bytes + 3) / 4) + 1) & ~1u;
+}
+
+/* ---- the layout ---- */
+
+/* Lays out a FIFO whose control block and slots lie in the receiver's region: the block, the bulk slots, then,
+ * with `ll_bytes` > 0, an LL slot per position carrying up to that much payload (at most DCCL_LL_MAX_BYTES and the
+ * bulk slot's size, in whole 16-byte lines). With head_region == DCCL_REGION_SEND the head counter is instead the
+ * first line of the sender's region. Returns the receiver's region size; the sender's, when used, is
+ * DCCL_CACHELINE. */
+DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t nslots, uint64_t slot_bytes,
+                                            uint32_t ll_bytes, uint32_t head_region) {
   char *raw = (char *)d;
   for (unsigned i = 0; i < sizeof(*d); i++) raw[i] = 0;
   d->head.region = head_region; /* offset 0 in either region */
@@ -182,12 +202,18 @@ DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t n
    * slot's header and its first 64 payload bytes are one transfer; payloads stay 64-byte aligned. */
   d->slot_stride = (DCCL_SLOT_HEAD_BYTES + slot_bytes + DCCL_CACHELINE - 1) & ~(uint64_t)(DCCL_CACHELINE - 1);
   d->protos = DCCL_PROTO_BIT(DCCL_PROTO_BULK);
-  uint64_t ll_cap = (d->slot_stride / 8 - DCCL_LL_HEADER_UNITS) * 4 & ~(uint64_t)7; /* whole 16-byte lines */
-  if (ll && ll_cap > 0) {
+  uint64_t end = d->slots.off + (uint64_t)nslots * d->slot_stride, ll = ll_bytes;
+  if (ll > DCCL_LL_MAX_BYTES) ll = DCCL_LL_MAX_BYTES;
+  if (ll > slot_bytes) ll = slot_bytes;
+  ll &= ~(uint64_t)7; /* whole 16-byte lines of units */
+  if (ll > 0) {
     d->protos |= DCCL_PROTO_BIT(DCCL_PROTO_LL);
-    d->ll_bytes = (uint32_t)(ll_cap < DCCL_LL_MAX_BYTES ? ll_cap : DCCL_LL_MAX_BYTES);
+    d->ll_bytes = (uint32_t)ll;
+    d->ll_slots.off = end;
+    d->ll_stride = ((uint64_t)dccl_ll_units(ll) * 8 + DCCL_CACHELINE - 1) & ~(uint64_t)(DCCL_CACHELINE - 1);
+    end += (uint64_t)nslots * d->ll_stride;
   }
-  return d->slots.off + (uint64_t)nslots * d->slot_stride;
+  return end;
 }
 
 /* The address of a shared word, or of the slot at FIFO position `pos`, in this process's mapping of the regions. */
@@ -197,16 +223,9 @@ DCCL_CONN_FN uint64_t *dccl_conn_word(char *const *regions, struct dccl_conn_loc
 DCCL_CONN_FN char *dccl_conn_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
   return regions[d->slots.region] + d->slots.off + (pos % d->nslots) * d->slot_stride;
 }
-
-/* ---- LL units ---- */
-
-/* The flag of the units of the slot at FIFO position `pos`: never the flag of the same slot's previous use
- * (pos - nslots), nor 0 (fresh memory) before 2^32 slots. */
-DCCL_CONN_FN uint32_t dccl_ll_flag(uint64_t pos) { return (uint32_t)(pos + 1); }
-DCCL_CONN_FN uint64_t dccl_ll_unit(uint32_t data, uint32_t flag) { return (uint64_t)flag << 32 | data; }
-/* Units holding an LL slot's header and `bytes` of payload, rounded up to whole 16-byte lines. */
-DCCL_CONN_FN uint32_t dccl_ll_units(uint64_t bytes) {
-  return (DCCL_LL_HEADER_UNITS + (uint32_t)((bytes + 3) / 4) + 1) & ~1u;
+/* The LL slot of FIFO position `pos` (links that carry LL). */
+DCCL_CONN_FN char *dccl_conn_ll_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
+  return regions[d->ll_slots.region] + d->ll_slots.off + (pos % d->nslots) * d->ll_stride;
 }
 
 /* A 16-byte line of two units, as one access on the device (each half still carries its own flag, since only
@@ -235,8 +254,7 @@ DCCL_CONN_FN int dccl_ll_load_line(const uint64_t *line, uint32_t flag, uint32_t
 #endif
 }
 
-/* The header as ten 32-bit words (units 0..9), and back. Unit 0 is the payload size, which tells an LL slot
- * from a bulk one (DCCL_SLOT_BULK_MARK). */
+/* The header as ten 32-bit words (units 0..9), and back. */
 DCCL_CONN_FN void dccl_ll_header_words(const struct dccl_slot_header *h, uint32_t w[DCCL_LL_HEADER_UNITS]) {
   w[0] = (uint32_t)h->bytes;
   w[1] = (uint32_t)(h->bytes >> 32);
@@ -285,23 +303,18 @@ DCCL_CONN_FN void dccl_ll_write_slot(char *slot, uint64_t pos, const struct dccl
 }
 
 enum dccl_slot_read { DCCL_SLOT_NOT_YET = 0, DCCL_SLOT_LL = 1, DCCL_SLOT_BULK = 2 };
-/* One thread's poll of the slot at FIFO position `pos`, on a link whose producer writes its slots itself. Unit 0
- * is loaded with acquire: DCCL_SLOT_BULK when it is the bulk mark of this lap (stored last, with release: the header
- * and payload are there); DCCL_SLOT_LL once every unit of an LL slot carries this lap's flag, with the header in *h
- * and the payload in `payload` (room for `cap` bytes rounded up to 8; a header claiming more is returned with the
- * payload unread, for the caller's size check to refuse); DCCL_SLOT_NOT_YET before. */
-DCCL_CONN_FN int dccl_slot_poll(const char *slot, uint64_t pos, uint32_t cap, struct dccl_slot_header *h,
-                                uint32_t *payload) {
+/* One thread's poll of FIFO position `pos` on a link whose producer writes its slots itself, in either protocol:
+ * DCCL_SLOT_BULK once unit 0 of the bulk slot `slot` (loaded with acquire) is this lap's mark (stored last, with
+ * release: the header and payload are there); DCCL_SLOT_LL once every unit of the LL slot `ll_slot` carries this
+ * lap's flag, with the header in *h and the payload in `payload` (room for `cap` bytes rounded up to 8; a header
+ * claiming more is returned with the payload unread, for the caller's size check to refuse); DCCL_SLOT_NOT_YET
+ * before. No order among the LL loads is needed: each unit vouches for itself. */
+DCCL_CONN_FN int dccl_slot_poll(const char *slot, const char *ll_slot, uint64_t pos, uint32_t cap,
+                                struct dccl_slot_header *h, uint32_t *payload) {
   uint32_t w[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
-  const uint64_t *units = (const uint64_t *)slot;
-  uint64_t u0 = dccl_ld_acquire_u64(units);
-  if ((uint32_t)(u0 >> 32) != flag) return DCCL_SLOT_NOT_YET;
-  if ((uint32_t)u0 == DCCL_SLOT_BULK_MARK) return DCCL_SLOT_BULK;
-  w[0] = (uint32_t)u0;
-  uint64_t u1 = dccl_ld_relaxed_u64(units + 1);
-  if ((uint32_t)(u1 >> 32) != flag) return DCCL_SLOT_NOT_YET;
-  w[1] = (uint32_t)u1;
-  for (uint32_t i = 2; i < DCCL_LL_HEADER_UNITS; i += 2)
+  if (dccl_ld_acquire_u64((const uint64_t *)slot) == dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag)) return DCCL_SLOT_BULK;
+  const uint64_t *units = (const uint64_t *)ll_slot;
+  for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
     if (!dccl_ll_load_line(units + i, flag, &w[i], &w[i + 1])) return DCCL_SLOT_NOT_YET;
   dccl_ll_header_from_words(w, h);
   if (h->bytes > cap) return DCCL_SLOT_LL;

@@ -7,6 +7,10 @@
 
 #include "pure/conn_desc.h"
 
+/* The most an LL step of a kernel carries: staged in shared memory, a 16-byte line per thread. Device links lay out
+ * LL slots of this size. */
+#define DCCL_DEV_LL_BYTES 1024
+
 /* One side of a link as kernels see it, in device memory. Written by the host when the link is made; after that
  * only kernels write `pos` and `nops`, so a replayed CUDA graph continues where the last launch stopped. */
 struct dccl_dev_conn {

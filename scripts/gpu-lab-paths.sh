@@ -45,6 +45,9 @@
 #   check:  issue 14's cost on the GPU: the 8-byte all-reduce of 2 ranks in processes under MPS (dev_latency) with
 #           the checks (defaults) against without (DCCL_CHECK=0: no fingerprint compare in the kernels,
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
+#   proto:  issue 10's LL past the one-shot: 2 and 4 ranks in processes under MPS (PROTO_NP, "2 4"), the ring
+#           all-reduce (DCCL_ALGO=ring), all-gather and send/recv 8 B-1 MiB, DCCL_PROTO=bulk against the default (LL
+#           where every step fits 1 KiB) against ll (1 KiB LL steps at every size), alternated: where LL stops paying.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -110,14 +113,14 @@ done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
-   " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* ]] || exit $status
+   " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
      -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
-     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT)
+     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT -x DCCL_PROTO)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -244,6 +247,20 @@ done
   for coll in ${CE_COLLS:-all_reduce}; do
     for path in ce kernels; do
       DCCL_TRANSPORT= DCCL_ALGO= ce_run "ce.np2.$coll.$path.mps.r$round" 2 "$path" "$coll" "${mpi[@]}"
+    done
+  done
+done
+[[ " $parts " == *" proto "* ]] && for round in $(seq "$rounds"); do
+  for np in ${PROTO_NP:-2 4}; do
+    for tool in all_reduce all_gather sendrecv; do
+      for proto in bulk default ll; do
+        name=proto.np$np.$tool.$proto.r$round
+        fits 40 "$name" || continue
+        DCCL_TRANSPORT= DCCL_ALGO=$([ $tool = all_reduce ] && echo ring) DCCL_PROTO=$([ $proto = default ] || echo $proto) \
+          timeout 60 "${mpi[@]}" -np "$np" "$build/perf/${tool}_perf" -b 8 -e 1M -f 4 -c 1 -n 50 -w 5 -T 50 \
+          -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us\n", n, $1, $6}' "$out/$name.log"
+      done
     done
   done
 done

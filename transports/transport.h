@@ -21,9 +21,9 @@
 #define DCCL_CONN_INFO_BYTES 256 /* the blob a side sends its peer at connect time */
 
 /* The size of a region holding a whole FIFO (control block and slots), as dccl_conn_desc_layout lays it out. */
-static inline uint64_t dccl_fifo_bytes(uint32_t nslots, uint64_t slot_bytes) {
+static inline uint64_t dccl_fifo_bytes(uint32_t nslots, uint64_t slot_bytes, uint32_t ll_bytes) {
   struct dccl_conn_desc d;
-  return dccl_conn_desc_layout(&d, nslots, slot_bytes, 0, DCCL_REGION_RECV);
+  return dccl_conn_desc_layout(&d, nslots, slot_bytes, ll_bytes, DCCL_REGION_RECV);
 }
 /* Prepares a region laid out by `d` (control block and slots in it): counters and abort word zero, the geometry
  * recorded for the opener, and every unit a consumer may poll cleared. */
@@ -171,7 +171,7 @@ static inline int dccl_conn_proto(const struct dccl_conn *c, uint64_t bytes, int
 
 struct dccl_send_slot {
   void *payload; /* where to write the payload: the slot itself (bulk) or the conn's LL staging */
-  char *slot;    /* the slot */
+  char *slot;    /* the slot: the position's bulk slot or its LL slot */
   uint64_t pos;  /* the slot's FIFO position (the tail when taken) */
   int proto;
 };
@@ -183,8 +183,9 @@ static inline int dccl_conn_send_slot(struct dccl_conn *c, uint64_t bytes, int p
     if (tail - c->cached_peer_counter >= c->desc.nslots) return 0;
   }
   s->pos = tail;
-  s->slot = dccl_conn_slot(&c->desc, c->regions, tail);
   s->proto = dccl_conn_proto(c, bytes, proto);
+  s->slot = s->proto == DCCL_PROTO_LL ? dccl_conn_ll_slot(&c->desc, c->regions, tail)
+                                      : dccl_conn_slot(&c->desc, c->regions, tail);
   s->payload = s->proto == DCCL_PROTO_LL ? (void *)c->ll_stage : (void *)(s->slot + dccl_bulk_payload_off(bytes));
   return 1;
 }
@@ -211,13 +212,14 @@ struct dccl_recv_slot {
   const void *payload;       /* in the slot (bulk) or in the conn's LL staging */
 };
 /* The next filled slot, in whichever protocol it came; 0 if none has arrived yet. Where the producer writes the
- * slots itself (every link that carries LL) the consumer polls the slot's first unit, one line for an LL slot of
- * up to 8 bytes and the header's line for a bulk one; where a transport fills them, `tail`. */
+ * slots itself (every link that carries LL) the consumer polls the position's bulk unit 0 and its LL slot's
+ * header line (two lines of the producer's); where a transport fills them, `tail`. */
 static inline int dccl_conn_recv_slot(struct dccl_conn *c, struct dccl_recv_slot *r) {
   uint64_t head = c->own_counter;
   const char *slot = dccl_conn_slot(&c->desc, c->regions, head);
   if (c->desc.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)) {
-    int got = dccl_slot_poll(slot, head, c->desc.ll_bytes, &r->h, (uint32_t *)c->ll_stage);
+    int got = dccl_slot_poll(slot, dccl_conn_ll_slot(&c->desc, c->regions, head), head, c->desc.ll_bytes, &r->h,
+                             (uint32_t *)c->ll_stage);
     if (got == DCCL_SLOT_NOT_YET) return 0;
     if (got == DCCL_SLOT_LL) {
       r->payload = c->ll_stage;

@@ -12,7 +12,6 @@
 
 #define DCCL_DEV_CONN_SLOTS 8 /* = DCCL_CONN_SLOTS */
 #define DCCL_DEV_THREADS 512  /* per CTA: 16 warps, split in two halves when a channel runs two streams */
-#define DCCL_DEV_LL_BYTES 1024 /* the most an LL step carries: staged in shared memory, a 16-byte line per thread */
 
 /* A reduction as the kernel applies it (collectives/reduce.h's struct dccl_redop, with plain types). */
 struct dccl_dev_redop {

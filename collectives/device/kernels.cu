@@ -5,9 +5,11 @@
 // two streams (the trees' up and down) runs them in the two halves of the CTA, each with its own barrier, so
 // neither can block the other. No CTA ever waits for another CTA of its launch.
 //
-// Small one-shot all-reduces speak LL (task.proto): every 8-byte unit of a slot carries its own flag, so the
-// producer's threads write their lines with no fence and no counter to publish, and the consumer's threads poll
-// them. The payload goes through shared memory (ll_send, ll_recv), so the reduction is the bulk path's.
+// Operations whose steps all fit DCCL_DEV_LL_BYTES speak LL (task.proto; one stream per channel): every 8-byte
+// unit of a position's LL slot carries its own flag, so the producer's threads write their lines with no fence and
+// no counter to publish, and the consumer's threads poll them. The payload goes through shared memory (ll_send,
+// ll_recv), so the reduction is the bulk path's. Ranks whose calls differ may choose different protocols for one
+// position: each consumer also watches the other protocol's slot, so the mismatch is reported, not waited on.
 //
 // Memory ordering (docs/design.md): a producer's threads write a slot, the CTA meets at a barrier, and thread 0
 // publishes `tail` with a fence and a release store; the consumer's thread 0 reads `tail` with an acquire before
@@ -34,6 +36,7 @@ struct dev_cta {
   char *ll_slot[2 * DCCL_DEV_CONN_SLOTS]; // receptions, then sends
   uint64_t ll_pos[2 * DCCL_DEV_CONN_SLOTS];
   uint32_t ll_head[DCCL_DEV_CONN_SLOTS][DCCL_LL_HEADER_UNITS];
+  volatile int ll_bulk_came[DCCL_DEV_CONN_SLOTS]; // a peer sent bulk where this rank polls LL: their calls differ
   alignas(16) char ll_send[DCCL_DEV_LL_BYTES];
   alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
 };
@@ -129,6 +132,17 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
   return 1;
 }
 
+// One thread: the header of the LL slot at `pos` (a peer sent it where this rank expected bulk). Returns 0 to stop.
+__device__ int dev_ll_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+                             dccl_slot_header *h) {
+  const uint64_t *units = (const uint64_t *)dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
+  uint32_t words[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
+  for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
+    if (!dev_wait(w, cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
+  dccl_ll_header_from_words(words, h);
+  return 1;
+}
+
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
 // next). Returns 0 to stop.
 __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, const dccl_prim_step &st) {
@@ -155,22 +169,28 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     if (!((rmask >> i) & 1)) continue;
     dccl_dev_conn *c = t.recv[i];
     uint64_t pos = c->pos;
-    char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     if (!own_rank_placed && c->peer > t.rank) { // one-shot: the own input at its rank's place
       a.own = a.nsrcs;
       a.srcs[a.nsrcs++] = in;
       own_rank_placed = 1;
     }
-    if (t.proto == DCCL_PROTO_LL) { // the CTA polls the slot next (dev_ll_receive), into shared memory
-      cta->ll_slot[i] = slot;
+    if (t.proto == DCCL_PROTO_LL) { // the CTA polls the LL slot next (dev_ll_receive), into shared memory
+      cta->ll_slot[i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_pos[i] = pos;
+      cta->ll_bulk_came[i] = 0;
       a.srcs[a.nsrcs++] = cta->ll_recv[i];
       continue;
     }
     int gpu = c->same_gpu;
+    char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
     if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
     const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
+    dccl_slot_header ll_head;
+    if (c->desc.ll_bytes && *(volatile const uint64_t *)slot != dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos))) {
+      if (!dev_ll_header(w, cta, c, pos, &ll_head)) return 0; // sent as LL: the header there names the peer's call
+      h = &ll_head;
+    }
     if (!dev_check_header(w, cta, c, h, cta->seq[half][i], bytes)) return 0;
     a.srcs[a.nsrcs++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
@@ -188,15 +208,14 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     int gpu = c->same_gpu;
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
     if (!dev_wait(w, cta, c, [&] { return pos - conn_acquire(gpu, head) < nslots; })) return 0;
-    char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
-    if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's slot after
-      cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = slot;
+    if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
+      cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_pos[DCCL_DEV_CONN_SLOTS + i] = pos;
       if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send;
       ll_staged = 1;
       continue;
     }
-    a.dsts[a.ndsts++] = slot + DCCL_SLOT_HEAD_BYTES;
+    a.dsts[a.ndsts++] = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + DCCL_SLOT_HEAD_BYTES;
   }
   a.n = st.nelem;
   a.kind = t.redop.kind;
@@ -220,11 +239,23 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
   int ok = 1;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
     if (!((rmask >> i) & 1)) continue;
+    const dccl_dev_conn *c = t.recv[i];
     const uint64_t *units = (const uint64_t *)cta->ll_slot[i];
+    const uint64_t *bulk_unit0 = (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_pos[i]);
     uint32_t flag = dccl_ll_flag(cta->ll_pos[i]);
+    uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
     for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
       uint32_t d0, d1;
-      ok = dev_wait(w, cta, t.recv[i], [&] { return dccl_ll_load_line(units + 2 * l, flag, &d0, &d1); });
+      // The first line's poller also watches the bulk slot: a peer whose call differs may have sent bulk, and the
+      // lines polled here would never come. It stops the CTA; thread 0 reports the mismatch below.
+      ok = dev_wait(w, cta, c, [&] {
+        if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
+        if (l != 0 || *(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
+        cta->ll_bulk_came[i] = 1;
+        cta->stop = 1;
+        return true;
+      });
+      if (cta->ll_bulk_came[i] && l == 0) ok = 0;
       if (l < DCCL_LL_HEADER_UNITS / 2) {
         cta->ll_head[i][2 * l] = d0;
         cta->ll_head[i][2 * l + 1] = d1;
@@ -239,11 +270,28 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
   __shared__ int go;
   if (h.tid == 0) {
     go = !cta->stop;
-    for (int i = 0; i < DCCL_DEV_CONN_SLOTS && go; i++) {
+    for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
       if (!((rmask >> i) & 1)) continue;
+      const dccl_dev_conn *c = t.recv[i];
+      if (cta->ll_bulk_came[i]) { // the bulk header is published by `tail` (release) on a link within one GPU
+        const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+        uint64_t pos = cta->ll_pos[i];
+        const dccl_slot_header *bh =
+            (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
+        cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
+        if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
+          dccl_slot_header got = *bh, want = cta->task.call;
+          want.seq = cta->seq[0][i];
+          want.bytes = bytes;
+          dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
+        }
+        go = 0;
+        break;
+      }
+      if (!go) break;
       dccl_slot_header head;
       dccl_ll_header_from_words(cta->ll_head[i], &head);
-      go = dev_check_header(w, cta, t.recv[i], &head, cta->seq[0][i], bytes);
+      go = dev_check_header(w, cta, c, &head, cta->seq[0][i], bytes);
     }
   }
   half_barrier(h);

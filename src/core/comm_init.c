@@ -199,7 +199,8 @@ static ncclResult_t fit_device_links(struct dccl_comm *comm, int forced) {
   uint64_t limit = (uint64_t)dccl_param_int(DCCL_PARAM_DEV_MEM_LIMIT);
   struct dccl_conn_desc d;
   uint64_t fifo = dccl_conn_desc_layout(&d, (uint32_t)dccl_param_int(DCCL_PARAM_DEV_NSLOTS),
-                                        (uint64_t)dccl_param_int(DCCL_PARAM_DEV_CHUNK_SIZE), 0, DCCL_REGION_SEND);
+                                        (uint64_t)dccl_param_int(DCCL_PARAM_DEV_CHUNK_SIZE), DCCL_DEV_LL_BYTES,
+                                        DCCL_REGION_SEND);
   int *counts = calloc((size_t)comm->nranks, sizeof(int));
   if (!counts) return dccl_error(ncclSystemError, "out of memory");
   ncclResult_t res = ncclSuccess;

@@ -103,7 +103,7 @@ __device__ static inline void ll_line_words(const cta_fifo &c, const uint32_t *h
 // flags anyway.
 __device__ static inline void cta_send_ll(cta_fifo &c, uint32_t bytes, dev_result *res) {
   cta_send_wait(c, res);
-  uint64_t *units = (uint64_t *)dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
+  uint64_t *units = (uint64_t *)dccl_conn_ll_slot(&c.l.desc, c.l.regions, c.pos);
   struct dccl_slot_header h = conn_header(c, bytes);
   uint32_t hw[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(c.pos), nlines = dccl_ll_units(bytes) / 2;
   dccl_ll_header_words(&h, hw);
@@ -149,7 +149,7 @@ __device__ static inline void cta_recv_bulk(cta_fifo &c, uint32_t bytes, dev_res
 }
 
 __device__ static inline void cta_recv_ll(cta_fifo &c, uint32_t bytes, dev_result *res) {
-  const uint64_t *units = (const uint64_t *)dccl_conn_slot(&c.l.desc, c.l.regions, c.pos);
+  const uint64_t *units = (const uint64_t *)dccl_conn_ll_slot(&c.l.desc, c.l.regions, c.pos);
   struct dccl_slot_header h = conn_header(c, bytes);
   uint32_t hw[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(c.pos), nlines = dccl_ll_units(bytes) / 2;
   dccl_ll_header_words(&h, hw);

@@ -34,7 +34,7 @@ static void fifos_make(host_fifos *f, int nfifo, uint32_t slot_bytes) {
   dev_link dl[CONN_STREAM_FIFOS];
   for (int i = 0; i < nfifo; i++) {
     conn_host_link *h = &f->host[i];
-    uint64_t bytes = dccl_conn_desc_layout(&h->desc, CONN_NSLOTS, slot_bytes, 1, DCCL_REGION_RECV);
+    uint64_t bytes = dccl_conn_desc_layout(&h->desc, CONN_NSLOTS, slot_bytes, DCCL_LL_MAX_BYTES, DCCL_REGION_RECV);
     void *mem = nullptr;
     CUDA_OK(cudaHostAlloc(&mem, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
     h->regions[DCCL_REGION_RECV] = h->regions[DCCL_REGION_SEND] = mem;

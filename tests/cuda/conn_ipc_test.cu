@@ -167,7 +167,7 @@ int main() {
 
   // One allocation per process: the receive regions of its incoming links, then the head lines of its outgoing.
   struct dccl_conn_desc desc;
-  uint64_t recv_bytes = dccl_conn_desc_layout(&desc, CONN_NSLOTS, CONN_BULK_BYTES, 1, DCCL_REGION_SEND);
+  uint64_t recv_bytes = dccl_conn_desc_layout(&desc, CONN_NSLOTS, CONN_BULK_BYTES, DCCL_LL_MAX_BYTES, DCCL_REGION_SEND);
   recv_bytes = (recv_bytes + 4095) & ~4095ull;
   uint64_t heads_off = CONN_IPC_FIFOS * recv_bytes;
   CUmemAllocationProp prop = {};

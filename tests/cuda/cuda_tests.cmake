@@ -60,6 +60,13 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 2 4)
     dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
   endforeach()
+  # LL at every size, in 1 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
+  # chains, trees' single streams, sends, over p2p and staged links (written 2026-12-05, not yet run on a GPU).
+  foreach(n 2 3)
+    dccl_gpu_test(colls_${n}ranks_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll)
+    dccl_gpu_test(colls_${n}ranks_ring_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll DCCL_ALGO=ring)
+  endforeach()
+  dccl_gpu_test(colls_2ranks_staged_ll COMMAND gpu_colls 2 ENV DCCL_TRANSPORT=shm DCCL_PROTO=ll)
   # Two pretend hosts on the one GPU (DCCL_HOSTID gives rank r entry r): p2p inside each, device links over
   # sockets between them (FIFOs in pinned host memory, moved by each rank's link pump), every collective, ring and
   # tree; the log says the device links went over the network. Graphs replayed over them drive the pump.
@@ -286,6 +293,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # rank passes unregistered ones (against NCCL's rule) and the stall report names it on both.
     dccl_gpu_test(registered_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> registered
                   ENV DCCL_STALL_REPORT_MS=1000)
+    # Counts on either side of the LL step (200 and 300 floats): one rank's kernel sends and polls LL, the other's
+    # bulk; each sees the other's slot and names the mismatch (written 2026-12-05, not yet run on a GPU).
+    dccl_gpu_test(protocol_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> protocols)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)

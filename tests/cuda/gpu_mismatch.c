@@ -11,8 +11,11 @@
  * floats, which meets though small and must give the sum; then rank 1 deregisters and both call again: rank 0's
  * host call waits in the meeting, rank 1's kernel for rank 0's, the same call on both, and the stall report must
  * fail both with "mismatched buffers" naming the other rank (NCCL's rule: registered buffers on every rank or none).
- * Usage: gpu_mismatch count|root|meeting|registered   (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh
- * [--off])
+ * `protocols` (MPS, no copy engines): an all-reduce of 200 floats on rank 0 (one LL step, 800 bytes) and of 300 on
+ * rank 1 (bulk): rank 0's kernel polls LL lines that never come while a bulk slot sits beside them, rank 1's finds
+ * `tail` moved and no bulk slot; each must name the mismatch from the other's slot, neither wait.
+ * Usage: gpu_mismatch count|root|meeting|registered|protocols   (count, root: with DCCL_CE=1; under
+ * tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@ struct shared {
   int roots;      /* the `root` case */
   int meeting;    /* the `meeting` case */
   int registered; /* the `registered` case */
+  int protocols;  /* the `protocols` case */
   volatile int first_ok[NRANKS];
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
@@ -43,7 +47,10 @@ static int rank_main(void *arg, int rank) {
   ncclComm_t comm;
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
-  size_t count = sh->meeting ? (rank == 0 ? 100000 : 1000) : rank == 0 || sh->roots || sh->registered ? 1000 : 1003;
+  size_t count = sh->meeting     ? (rank == 0 ? 100000 : 1000)
+                 : sh->protocols ? (rank == 0 ? 200 : 300)
+                 : rank == 0 || sh->roots || sh->registered ? 1000
+                                                            : 1003;
   float *buf;
   cudaStream_t s;
   if (cudaMalloc((void **)&buf, 100000 * sizeof(float)) != cudaSuccess ||
@@ -80,8 +87,8 @@ static int rank_main(void *arg, int rank) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting") &&
-                    strcmp(argv[1], "registered"))) {
-    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered\n");
+                    strcmp(argv[1], "registered") && strcmp(argv[1], "protocols"))) {
+    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered|protocols\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -93,8 +100,13 @@ int main(int argc, char **argv) {
   sh->roots = !strcmp(argv[1], "root");
   sh->meeting = !strcmp(argv[1], "meeting");
   sh->registered = !strcmp(argv[1], "registered");
-  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : "1000";
-  const char *theirs = sh->roots ? "root 1" : sh->meeting ? "1000 " : sh->registered ? "1000" : "1003";
+  sh->protocols = !strcmp(argv[1], "protocols");
+  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "200 " : "1000";
+  const char *theirs = sh->roots        ? "root 1"
+                       : sh->meeting    ? "1000 "
+                       : sh->registered ? "1000"
+                       : sh->protocols  ? "300 "
+                                        : "1003";
   const char *what = sh->registered ? "mismatched buffers" : "mismatched calls";
   int status[NRANKS], killed[NRANKS];
   fh_run_ranks(rank_main, sh, NRANKS, 120, status, killed);

@@ -12,23 +12,29 @@
 
 static void test_layout(void) {
   struct dccl_conn_desc d;
-  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 1, DCCL_REGION_RECV);
+  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, DCCL_LL_MAX_BYTES, DCCL_REGION_RECV);
   check(d.head.off % DCCL_CACHELINE == 0 && d.tail.off % DCCL_CACHELINE == 0 && d.aborted.off % DCCL_CACHELINE == 0 &&
             d.head.off != d.tail.off && d.tail.off != d.aborted.off,
         "each shared word alone on its line: head %llu tail %llu aborted %llu", (unsigned long long)d.head.off,
         (unsigned long long)d.tail.off, (unsigned long long)d.aborted.off);
   check(d.slots.off % 64 == 0 && d.slot_stride % 64 == 0 && d.slot_stride >= DCCL_SLOT_HEAD_BYTES + SLOT_BYTES,
         "slots 64-byte aligned and large enough (stride %llu)", (unsigned long long)d.slot_stride);
-  check(bytes == d.slots.off + NSLOTS * d.slot_stride, "region size %llu", (unsigned long long)bytes);
   check(d.ll_bytes == DCCL_LL_MAX_BYTES && (d.protos & DCCL_PROTO_BIT(DCCL_PROTO_LL)), "LL of %u bytes", d.ll_bytes);
-  check(dccl_ll_units(d.ll_bytes) * 8 <= d.slot_stride, "an LL slot fits the stride");
-  dccl_conn_desc_layout(&d, NSLOTS, 40, 1, DCCL_REGION_SEND);
+  check(d.ll_slots.off >= d.slots.off + NSLOTS * d.slot_stride && d.ll_slots.region == d.slots.region,
+        "LL slots apart from the bulk ones, after them (at %llu)", (unsigned long long)d.ll_slots.off);
+  check(d.ll_stride % DCCL_CACHELINE == 0 && dccl_ll_units(d.ll_bytes) * 8 <= d.ll_stride,
+        "an LL slot fits its stride (%llu), on whole lines", (unsigned long long)d.ll_stride);
+  check(bytes == d.ll_slots.off + NSLOTS * d.ll_stride, "region size %llu", (unsigned long long)bytes);
+  dccl_conn_desc_layout(&d, NSLOTS, 40, 1000, DCCL_REGION_SEND);
   check(d.head.region == DCCL_REGION_SEND && d.head.off == 0 && d.tail.region == DCCL_REGION_RECV,
         "kernel-to-kernel layout: head in the sender's region");
-  check(d.ll_bytes > 0 && d.ll_bytes % 8 == 0 && dccl_ll_units(d.ll_bytes) * 8 <= d.slot_stride,
-        "small slots carry LL in whole lines (%u bytes)", d.ll_bytes);
-  dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 0, DCCL_REGION_RECV);
-  check(d.ll_bytes == 0 && d.protos == DCCL_PROTO_BIT(DCCL_PROTO_BULK), "without LL: bulk only");
+  check(d.ll_bytes == 40, "LL no larger than a bulk slot (%u bytes)", d.ll_bytes);
+  dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 1001, DCCL_REGION_RECV);
+  check(d.ll_bytes == 1000, "LL in whole lines of units (%u bytes for 1001)", d.ll_bytes);
+  bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, 0, DCCL_REGION_RECV);
+  check(d.ll_bytes == 0 && d.protos == DCCL_PROTO_BIT(DCCL_PROTO_BULK) && d.ll_stride == 0 &&
+            bytes == d.slots.off + NSLOTS * d.slot_stride,
+        "without LL: bulk only, no LL area");
 }
 
 struct pair {
@@ -39,7 +45,7 @@ struct pair {
 /* A FIFO in memory full of units that look fresh for position 0 (as reused memory may be), then initialised. */
 static void pair_init(struct pair *p, int ll) {
   struct dccl_conn_desc d;
-  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, ll, DCCL_REGION_RECV);
+  uint64_t bytes = dccl_conn_desc_layout(&d, NSLOTS, SLOT_BYTES, ll ? DCCL_LL_MAX_BYTES : 0, DCCL_REGION_RECV);
   p->region = aligned_alloc(4096, (bytes + 4095) & ~(uint64_t)4095);
   uint64_t *u = p->region;
   for (uint64_t i = 0; i < bytes / 8; i++) u[i] = dccl_ll_unit(8, dccl_ll_flag(0));
@@ -90,18 +96,54 @@ static void test_ll_flags(void) {
     /* The slot still holds this lap's units: the next lap must not see them as its own. */
     struct dccl_slot_header h;
     const char *slot = dccl_conn_slot(&p.rx.desc, p.rx.regions, i);
-    check(dccl_slot_poll(slot, i + NSLOTS, DCCL_LL_MAX_BYTES, &h, (uint32_t *)p.rx.ll_stage) == DCCL_SLOT_NOT_YET,
+    const char *ll_slot = dccl_conn_ll_slot(&p.rx.desc, p.rx.regions, i);
+    check(dccl_slot_poll(slot, ll_slot, i + NSLOTS, DCCL_LL_MAX_BYTES, &h, (uint32_t *)p.rx.ll_stage) ==
+              DCCL_SLOT_NOT_YET,
           "slot %llu's units passed for the next lap's", (unsigned long long)i);
   }
   /* A torn slot: one payload unit still carries the previous lap's flag. */
   uint64_t pos = p.rx.own_counter;
   check(send_one(&p, 64, DCCL_PROTO_LL, 7) == DCCL_PROTO_LL, "LL send");
-  uint64_t *unit = (uint64_t *)dccl_conn_slot(&p.tx.desc, p.tx.regions, pos) + DCCL_LL_HEADER_UNITS + 5;
+  uint64_t *unit = (uint64_t *)dccl_conn_ll_slot(&p.tx.desc, p.tx.regions, pos) + DCCL_LL_HEADER_UNITS + 5;
   uint64_t fresh = *unit;
   *unit = dccl_ll_unit((uint32_t)fresh, dccl_ll_flag(pos - NSLOTS));
   check(!dccl_conn_recv_slot(&p.rx, &r), "a slot with a stale unit was taken");
   *unit = fresh;
   check(recv_one(&p, 64, 7) == 1, "the slot, once whole, arrived wrong");
+  pair_free(&p);
+}
+
+/* A bulk payload is the user's bytes: an int32 tensor whose every value is a later position's flag leaves units
+ * that look fresh for that position. An LL slot whose line has not landed yet (a kernel's threads store their lines
+ * in no order) must not be taken on them: the LL slots lie apart, so they still hold an older lap's units. */
+static void test_stale_bulk_payload(void) {
+  struct pair p;
+  pair_init(&p, 1);
+  uint64_t pos = p.rx.own_counter, later = pos + NSLOTS, bytes = 1024;
+  struct dccl_send_slot s;
+  memset(&s, 0, sizeof(s));
+  check(dccl_conn_send_slot(&p.tx, bytes, DCCL_PROTO_BULK, &s) && s.proto == DCCL_PROTO_BULK, "bulk send");
+  if (!s.payload) return;
+  for (uint64_t i = 0; i < bytes / 8; i++) ((uint64_t *)s.payload)[i] = dccl_ll_unit(0x5a5a5a5a, dccl_ll_flag(later));
+  dccl_conn_send_post(&p.tx, &s, bytes, 1, 3);
+  struct dccl_recv_slot r;
+  check(dccl_conn_recv_slot(&p.rx, &r) && r.h.bytes == bytes, "the bulk slot");
+  dccl_conn_recv_done(&p.rx);
+  for (uint64_t i = 1; i < NSLOTS; i++) {
+    check(send_one(&p, 8, DCCL_PROTO_BULK, 10 + i) == DCCL_PROTO_BULK, "bulk send");
+    check(recv_one(&p, 8, 10 + i) == 1, "bulk slot %llu", (unsigned long long)i);
+  }
+  /* Position `later` reuses the bulk slot's place; its LL slot, with one payload line not yet stored. */
+  uint64_t *line = (uint64_t *)dccl_conn_ll_slot(&p.tx.desc, p.tx.regions, later) + DCCL_LL_HEADER_UNITS + 6;
+  uint64_t before[2] = {line[0], line[1]};
+  check(send_one(&p, 64, DCCL_PROTO_LL, 20) == DCCL_PROTO_LL, "LL send");
+  uint64_t landed[2] = {line[0], line[1]};
+  line[0] = before[0];
+  line[1] = before[1];
+  check(!dccl_conn_recv_slot(&p.rx, &r), "a line not yet stored passed on a bulk payload's bytes");
+  line[0] = landed[0];
+  line[1] = landed[1];
+  check(recv_one(&p, 64, 20) == 1, "the LL slot, once whole, arrived wrong");
   pair_free(&p);
 }
 
@@ -159,6 +201,7 @@ static void test_abort_word(void) {
 int main(void) {
   test_layout();
   test_ll_flags();
+  test_stale_bulk_payload();
   test_mixed_protocols();
   test_bulk_only_link();
   test_abort_word();

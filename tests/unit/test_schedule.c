@@ -57,7 +57,7 @@ static void bind_link(struct dccl_conn *conn, int from, int to, int lane) {
     uint64_t slot = (uint64_t)dccl_param_int(DCCL_PARAM_CHUNK_SIZE);
     l = &links[nlinks++];
     *l = (struct link){.from = from, .to = to, .lane = lane};
-    uint64_t bytes = dccl_conn_desc_layout(&l->desc, nslots, slot, 1, DCCL_REGION_RECV);
+    uint64_t bytes = dccl_conn_desc_layout(&l->desc, nslots, slot, DCCL_LL_MAX_BYTES, DCCL_REGION_RECV);
     l->fifo = aligned_alloc(128, (bytes + 127) & ~(uint64_t)127);
     dccl_fifo_init(l->fifo, &l->desc);
   }

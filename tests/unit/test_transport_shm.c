@@ -421,7 +421,7 @@ static void test_fallocate_too_big(void) {
   CHECK(res == ncclSystemError, "oversized segment gave %d, want ncclSystemError", res);
   CHECK(now_s() - t0 < 5, "failing took %.1f s", now_s() - t0);
   char size_txt[32];
-  snprintf(size_txt, sizeof(size_txt), "%" PRIu64, too_big + dccl_fifo_bytes(1, 0));
+  snprintf(size_txt, sizeof(size_txt), "%" PRIu64, dccl_fifo_bytes(1, too_big, DCCL_LL_MAX_BYTES));
   CHECK(strstr(dccl_last_error(), "/dev/shm") && strstr(dccl_last_error(), size_txt),
         "text must name /dev/shm and %s bytes: \"%s\"", size_txt, dccl_last_error());
   CHECK(s.conn.priv == NULL && !dccl_conn_bound(&s.conn), "failed setup must leave the conn empty");

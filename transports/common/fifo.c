@@ -14,8 +14,10 @@ void dccl_fifo_init(void *region, const struct dccl_conn_desc *d) {
   /* Reused memory may hold units whose flags look fresh (an earlier FIFO's slot at the same position): clear
    * every unit a consumer may poll before the first lap writes it. */
   char *regions[DCCL_REGIONS] = {region, region};
-  uint64_t polled = d->ll_bytes ? (uint64_t)dccl_ll_units(d->ll_bytes) * 8 : 8;
-  for (uint64_t i = 0; i < d->nslots; i++) memset(dccl_conn_slot(d, regions, i), 0, polled);
+  for (uint64_t i = 0; i < d->nslots; i++) {
+    memset(dccl_conn_slot(d, regions, i), 0, 8);
+    if (d->ll_bytes) memset(dccl_conn_ll_slot(d, regions, i), 0, d->ll_stride);
+  }
 }
 
 ncclResult_t dccl_conn_bind(struct dccl_conn *c, const struct dccl_conn_desc *d, void *recv_region, void *send_region) {

@@ -73,7 +73,7 @@ static ncclResult_t p2p_setup(struct dccl_conn *conn, void *info) {
   geometry(&me->nslots, &me->slot_bytes);
   struct dccl_conn_desc d;
   uint64_t bytes = conn->is_send ? DCCL_CACHELINE
-                                 : dccl_conn_desc_layout(&d, me->nslots, me->slot_bytes, 0, DCCL_REGION_SEND);
+                                 : dccl_conn_desc_layout(&d, me->nslots, me->slot_bytes, DCCL_DEV_LL_BYTES, DCCL_REGION_SEND);
   DCCL_CUCHECK(dccl_cu.mem_alloc(&pc->own, bytes), "p2p: cuMemAlloc of a FIFO");
   pc->bytes += bytes;
   __atomic_add_fetch(&conn->ctx->dev_bytes, bytes, __ATOMIC_RELAXED);
@@ -113,7 +113,7 @@ static ncclResult_t p2p_connect(struct dccl_conn *conn, const void *peer_info) {
   }
   struct dccl_dev_conn dc;
   memset(&dc, 0, sizeof(dc));
-  dccl_conn_desc_layout(&dc.desc, nslots, slot_bytes, 0, DCCL_REGION_SEND);
+  dccl_conn_desc_layout(&dc.desc, nslots, slot_bytes, DCCL_DEV_LL_BYTES, DCCL_REGION_SEND);
   dc.regions[DCCL_REGION_RECV] = (char *)(uintptr_t)(conn->is_send ? pc->peer : pc->own);
   dc.regions[DCCL_REGION_SEND] = (char *)(uintptr_t)(conn->is_send ? pc->own : pc->peer);
   dc.peer = conn->peer;

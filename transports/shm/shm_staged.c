@@ -48,7 +48,7 @@ static void geometry(uint32_t *nslots, uint64_t *slot_bytes, uint64_t *segment_b
   *nslots = (uint32_t)dccl_param_int(DCCL_PARAM_DEV_NSLOTS);
   *slot_bytes = (uint64_t)dccl_param_int(DCCL_PARAM_DEV_CHUNK_SIZE);
   uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  *segment_bytes = (dccl_fifo_bytes(*nslots, *slot_bytes) + page - 1) / page * page;
+  *segment_bytes = (dccl_fifo_bytes(*nslots, *slot_bytes, DCCL_DEV_LL_BYTES) + page - 1) / page * page;
 }
 
 static ncclResult_t enter_context(const struct dccl_conn *conn) {
@@ -77,7 +77,7 @@ static ncclResult_t staged_setup(struct dccl_conn *conn, void *info) {
            atomic_fetch_add(&segment_counter, 1));
   DCCLCHECK(dccl_shm_segment_create(sc->name, sc->map_bytes, &sc->map));
   struct dccl_conn_desc d;
-  dccl_conn_desc_layout(&d, me->nslots, me->slot_bytes, 0, DCCL_REGION_RECV);
+  dccl_conn_desc_layout(&d, me->nslots, me->slot_bytes, DCCL_DEV_LL_BYTES, DCCL_REGION_RECV);
   dccl_fifo_init(sc->map, &d);
   memcpy(me->name, sc->name, sizeof(me->name));
   return ncclSuccess;
@@ -116,7 +116,7 @@ static ncclResult_t staged_connect(struct dccl_conn *conn, const void *peer_info
   DCCL_CUCHECK(dccl_cu.mem_host_get_device_pointer(&region, sc->map, 0), "staged: cuMemHostGetDevicePointer");
   struct dccl_dev_conn dc;
   memset(&dc, 0, sizeof(dc));
-  dccl_conn_desc_layout(&dc.desc, nslots, slot_bytes, 0, DCCL_REGION_RECV);
+  dccl_conn_desc_layout(&dc.desc, nslots, slot_bytes, DCCL_DEV_LL_BYTES, DCCL_REGION_RECV);
   dc.regions[DCCL_REGION_RECV] = dc.regions[DCCL_REGION_SEND] = (char *)(uintptr_t)region;
   dc.peer = conn->peer;
   dc.same_gpu = 0; /* host memory between the two kernels: system-scope ordering */

@@ -66,7 +66,7 @@ ncclResult_t dccl_shm_setup_geometry(struct dccl_conn *conn, void *info, uint32_
   conn->priv = sc;
   dccl_conn_unbind(conn);
   struct dccl_conn_desc desc;
-  uint64_t region_bytes = dccl_conn_desc_layout(&desc, nslots, slot_bytes, 1, DCCL_REGION_RECV);
+  uint64_t region_bytes = dccl_conn_desc_layout(&desc, nslots, slot_bytes, DCCL_LL_MAX_BYTES, DCCL_REGION_RECV);
 
   struct shm_conn_info out;
   memset(&out, 0, sizeof(out));
@@ -123,7 +123,7 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
                       conn->peer, peer_host(conn), sc->nslots, (unsigned long long)sc->slot_bytes, in.nslots,
                       (unsigned long long)in.slot_bytes);
   if (conn->is_send) {
-    if (in.segment_bytes != dccl_fifo_bytes(sc->nslots, sc->slot_bytes))
+    if (in.segment_bytes != dccl_fifo_bytes(sc->nslots, sc->slot_bytes, DCCL_LL_MAX_BYTES))
       return dccl_error(ncclInternalError, "shm link to rank %d: segment size %llu does not match the geometry",
                         conn->peer, (unsigned long long)in.segment_bytes);
     memcpy(sc->name, in.name, sizeof(sc->name));
@@ -135,7 +135,7 @@ static ncclResult_t shm_connect(struct dccl_conn *conn, const void *peer_info) {
     if (ctrl->nslots != sc->nslots || ctrl->slot_bytes != sc->slot_bytes)
       return dccl_error(ncclInternalError, "shm link to rank %d: the segment's FIFO header does not match", conn->peer);
     struct dccl_conn_desc desc;
-    dccl_conn_desc_layout(&desc, sc->nslots, sc->slot_bytes, 1, DCCL_REGION_RECV);
+    dccl_conn_desc_layout(&desc, sc->nslots, sc->slot_bytes, DCCL_LL_MAX_BYTES, DCCL_REGION_RECV);
     DCCLCHECK(dccl_conn_bind(conn, &desc, sc->map, sc->map));
   }
   dccl_shm_watch_start(&sc->watch, (pid_t)conn->ctx->peers[conn->peer].pid);
