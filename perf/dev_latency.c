@@ -5,6 +5,8 @@
  *   ar+sync      ncclAllReduce of `bytes` float32 sum, then a stream synchronise, n times;
  *   ar b2b       n ncclAllReduce back to back, one synchronise at the end;
  *   empty b2b    n empty kernels back to back, one synchronise at the end (the GPU's floor per kernel);
+ *   fat+sync     as empty+sync with a parameter the size of DCCL's launch (struct dccl_dev_work, 3.5 KiB): what
+ *                passing the work by value adds to every launch;
  *   ar issue     the calls alone, in batches of 100 with a synchronise between batches that is not counted (the
  *                host's cost per call; longer batches fill the stream's queue and time the GPU instead);
  *   graph+sync   a CUDA graph holding one ncclAllReduce, launched and synchronised n times;
@@ -22,11 +24,13 @@
 #include "dccl.h"
 
 cudaError_t perf_launch_empty(cudaStream_t stream);
+cudaError_t perf_launch_fat(cudaStream_t stream);
+size_t perf_fat_bytes(void);
 
 #define GRAPH_OPS 100
-enum { EMPTY, EMPTY_B2B, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "ar+sync",   "ar b2b",
-                                         "ar issue",   "graph+sync", "graph b2b"};
+enum { EMPTY, EMPTY_B2B, FAT_SYNC, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "empty b2b",  "fat+sync", "ar+sync",
+                                         "ar b2b",     "ar issue",   "graph+sync", "graph b2b"};
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -86,6 +90,12 @@ static double run_mode(struct bench *b, int mode, int n) {
     case EMPTY_B2B:
       for (int i = 0; i < n; i++) check_cuda(perf_launch_empty(b->stream), "launching the empty kernel");
       check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      break;
+    case FAT_SYNC:
+      for (int i = 0; i < n; i++) {
+        check_cuda(perf_launch_fat(b->stream), "launching the kernel with a large parameter");
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
       break;
     case AR_SYNC:
       for (int i = 0; i < n; i++) {
@@ -182,8 +192,9 @@ int main(int argc, char **argv) {
   int bad_all = 0;
   MPI_Allreduce(&bad, &bad_all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
-    printf("# dev_latency: %d ranks, %zu bytes float32 sum, %d operations per round, %d rounds (slowest rank)\n",
-           nranks, b.count * sizeof(float), iters, rounds);
+    printf("# dev_latency: %d ranks, %zu bytes float32 sum, %d operations per round, %d rounds (slowest rank); "
+           "fat+sync's parameter %zu bytes\n",
+           nranks, b.count * sizeof(float), iters, rounds, perf_fat_bytes());
     printf("# %-12s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
     double empty_median = 0;
     for (int m = 0; m < NMODES; m++) {
