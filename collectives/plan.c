@@ -319,29 +319,27 @@ int dccl_p2p_nchannels(const struct dccl_coll_comm *comm, int on_device, uint64_
   return k < 1 ? 1 : (int)k;
 }
 
-/* The most elements one step of channel c moves in chunks of `chunk` (never more than `chunk`: only the steps of a
- * short operation are walked), or UINT64_MAX when the channel runs two streams (the double tree: one CTA's LL
- * staging serves one stream). */
-static uint64_t largest_step(const struct dccl_op *op, int c, uint64_t chunk, int walk) {
+/* The most elements one step of channel c moves in chunks of `chunk`, over both streams (the steps of a short
+ * operation only: no schedule's step moves more than `chunk`). */
+static uint64_t largest_step(const struct dccl_op *op, int c, uint64_t chunk) {
   struct dccl_sched s = op->ch[c].sched;
   s.nranks = op->comm->nranks;
   s.chunk = chunk;
   s.block = op->count;
-  if (dccl_sched_nsteps(&s, 1) > 0) return UINT64_MAX;
-  if (!walk) return chunk;
-  uint64_t most = 0, nsteps = dccl_sched_nsteps(&s, 0);
-  for (uint64_t i = 0; i < nsteps; i++) {
-    struct dccl_prim_step st;
-    dccl_sched_step(&s, 0, i, &st);
-    if (st.nelem > most) most = st.nelem;
-  }
+  uint64_t most = 0;
+  for (int stream = 0; stream < 2; stream++)
+    for (uint64_t i = 0, n = dccl_sched_nsteps(&s, stream); i < n; i++) {
+      struct dccl_prim_step st;
+      dccl_sched_step(&s, stream, i, &st);
+      if (st.nelem > most) most = st.nelem;
+    }
   return most;
 }
 
 /* Kernels speak LL where no step of the operation moves more than an LL step carries (DCCL_DEV_LL_BYTES): the same
  * steps, each without a fence and a counter to publish and wait for; or, where DCCL_PROTO=ll asks, at every size in
  * steps of that size. Never over a network transport (its proxy reads each slot's header to send it), through the
- * copy engines, on the direct path (no links) or in a double tree (two streams). Returns the chunk to plan with. */
+ * copy engines or on the direct path (no links). Returns the chunk to plan with. */
 static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
   const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
   uint64_t ll_chunk = DCCL_DEV_LL_BYTES / op->esize;
@@ -349,13 +347,10 @@ static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
   if (!strcasecmp(forced, "bulk") || op->comm->dev_net || op->comm->nranks == 1 || op->algo == DCCL_ALGO_DIRECT ||
       op->algo == DCCL_ALGO_CE || ll_chunk == 0)
     return chunk;
-  int ask = !strcasecmp(forced, "ll");
-  /* A filter before walking the steps: no channel's step outgrows its range, and large operations are bulk. */
-  for (int c = 0; c < op->nchannels; c++) {
-    if (!ask && op->ch[c].sched.count > ll_chunk * (uint64_t)op->comm->nranks) return chunk;
-    uint64_t most = largest_step(op, c, ask ? ll_chunk : chunk, !ask);
-    if (most == UINT64_MAX || most > ll_chunk) return chunk;
-  }
+  /* Else walk the steps, past a filter: no channel's step outgrows its range, and large operations are bulk. */
+  for (int c = 0; strcasecmp(forced, "ll") && c < op->nchannels; c++)
+    if (op->ch[c].sched.count > ll_chunk * (uint64_t)op->comm->nranks || largest_step(op, c, chunk) > ll_chunk)
+      return chunk;
   op->proto = DCCL_PROTO_LL;
   return chunk < ll_chunk ? chunk : ll_chunk;
 }

@@ -5,10 +5,10 @@
 // two streams (the trees' up and down) runs them in the two halves of the CTA, each with its own barrier, so
 // neither can block the other. No CTA ever waits for another CTA of its launch.
 //
-// Operations whose steps all fit DCCL_DEV_LL_BYTES speak LL (task.proto; one stream per channel): every 8-byte
-// unit of a position's LL slot carries its own flag, so the producer's threads write their lines with no fence and
-// no counter to publish, and the consumer's threads poll them. The payload goes through shared memory (ll_send,
-// ll_recv), so the reduction is the bulk path's. Ranks whose calls differ may choose different protocols for one
+// Operations whose steps all fit DCCL_DEV_LL_BYTES speak LL (task.proto): every 8-byte unit of a position's LL
+// slot carries its own flag, so the producer's threads write their lines with no fence and no counter to publish,
+// and the consumer's threads poll them. The payload goes through shared memory (ll_send per half, ll_recv per
+// link: the tree's two streams use disjoint links), so the reduction is the bulk path's. Ranks whose calls differ may choose different protocols for one
 // position: each consumer also watches the other protocol's slot, so the mismatch is reported, not waited on.
 //
 // Memory ordering (docs/design.md): a producer's threads write a slot, the CTA meets at a barrier, and thread 0
@@ -32,12 +32,13 @@ struct dev_cta {
   uint64_t seq[2][2 * DCCL_DEV_CONN_SLOTS]; // nops of each connection at the task's start, per half
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
   volatile int stop;                      // a half hit an error: both stop
-  // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers
+  // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers (by link;
+  // the two streams of a tree all-reduce use disjoint links, so only the outgoing staging is per half)
   char *ll_slot[2 * DCCL_DEV_CONN_SLOTS]; // receptions, then sends
   uint64_t ll_pos[2 * DCCL_DEV_CONN_SLOTS];
   uint32_t ll_head[DCCL_DEV_CONN_SLOTS][DCCL_LL_HEADER_UNITS];
   volatile int ll_bulk_came[DCCL_DEV_CONN_SLOTS]; // a peer sent bulk where this rank polls LL: their calls differ
-  alignas(16) char ll_send[DCCL_DEV_LL_BYTES];
+  alignas(16) char ll_send[2][DCCL_DEV_LL_BYTES]; // per half
   alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
 };
 
@@ -211,7 +212,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
       cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_pos[DCCL_DEV_CONN_SLOTS + i] = pos;
-      if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send;
+      if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send[half];
       ll_staged = 1;
       continue;
     }
@@ -232,7 +233,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
 
 // The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
 // the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to stop.
-__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rmask, uint64_t bytes,
+__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
                               const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
@@ -267,7 +268,8 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
     }
   }
   half_barrier(h);
-  __shared__ int go;
+  __shared__ int go_of[2];
+  int &go = go_of[half];
   if (h.tid == 0) {
     go = !cta->stop;
     for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
@@ -281,7 +283,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
         cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
         if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
           dccl_slot_header got = *bh, want = cta->task.call;
-          want.seq = cta->seq[0][i];
+          want.seq = cta->seq[half][i];
           want.bytes = bytes;
           dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
         }
@@ -291,7 +293,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
       if (!go) break;
       dccl_slot_header head;
       dccl_ll_header_from_words(cta->ll_head[i], &head);
-      go = dev_check_header(w, cta, c, &head, cta->seq[0][i], bytes);
+      go = dev_check_header(w, cta, c, &head, cta->seq[half][i], bytes);
     }
   }
   half_barrier(h);
@@ -299,7 +301,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, uint32_t rma
 }
 
 // The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
-__device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint64_t bytes, const dev_half &h) {
+__device__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes, const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
@@ -312,12 +314,12 @@ __device__ void dev_ll_send(dev_cta *cta, uint32_t smask, uint64_t bytes, const 
         uint32_t words[DCCL_LL_HEADER_UNITS];
         dccl_slot_header head = cta->task.call;
         head.bytes = bytes;
-        head.seq = cta->seq[0][DCCL_DEV_CONN_SLOTS + i];
+        head.seq = cta->seq[half][DCCL_DEV_CONN_SLOTS + i];
         dccl_ll_header_words(&head, words);
         d[0] = words[2 * l];
         d[1] = words[2 * l + 1];
       } else {
-        const uint32_t *src = (const uint32_t *)cta->ll_send + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+        const uint32_t *src = (const uint32_t *)cta->ll_send[half] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
         d[0] = src[0];
         d[1] = src[1];
       }
@@ -397,6 +399,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       int ok = 1;
       while (st.wait_up >= 0 && cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
       }
+      __threadfence_block(); // the up stream's writes after its up_done
       ok = !cta->stop && dev_step_acquire(w, cta, s, st);
       go[s] = ok;
     }
@@ -406,14 +409,15 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
-      if (rmask && !dev_ll_receive(w, cta, rmask, st.nelem * t.esize, h)) return;
+      if (rmask && !dev_ll_receive(w, cta, s, rmask, st.nelem * t.esize, h)) return;
     }
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
     if (ll) {
-      if (smask) dev_ll_send(cta, smask, st.nelem * t.esize, h);
+      if (smask) dev_ll_send(cta, s, smask, st.nelem * t.esize, h);
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
+        __threadfence_block(); // the half's output writes (seen through its barrier) before the other half's wait
         if (s == 0) cta->up_done = idx + 1;
       }
       continue;

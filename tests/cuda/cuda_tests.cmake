@@ -61,11 +61,13 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
   endforeach()
   # LL at every size, in 1 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
-  # chains, trees' single streams, sends, over p2p and staged links (written 2026-12-05, not yet run on a GPU).
+  # chains, trees (the double tree's two streams at once), sends, over p2p and staged links (written 2026-12-05,
+  # not yet run on a GPU).
   foreach(n 2 3)
     dccl_gpu_test(colls_${n}ranks_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll)
     dccl_gpu_test(colls_${n}ranks_ring_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll DCCL_ALGO=ring)
   endforeach()
+  dccl_gpu_test(colls_4ranks_tree_ll COMMAND gpu_colls 4 ENV DCCL_PROTO=ll DCCL_ALGO=tree)
   dccl_gpu_test(colls_2ranks_staged_ll COMMAND gpu_colls 2 ENV DCCL_TRANSPORT=shm DCCL_PROTO=ll)
   # Two pretend hosts on the one GPU (DCCL_HOSTID gives rank r entry r): p2p inside each, device links over
   # sockets between them (FIFOs in pinned host memory, moved by each rank's link pump), every collective, ring and

@@ -1,7 +1,7 @@
 /* Which protocol device operations speak (collectives/plan.c, device_proto), 4 ranks, float32 and bf16: LL where no
- * step moves more than DCCL_DEV_LL_BYTES, in the steps bulk would take; bulk in the double tree (two streams), over
- * network links, for one rank and wherever a step is larger. `test_device_proto ll` (DCCL_PROTO=ll): every
- * single-stream operation, in steps of at most DCCL_DEV_LL_BYTES; `test_device_proto bulk`: none. Parameters are read
+ * step moves more than DCCL_DEV_LL_BYTES (either stream of the double tree too), in the steps bulk would take; bulk
+ * over network links, for one rank and wherever a step is larger. `test_device_proto ll` (DCCL_PROTO=ll): every
+ * operation, in steps of at most DCCL_DEV_LL_BYTES; `test_device_proto bulk`: none. Parameters are read
  * once per process, so each setting is its own run. */
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +89,9 @@ static void check_default(void) {
       {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, NRANKS * LL_FLOATS + 4, 0, "a ring all-reduce one element over"},
       {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, LL_FLOATS, 1, "a one-shot all-reduce of one LL step"},
       {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, LL_FLOATS + 1, 0, "a one-shot all-reduce one element over"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2, 0, "an 8-byte double tree (two streams)"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2, 1, "an 8-byte double tree (two streams)"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2 * LL_FLOATS, 1, "a double tree of an LL step per tree"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2 * LL_FLOATS + 128, 0, "a double tree over an LL step per tree"},
       {DCCL_OP_BROADCAST, DCCL_ALGO_RING, LL_FLOATS, 1, "a chain broadcast of one LL step"},
       {DCCL_OP_BROADCAST, DCCL_ALGO_RING, LL_FLOATS + 1, 0, "a chain broadcast one element over"},
       {DCCL_OP_BROADCAST, DCCL_ALGO_TREE, 100, 1, "a tree broadcast (one stream)"},
@@ -145,8 +147,9 @@ static void check_forced(int ll) {
           LL_FLOATS, (unsigned long long)largest_step(&op));
   plan(&op, DCCL_OP_SEND, DCCL_ALGO_AUTO, 1 << 20, ncclFloat32, 4);
   check((op.proto == DCCL_PROTO_LL) == ll, "a 4 MiB send: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
-  plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2, ncclFloat32, 4);
-  check(op.proto == DCCL_PROTO_BULK, "the double tree stays bulk whatever is asked");
+  plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 1 << 20, ncclFloat32, 4);
+  check((op.proto == DCCL_PROTO_LL) == ll, "a 4 MiB double tree: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
+  if (ll) check(largest_step(&op) <= LL_FLOATS, "the double tree's LL steps (%llu)", (unsigned long long)largest_step(&op));
   plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 2, ncclFloat32, 4);
   check((op.proto == DCCL_PROTO_LL) == ll, "an 8-byte one-shot: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
 }
