@@ -71,6 +71,31 @@ void dccl_describe_call(const struct dccl_slot_header *h, char *out, size_t len)
   if (h->root >= 0 && n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, ", root %d", h->root);
 }
 
+void dccl_describe_device_mismatch(const struct dccl_slot_header *want, const struct dccl_slot_header *got, int peer,
+                                   int rank, char *text, size_t len) {
+  char theirs[96], ours[96];
+  dccl_describe_call(got, theirs, sizeof(theirs));
+  dccl_describe_call(want, ours, sizeof(ours));
+  const char *name = dccl_op_name((int)want->kind);
+  if (got->kind != want->kind || got->seq != want->seq)
+    snprintf(text, len,
+             "mismatched operations on the device link with rank %d: it sent %s (operation %llu on the link) where "
+             "rank %d expects %s (operation %llu)",
+             peer, dccl_op_name((int)got->kind), (unsigned long long)got->seq, rank, name,
+             (unsigned long long)want->seq);
+  else if (got->count != want->count || got->what != want->what || got->root != want->root)
+    snprintf(text, len, "mismatched calls on the device link: rank %d called %s with %s, rank %d with %s", peer, name,
+             theirs, rank, ours);
+  else if (got->bytes != want->bytes)
+    snprintf(text, len, "%s: rank %d sent %llu bytes where rank %d expects %llu (counts differ between ranks)", name,
+             peer, (unsigned long long)got->bytes, rank, (unsigned long long)want->bytes);
+  else /* the same call and step: the two kernels chose different protocols (LL, bulk) for it */
+    snprintf(text, len,
+             "%s: ranks %d and %d sent the same step in different protocols (LL and bulk): DCCL_PROTO must be alike "
+             "on every rank",
+             name, peer, rank);
+}
+
 /* Checks a received slot belongs to this operation; a mismatch means the ranks called different operations, or the
  * same one with different arguments. */
 static ncclResult_t check_slot(const struct dccl_op *op, const struct dccl_conn *c, const struct dccl_slot_header *h,

@@ -16,6 +16,10 @@ const char *dccl_op_name(int kind);
 struct dccl_slot_header dccl_op_call_header(const struct dccl_op *op);
 /* "1048576 x float32 sum, root 0", "4096 bytes": the call a slot header's fingerprint stands for (executor.c). */
 void dccl_describe_call(const struct dccl_slot_header *h, char *out, size_t len);
+/* What a kernel's record of a mismatch says: rank `rank` expected `want` where rank `peer`'s slot carried `got`
+ * (other operations; other calls; other bytes; or the same step in the other protocol) (executor.c). */
+void dccl_describe_device_mismatch(const struct dccl_slot_header *want, const struct dccl_slot_header *got, int peer,
+                                   int rank, char *text, size_t len);
 
 const char *dccl_algo_name(int algo);
 

@@ -418,22 +418,7 @@ ncclResult_t dccl_dev_comm_error(struct dccl_coll_comm *comm, char *text, size_t
       return ncclSuccess;
     case DCCL_DEV_MISMATCH: {
       struct dccl_slot_header want = s->want, got = s->got;
-      char theirs[96], ours[96];
-      dccl_describe_call(&got, theirs, sizeof(theirs));
-      dccl_describe_call(&want, ours, sizeof(ours));
-      if (got.kind != want.kind || got.seq != want.seq)
-        snprintf(text, len,
-                 "mismatched operations on the device link with rank %d: it sent %s (operation %llu on the link) "
-                 "where rank %d expects %s (operation %llu)",
-                 s->peer, dccl_op_name((int)got.kind), (unsigned long long)got.seq, comm->rank,
-                 dccl_op_name((int)want.kind), (unsigned long long)want.seq);
-      else if (got.count != want.count || got.what != want.what || got.root != want.root)
-        snprintf(text, len, "mismatched calls on the device link: rank %d called %s with %s, rank %d with %s", s->peer,
-                 dccl_op_name((int)want.kind), theirs, comm->rank, ours);
-      else
-        snprintf(text, len, "%s: rank %d sent %llu bytes where rank %d expects %llu (counts differ between ranks)",
-                 dccl_op_name((int)want.kind), s->peer, (unsigned long long)got.bytes, comm->rank,
-                 (unsigned long long)want.bytes);
+      dccl_describe_device_mismatch(&want, &got, s->peer, comm->rank, text, len);
       return ncclInvalidUsage;
     }
     case DCCL_DEV_PEER_ABORTED:
