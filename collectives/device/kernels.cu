@@ -246,17 +246,27 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, ui
     uint32_t flag = dccl_ll_flag(cta->ll_pos[i]);
     uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
     for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
-      uint32_t d0, d1;
-      // The first line's poller also watches the bulk slot: a peer whose call differs may have sent bulk, and the
-      // lines polled here would never come. It stops the CTA; thread 0 reports the mismatch below.
+      uint32_t d0, d1, tries = 0;
+      int beyond = 0;
+      // A peer whose call differs may send what never fills this line. The first line's poller also watches the
+      // bulk slot (the peer sent bulk): it stops the CTA and thread 0 reports the mismatch below. A payload line's
+      // poller now and then reads the first line, whose bytes may say the slot ends before this line: it stops
+      // waiting, and thread 0's header check reports the counts.
       ok = dev_wait(w, cta, c, [&] {
         if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
-        if (l != 0 || *(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
-        cta->ll_bulk_came[i] = 1;
-        cta->stop = 1;
-        return true;
+        if (l == 0) {
+          if (*(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
+          cta->ll_bulk_came[i] = 1;
+          cta->stop = 1;
+          return true;
+        }
+        uint32_t b0, b1;
+        if (l < DCCL_LL_HEADER_UNITS / 2 || ++tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
+        beyond = dccl_ll_units((uint64_t)b1 << 32 | b0) / 2 <= l;
+        return (bool)beyond;
       });
       if (cta->ll_bulk_came[i] && l == 0) ok = 0;
+      if (!ok || beyond) continue; // nothing to keep: the checks below fail the step
       if (l < DCCL_LL_HEADER_UNITS / 2) {
         cta->ll_head[i][2 * l] = d0;
         cta->ll_head[i][2 * l + 1] = d1;

@@ -298,6 +298,9 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # Counts on either side of the LL step (200 and 300 floats): one rank's kernel sends and polls LL, the other's
     # bulk; each sees the other's slot and names the mismatch (written 2026-12-05, not yet run on a GPU).
     dccl_gpu_test(protocol_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> protocols)
+    # A receive of 200 floats against a send of 100, both LL: the receiver's pollers of lines never written must
+    # read the header's count and stop; the receiver names both sizes within 10 s (not yet run on a GPU).
+    dccl_gpu_test(ll_short_send_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> sends)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)

@@ -14,7 +14,10 @@
  * `protocols` (MPS, no copy engines): an all-reduce of 200 floats on rank 0 (one LL step, 800 bytes) and of 300 on
  * rank 1 (bulk): rank 0's kernel polls LL lines that never come while a bulk slot sits beside them, rank 1's finds
  * `tail` moved and no bulk slot; each must name the mismatch from the other's slot, neither wait.
- * Usage: gpu_mismatch count|root|meeting|registered|protocols   (count, root: with DCCL_CE=1; under
+ * `sends` (MPS, no copy engines): rank 0 sends 100 floats to rank 1, which receives 200, both one LL step each: rank
+ * 1's kernel polls lines rank 0 never writes, and must see from the slot's header that it ended and report the
+ * counts; rank 0's send completes and nothing is asked of it.
+ * Usage: gpu_mismatch count|root|meeting|registered|protocols|sends   (count, root: with DCCL_CE=1; under
  * tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -36,6 +39,7 @@ struct shared {
   int meeting;    /* the `meeting` case */
   int registered; /* the `registered` case */
   int protocols;  /* the `protocols` case */
+  int sends;      /* the `sends` case */
   volatile int first_ok[NRANKS];
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
@@ -70,8 +74,10 @@ static int rank_main(void *arg, int rank) {
     if (rank == 1 && ncclCommDeregister(comm, reg) != ncclSuccess) sh->first_ok[rank] = 0;
   }
   double t0 = fh_now();
-  ncclResult_t call = sh->roots ? ncclBroadcast(buf, buf, count, ncclFloat32, rank, comm, s)
-                                : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
+  ncclResult_t call = sh->sends   ? (rank == 0 ? ncclSend(buf, 100, ncclFloat32, 1, comm, s)
+                                                : ncclRecv(buf, 200, ncclFloat32, 0, comm, s))
+                      : sh->roots ? ncclBroadcast(buf, buf, count, ncclFloat32, rank, comm, s)
+                                  : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
   cudaError_t e = cudaErrorNotReady;
   while (call == ncclSuccess && (e = cudaStreamQuery(s)) == cudaErrorNotReady && fh_now() < t0 + 60) usleep(200);
   ncclResult_t async = ncclSuccess;
@@ -87,8 +93,8 @@ static int rank_main(void *arg, int rank) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting") &&
-                    strcmp(argv[1], "registered") && strcmp(argv[1], "protocols"))) {
-    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered|protocols\n");
+                    strcmp(argv[1], "registered") && strcmp(argv[1], "protocols") && strcmp(argv[1], "sends"))) {
+    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered|protocols|sends\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -101,11 +107,13 @@ int main(int argc, char **argv) {
   sh->meeting = !strcmp(argv[1], "meeting");
   sh->registered = !strcmp(argv[1], "registered");
   sh->protocols = !strcmp(argv[1], "protocols");
-  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "200 " : "1000";
+  sh->sends = !strcmp(argv[1], "sends");
+  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "200 " : sh->sends ? "800 bytes" : "1000";
   const char *theirs = sh->roots        ? "root 1"
                        : sh->meeting    ? "1000 "
                        : sh->registered ? "1000"
                        : sh->protocols  ? "300 "
+                       : sh->sends      ? "400 bytes"
                                         : "1003";
   const char *what = sh->registered ? "mismatched buffers" : "mismatched calls";
   int status[NRANKS], killed[NRANKS];
@@ -116,6 +124,10 @@ int main(int argc, char **argv) {
     FH_EXPECT(sh->took[r] >= 0 && sh->took[r] <= BOUND_S, "rank %d: its stream took %.2f s (bound %.0f s)", r,
               sh->took[r], BOUND_S);
     FH_EXPECT(!sh->registered || sh->first_ok[r], "rank %d: the all-reduce on registered buffers (1000 floats)", r);
+    if (sh->sends && r == 0) { /* the sender: its send completed; the receiver's report is what counts */
+      printf("rank 0: stream done %.3f s after the call; async error %d\n", sh->took[r], sh->async_error[r]);
+      continue;
+    }
     FH_EXPECT(sh->async_error[r] == ncclInvalidUsage && strstr(sh->text[r], what) &&
                   fh_text_names_rank(sh->text[r], 1 - r) && strstr(sh->text[r], ours) && strstr(sh->text[r], theirs),
               "rank %d: ncclCommGetAsyncError %d, \"%s\": want ncclInvalidUsage, \"%s\"", r, sh->async_error[r],
