@@ -238,7 +238,8 @@ static void plan_direct(struct dccl_op *op) {
  * which reduces them in rank order with the one function every path shares (reduce_rank_order: narrow floats
  * summed in float and rounded once), so the bits depend on neither the algorithm asked for, nor the channels, the
  * chunk size, the transports or the ranks' placement. One-shot below DCCL_ORDERED_ONESHOT_BYTES, the ordered
- * schedules above (pure/schedule.h); both need a link to every other rank. */
+ * schedules above (pure/schedule.h); both need a link to every other rank. Device buffers take the direct
+ * all-reduce where every rank's buffers are in reach, else the same schedules in kernels over the device links. */
 #define DCCL_ORDERED_ONESHOT_BYTES 65536
 static ncclResult_t plan_ordered(struct dccl_op *op) {
   struct dccl_coll_comm *comm = op->comm;
@@ -252,14 +253,6 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
     plan_direct(op);
     return ncclSuccess;
   }
-  if (op->on_device)
-    return dccl_error(ncclInvalidUsage,
-                      "%s: DCCL_DETERMINISTIC=1 with GPU buffers is supported only for the direct all-reduce of ranks "
-                      "on one GPU whose buffers each can read (ranks of one process, or buffers in windows of every rank: "
-                      "ncclCommWindowRegister), and for the copy engines' all-reduce, reduce-scatter and reduce "
-                      "(ranks in processes of their own on one GPU without MPS, or DCCL_CE=1), without a per-rank "
-                      "premultiply, so far",
-                      dccl_op_name(op->kind));
   plan_oneshot(op);
   struct dccl_op_channel *ch = &op->ch[0];
   ch->sched.rank = comm->rank;

@@ -106,10 +106,12 @@ __device__ __forceinline__ void dev_step_masks(const dccl_prim_step &st, int npe
   if (st.flags & DCCL_PRIM_RECV1) r |= 2u;
   if (st.flags & DCCL_PRIM_RECV_PARENT) r |= 1u << DCCL_TREE_PARENT;
   if (st.flags & DCCL_PRIM_RECV_ALL) r |= (1u << npeers) - 1;
+  if (st.flags & DCCL_PRIM_RECV_PEER) r |= 1u << st.peer; // the ordered schedules (deterministic mode)
   if (st.flags & DCCL_PRIM_SEND0) w |= 1u;
   if (st.flags & DCCL_PRIM_SEND1) w |= 2u;
   if (st.flags & DCCL_PRIM_SEND_PARENT) w |= 1u << DCCL_TREE_PARENT;
   if (st.flags & DCCL_PRIM_SEND_ALL) w |= (1u << npeers) - 1;
+  if (st.flags & DCCL_PRIM_SEND_PEER) w |= 1u << st.peer;
   *rmask = r;
   *smask = w;
 }

@@ -301,9 +301,21 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # A receive of 200 floats against a send of 100, both LL: the receiver's pollers of lines never written must
     # read the header's count and stop; the receiver names both sizes within 10 s (not yet run on a GPU).
     dccl_gpu_test(ll_short_send_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> sends)
-    # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c).
-    dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
-                  ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096)
+    # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c);
+    # the trace shows the copy engines took the calls.
+    dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}
+                  "ncclReduceScatter #[0-9]+ count 33335 type [a-z0-9]+ root -1 peer -1 algo ce"
+                  $<TARGET_FILE:gpu_ce_bits> ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=4096
+                  DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    # The same bits from kernels over device links, under MPS with buffers outside windows and nothing mapped on
+    # first use (no direct all-reduce): the one-shot and ordered schedules, over p2p FIFOs and staged through host
+    # memory; the trace shows the ordered schedule took them (written 2026-12-05, not yet run on a GPU).
+    foreach(transport p2p shm)
+      dccl_gpu_test(det_bits_mps_${transport} COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
+                    "ncclReduceScatter #[0-9]+ count 33335 type [a-z0-9]+ root -1 peer -1 algo ordered"
+                    $<TARGET_FILE:gpu_ce_bits> ENV DCCL_DETERMINISTIC=1 DCCL_LAZY_MAP_BYTES=-1
+                    DCCL_TRANSPORT=$<$<STREQUAL:${transport},shm>:shm> DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    endforeach()
     # A piece of 1 GiB asked under a 24 MiB limit: the region must shrink to fit beside the device links.
     dccl_gpu_test(ce_bits_no_mps_memlimit COMMAND ${mps} --off $<TARGET_FILE:gpu_ce_bits>
                   ENV DCCL_CE=1 DCCL_DETERMINISTIC=1 DCCL_CE_CHUNK=1073741824 DCCL_DEV_MEM_LIMIT=25165824)

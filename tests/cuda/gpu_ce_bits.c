@@ -1,10 +1,10 @@
-/* Deterministic mode on the copy-engine path (DCCL_CE=1, DCCL_DETERMINISTIC=1, collectives/device/ce_collectives.h):
- * three rank processes on GPU 0 (forked before anyone touches CUDA) reduce float32 values whose sum depends on the
- * order (1e8, -1e8, 3, 0.25, ...) by all-reduce, reduce-scatter and reduce (root 1), sum and average, out of place
- * and in place, with pieces small enough (run it with DCCL_CE_CHUNK=4096) that every call takes many rounds. Each
- * output element must have the bits of the rank-order float sum 0..N-1 the host path gives (an average: each input
- * times the float 1/N first). Without the copy engines these calls would be refused in deterministic mode (ranks of
- * several processes, buffers outside windows), so each success also shows the copy-engine path ran.
+/* Deterministic mode (DCCL_DETERMINISTIC=1) across processes: three rank processes on GPU 0 (forked before anyone
+ * touches CUDA) reduce float32 values whose sum depends on the order (1e8, -1e8, 3, 0.25, ...) by all-reduce,
+ * reduce-scatter and reduce (root 1), sum and average, out of place and in place. Each output element must have the
+ * bits of the rank-order float sum 0..N-1 the host path gives (an average: each input times the float 1/N first).
+ * Run on the copy-engine path (DCCL_CE=1, collectives/device/ce_collectives.h) with pieces small enough
+ * (DCCL_CE_CHUNK=4096) that every call takes many rounds, and under MPS on the kernels' ordered schedules (buffers
+ * outside windows); the test's trace expectation says which path ran.
  * Each rank's dcclCommMemoryUsage must stay within DCCL_DEV_MEM_LIMIT (64 MiB unset): the copy engines' region is
  * fitted into what the device links leave (run it also with a large DCCL_CE_CHUNK and a small limit).
  * Usage: gpu_ce_bits   (under tests/cuda/with_mps.sh [--off])

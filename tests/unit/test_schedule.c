@@ -258,15 +258,20 @@ static void test_device_ring_channels(void) {
   free_comms(&comm, 1);
 }
 
+/* Rank 0's view of 4 ranks on one host with 8 device channels (planning only: no links). */
+static void four_rank_device_comm(struct dccl_comm *comm) {
+  uint64_t hosts[4] = {0, 0, 0, 0};
+  make_comms(comm, 1, hosts);
+  comm->nranks = comm->coll.nranks = 4;
+  comm->coll.dev_nchannels = 8;
+}
+
 /* Which device collectives run directly: across processes (DCCL_DIRECT_WINDOWS) only calls whose buffers lie in
  * windows (a buffer the call does not use on this rank counts as in one), every collective but send/recv, never a
  * per-rank premultiply; in one process any buffer. */
 static void test_direct_choice(void) {
   struct dccl_comm comm;
-  uint64_t hosts[4] = {0, 0, 0, 0};
-  make_comms(&comm, 1, hosts);
-  comm.nranks = comm.coll.nranks = 4;
-  comm.coll.dev_nchannels = 8;
+  four_rank_device_comm(&comm);
   struct {
     int reach, kind, algo, send_win, recv_win, premulsum, direct;
     const char *what;
@@ -300,6 +305,52 @@ static void test_direct_choice(void) {
       CHECK(op.ch[0].sched.root == 1 && op.ch[0].sched.block == 100000 && op.ch[0].sched.rank == 0,
             "%s: the channel's root, block and rank", cases[i].what);
   }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
+/* Deterministic mode with device buffers: the direct all-reduce where every buffer is in reach, else the one-shot
+ * (up to 64 KiB) and the ordered schedules in kernels, whatever DCCL_ALGO asked, for all-reduce, reduce and
+ * reduce-scatter; more than 9 ranks are refused (a link to every other rank). */
+static void test_deterministic_device(void) {
+  struct dccl_comm comm;
+  four_rank_device_comm(&comm);
+  comm.coll.deterministic = 1;
+  struct {
+    int reach, kind;
+    uint64_t count;
+    int algo, sched;
+    const char *what;
+  } cases[] = {
+      {DCCL_DIRECT_NONE, DCCL_OP_ALLREDUCE, 100000, DCCL_ALGO_ORDERED, DCCL_SCHED_ORDERED_ALLREDUCE, "a large all-reduce"},
+      {DCCL_DIRECT_NONE, DCCL_OP_ALLREDUCE, 8, DCCL_ALGO_ONESHOT, DCCL_SCHED_ONESHOT_ALLREDUCE, "a small all-reduce"},
+      {DCCL_DIRECT_NONE, DCCL_OP_REDUCE, 100000, DCCL_ALGO_ORDERED, DCCL_SCHED_ORDERED_REDUCE, "a reduce"},
+      {DCCL_DIRECT_NONE, DCCL_OP_REDUCESCATTER, 8, DCCL_ALGO_ORDERED, DCCL_SCHED_ORDERED_REDUCESCATTER,
+       "a reduce-scatter"},
+      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_ALLREDUCE, 100000, DCCL_ALGO_DIRECT, DCCL_SCHED_DIRECT,
+       "an all-reduce of one process"},
+      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_REDUCE, 100000, DCCL_ALGO_ORDERED, DCCL_SCHED_ORDERED_REDUCE,
+       "a reduce of one process"},
+  };
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    comm.coll.direct_ok = cases[i].reach;
+    struct dccl_op op = {.comm = &comm.coll, .kind = cases[i].kind, .count = cases[i].count, .type = ncclFloat32,
+                         .esize = 4, .algo = DCCL_ALGO_AUTO, .root = 1, .peer = -1, .on_device = 1, .send_win = -1,
+                         .recv_win = -1};
+    dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+    ncclResult_t res = dccl_op_plan(&op);
+    CHECK(res == ncclSuccess && op.algo == cases[i].algo && op.nchannels >= 1 &&
+              op.ch[0].sched.algo == cases[i].sched,
+          "deterministic device %s: result %d, algo %s, schedule %d (want %s, %d)", cases[i].what, res,
+          dccl_algo_name(op.algo), op.ch[0].sched.algo, dccl_algo_name(cases[i].algo), cases[i].sched);
+  }
+  comm.nranks = comm.coll.nranks = 10;
+  comm.coll.direct_ok = DCCL_DIRECT_NONE;
+  struct dccl_op op = {.comm = &comm.coll, .kind = DCCL_OP_ALLREDUCE, .count = 100, .type = ncclFloat32, .esize = 4,
+                       .algo = DCCL_ALGO_AUTO, .root = -1, .peer = -1, .on_device = 1, .send_win = -1, .recv_win = -1};
+  dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 10);
+  CHECK(dccl_op_plan(&op) == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "at most 9 ranks"),
+        "deterministic device all-reduce of 10 ranks: refused, naming the limit (%s)", ncclGetLastError(NULL));
   comm.nranks = comm.coll.nranks = 1;
   free_comms(&comm, 1);
 }
@@ -424,6 +475,7 @@ int main(void) {
   test_device_ring_channels();
   test_direct_choice();
   test_direct_pieces();
+  test_deterministic_device();
   test_tree_shapes();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
