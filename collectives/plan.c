@@ -239,16 +239,15 @@ static void plan_direct(struct dccl_op *op) {
  * summed in float and rounded once), so the bits depend on neither the algorithm asked for, nor the channels, the
  * chunk size, the transports or the ranks' placement. One-shot below DCCL_ORDERED_ONESHOT_BYTES, the ordered
  * schedules above (pure/schedule.h); both need a link to every other rank. Device buffers take the direct
- * all-reduce where every rank's buffers are in reach, else the same schedules in kernels over the device links. */
+ * collectives where every rank's buffers are in reach, else the same schedules in kernels over the device links. */
 #define DCCL_ORDERED_ONESHOT_BYTES 65536
 static ncclResult_t plan_ordered(struct dccl_op *op) {
   struct dccl_coll_comm *comm = op->comm;
   if (comm->nranks - 1 > DCCL_CONN_SLOTS)
     return dccl_error(ncclInvalidUsage, "%s: DCCL_DETERMINISTIC=1 supports at most %d ranks; this communicator has %d",
                       dccl_op_name(op->kind), DCCL_CONN_SLOTS + 1, comm->nranks);
-  /* Rank order at every element, the host's function: the same bits. (The direct reduce-scatter and reduce would
-   * give them too; they join once they have run on a GPU.) */
-  if (op->on_device && op->kind == DCCL_OP_ALLREDUCE && direct_possible(op)) {
+  /* The direct collectives reduce every element in rank order with the host's function: the same bits. */
+  if (op->on_device && direct_possible(op)) {
     op->algo = DCCL_ALGO_DIRECT;
     plan_direct(op);
     return ncclSuccess;

@@ -415,8 +415,54 @@ static void path_mismatch_case(enum path_mismatch what, const char *want0, const
 
 /* DCCL_DETERMINISTIC=1 (the `deterministic` argument): a float32 sum of values whose sum depends on the order,
  * in place and out of place, and a float32 average; every rank's output must have the bits of the sum in rank
- * order 0..N-1 in float (what the host paths compute), whatever channels carry it. */
+ * order 0..N-1 in float (what the host paths compute), whatever channels carry it. Then the same for reduce-scatter
+ * and reduce (root 1), sum and average. */
 static float det_input(int r, size_t i) { return (float)((i * 7919u + (size_t)r * 104729u) % 100003u) / 7.0f + 1e-3f * r; }
+
+/* Element i of the rank-order reduction of every rank's det_input (an average: each input times the float 1/N). */
+static float det_want(size_t i, int average) {
+  float inv = 1.0f / (float)nranks, acc = 0;
+  for (int r = 0; r < nranks; r++) {
+    float x = average ? det_input(r, i) * inv : det_input(r, i);
+    acc = r == 0 ? x : acc + x;
+  }
+  return acc;
+}
+
+/* Reduce-scatter (blocks of `block`) and reduce to rank 1 of nranks x block elements: the rank-order bits. */
+static void deterministic_blocks(size_t block, int average) {
+  size_t n = (size_t)nranks * block;
+  float *h = malloc(n * sizeof(float));
+  for (int r = 0; r < nranks; r++) {
+    for (size_t i = 0; i < n; i++) h[i] = det_input(r, i);
+    CUDA_OK(cudaMemcpy(dsend[r], h, n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ncclRedOp_t op = average ? ncclAvg : ncclSum;
+  for (int kind = 0; kind < 2; kind++) { /* reduce-scatter, reduce */
+    const int root = 1 % nranks;
+    ncclGroupStart();
+    for (int r = 0; r < nranks; r++)
+      if (kind == 0) ncclReduceScatter(dsend[r], drecv[r], block, ncclFloat32, op, comms[r], streams[r]);
+      else ncclReduce(dsend[r], drecv[r], n, ncclFloat32, op, root, comms[r], streams[r]);
+    int ok = ncclGroupEnd() == ncclSuccess && sync_all();
+    size_t bad = 0;
+    for (int r = 0; r < nranks && ok; r++) {
+      if (kind == 1 && r != root) continue;
+      size_t len = kind == 0 ? block : n, first = kind == 0 ? (size_t)r * block : 0;
+      CUDA_OK(cudaMemcpy(h, drecv[r], len * sizeof(float), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < len; i++) {
+        float w = det_want(first + i, average);
+        if (memcmp(&h[i], &w, sizeof(float)) && bad++ < 3)
+          printf("  rank %d element %zu: %.9g, rank-order result %.9g\n", r, first + i, h[i], w);
+      }
+    }
+    ok = ok && bad == 0;
+    printf("%s: deterministic float32 %s %s of %zu elements per rank has the rank-order bits\n", ok ? "PASS" : "FAIL",
+           kind == 0 ? "reduce-scatter" : "reduce", average ? "average" : "sum", kind == 0 ? block : n);
+    if (ok) n_passed++; else n_failed++;
+  }
+  free(h);
+}
 static void deterministic_cases(void) {
   size_t sizes[] = {1, 1000, 1048579};
   for (size_t k = 0; k < 3; k++) {
@@ -427,16 +473,7 @@ static void deterministic_cases(void) {
         for (size_t i = 0; i < n; i++) h[i] = det_input(r, i);
         CUDA_OK(cudaMemcpy(dsend[r], h, n * sizeof(float), cudaMemcpyHostToDevice));
       }
-      /* The average premultiplies each input by 1/N, rounded to float, before the rank-order sum. */
-      float inv = 1.0f / (float)nranks;
-      for (size_t i = 0; i < n; i++) {
-        float acc = 0;
-        for (int r = 0; r < nranks; r++) {
-          float x = variant == 2 ? det_input(r, i) * inv : det_input(r, i);
-          acc = r == 0 ? x : acc + x;
-        }
-        want[i] = acc;
-      }
+      for (size_t i = 0; i < n; i++) want[i] = det_want(i, variant == 2);
       ncclGroupStart();
       for (int r = 0; r < nranks; r++)
         ncclAllReduce(dsend[r], variant == 1 ? dsend[r] : drecv[r], n, ncclFloat32, variant == 2 ? ncclAvg : ncclSum,
@@ -457,6 +494,9 @@ static void deterministic_cases(void) {
       free(want);
     }
   }
+  const size_t blocks[] = {1, 1000, 1048576 / MAX_RANKS};
+  for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++)
+    for (int average = 0; average < 2; average++) deterministic_blocks(blocks[k], average);
 }
 
 /* Waits, polling as fast as PyTorch's nonblocking mode may, until comm is no longer in progress. */

@@ -309,7 +309,7 @@ static void test_direct_choice(void) {
   free_comms(&comm, 1);
 }
 
-/* Deterministic mode with device buffers: the direct all-reduce where every buffer is in reach, else the one-shot
+/* Deterministic mode with device buffers: the direct collectives where every buffer is in reach, else the one-shot
  * (up to 64 KiB) and the ordered schedules in kernels, whatever DCCL_ALGO asked, for all-reduce, reduce and
  * reduce-scatter; more than 9 ranks are refused (a link to every other rank). */
 static void test_deterministic_device(void) {
@@ -329,8 +329,9 @@ static void test_deterministic_device(void) {
        "a reduce-scatter"},
       {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_ALLREDUCE, 100000, DCCL_ALGO_DIRECT, DCCL_SCHED_DIRECT,
        "an all-reduce of one process"},
-      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_REDUCE, 100000, DCCL_ALGO_ORDERED, DCCL_SCHED_ORDERED_REDUCE,
-       "a reduce of one process"},
+      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_REDUCE, 100000, DCCL_ALGO_DIRECT, DCCL_SCHED_DIRECT, "a reduce of one process"},
+      {DCCL_DIRECT_ONE_PROCESS, DCCL_OP_REDUCESCATTER, 8, DCCL_ALGO_DIRECT, DCCL_SCHED_DIRECT,
+       "a reduce-scatter of one process"},
   };
   for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     comm.coll.direct_ok = cases[i].reach;
