@@ -17,7 +17,8 @@ struct dccl_dev_conn {
   char *regions[DCCL_REGIONS]; /* this process's device-visible mappings of the receiver's and sender's regions */
   struct dccl_conn_desc desc;
   uint64_t pos;        /* slots this side filled (sender) or drained (receiver) */
-  uint64_t peer_seen;  /* the other side's counter as last read */
+  uint64_t peer_seen;  /* the other side's counter as last read (head for a sender, tail for a receiver): a lower
+                          bound, so a step reads the counter only when the one it holds does not suffice */
   uint64_t nops;       /* operations run over this link: the slot header's seq, the same on both sides */
   int32_t peer;        /* the rank at the other end, for error reports */
   uint32_t same_gpu;   /* both ends on one GPU: the counters need GPU-scope ordering only */

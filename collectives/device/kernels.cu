@@ -187,7 +187,13 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     int gpu = c->same_gpu;
     char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
-    if (!dev_wait(w, cta, c, [&] { return conn_acquire(gpu, tail) > pos; })) return 0;
+    // `tail` as last read (peer_seen) says whether the slot is there already: a value acquired earlier orders this
+    // read after the producer's writes as well as a fresh one would.
+    uint64_t seen = c->peer_seen;
+    if (seen <= pos) {
+      if (!dev_wait(w, cta, c, [&] { return (seen = conn_acquire(gpu, tail)) > pos; })) return 0;
+      c->peer_seen = seen;
+    }
     const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
     dccl_slot_header ll_head;
     if (c->desc.ll_bytes && *(volatile const uint64_t *)slot != dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos))) {
@@ -210,7 +216,11 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     uint64_t pos = c->pos, nslots = c->desc.nslots;
     int gpu = c->same_gpu;
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
-    if (!dev_wait(w, cta, c, [&] { return pos - conn_acquire(gpu, head) < nslots; })) return 0;
+    uint64_t seen = c->peer_seen; // `head` as last read: room then is room now
+    if (pos - seen >= nslots) {
+      if (!dev_wait(w, cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; })) return 0;
+      c->peer_seen = seen;
+    }
     if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
       cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_pos[DCCL_DEV_CONN_SLOTS + i] = pos;
