@@ -135,15 +135,21 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
   return 1;
 }
 
-// One thread: the header of the LL slot at `pos` (a peer sent it where this rank expected bulk). Returns 0 to stop.
-__device__ int dev_ll_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
-                             dccl_slot_header *h) {
+// Thread 0, where a peer sent the slot at `pos` as LL while this rank expected bulk: their calls differ (or their
+// DCCL_PROTO). Reports the mismatch from the LL slot's header and returns 0. Out of line: it is cold, and inlined
+// its registers would crowd the steps' hot path.
+__device__ __noinline__ int dev_ll_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+                                        uint64_t want_seq, uint64_t bytes) {
   const uint64_t *units = (const uint64_t *)dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
   uint32_t words[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
   for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
     if (!dev_wait(w, cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
-  dccl_ll_header_from_words(words, h);
-  return 1;
+  dccl_slot_header got, want = cta->task.call;
+  dccl_ll_header_from_words(words, &got);
+  want.seq = want_seq;
+  want.bytes = bytes;
+  if (dev_check_header(w, cta, c, &got, want_seq, bytes)) dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
+  return 0;
 }
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
@@ -194,13 +200,9 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
       if (!dev_wait(w, cta, c, [&] { return (seen = conn_acquire(gpu, tail)) > pos; })) return 0;
       c->peer_seen = seen;
     }
-    const dccl_slot_header *h = (const dccl_slot_header *)(slot + 8);
-    dccl_slot_header ll_head;
-    if (c->desc.ll_bytes && *(volatile const uint64_t *)slot != dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos))) {
-      if (!dev_ll_header(w, cta, c, pos, &ll_head)) return 0; // sent as LL: the header there names the peer's call
-      h = &ll_head;
-    }
-    if (!dev_check_header(w, cta, c, h, cta->seq[half][i], bytes)) return 0;
+    if (c->desc.ll_bytes && *(volatile const uint64_t *)slot != dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos)))
+      return dev_ll_came(w, cta, c, pos, cta->seq[half][i], bytes);
+    if (!dev_check_header(w, cta, c, (const dccl_slot_header *)(slot + 8), cta->seq[half][i], bytes)) return 0;
     a.srcs[a.nsrcs++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
   if (!own_rank_placed && in) {
@@ -243,9 +245,28 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   return 1;
 }
 
+// Thread 0, where a peer sent the slot at `pos` as bulk while this CTA polled LL lines (their calls differ, or their
+// DCCL_PROTO): reports the mismatch from the bulk header, once `tail` (release) publishes it, and returns 0. Cold,
+// so out of line.
+__device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+                                          uint64_t want_seq, uint64_t bytes) {
+  const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+  const dccl_slot_header *bh = (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
+  cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
+  if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
+    dccl_slot_header got = *bh, want = cta->task.call;
+    want.seq = want_seq;
+    want.bytes = bytes;
+    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
+  }
+  return 0;
+}
+
 // The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
-// the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to stop.
-__device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
+// the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to stop. This and
+// dev_ll_send are out of line: inlined, their registers crowded the bulk steps' reduction loop (ptxas spilled
+// 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
+__device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
                               const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
@@ -297,19 +318,8 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, ui
     for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
       if (!((rmask >> i) & 1)) continue;
       const dccl_dev_conn *c = t.recv[i];
-      if (cta->ll_bulk_came[i]) { // the bulk header is published by `tail` (release) on a link within one GPU
-        const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
-        uint64_t pos = cta->ll_pos[i];
-        const dccl_slot_header *bh =
-            (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
-        cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
-        if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
-          dccl_slot_header got = *bh, want = cta->task.call;
-          want.seq = cta->seq[half][i];
-          want.bytes = bytes;
-          dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
-        }
-        go = 0;
+      if (cta->ll_bulk_came[i]) {
+        go = dev_bulk_came(w, cta, c, cta->ll_pos[i], cta->seq[half][i], bytes);
         break;
       }
       if (!go) break;
@@ -323,7 +333,7 @@ __device__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, ui
 }
 
 // The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
-__device__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes, const dev_half &h) {
+__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes, const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
