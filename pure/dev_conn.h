@@ -7,9 +7,11 @@
 
 #include "pure/conn_desc.h"
 
-/* The most an LL step of a kernel carries: staged in shared memory, a 16-byte line per thread. Device links lay out
- * LL slots of this size. */
-#define DCCL_DEV_LL_BYTES 1024
+/* The most an LL step of a kernel carries: staged in shared memory, a 16-byte line (8 bytes of payload) per thread
+ * of a 512-thread CTA. Device links lay out LL slots of this size. 4 KiB because LL slots of 4 KiB streamed between
+ * two processes' kernels at 1.22 us a slot, where a bulk slot costs 2.86 us even at 64 KiB (docs/performance.md,
+ * "conn_ipc"): below that a bulk step is all overhead. */
+#define DCCL_DEV_LL_BYTES 4096
 
 /* One side of a link as kernels see it, in device memory. Written by the host when the link is made; after that
  * only kernels write `pos` and `nops`, so a replayed CUDA graph continues where the last launch stopped. */

@@ -47,7 +47,7 @@
 #           DCCL_STALL_REPORT_MS=0: no launch notes for the monitor), alternated over ROUNDS (3 or more).
 #   proto:  issue 10's LL past the one-shot: 2 and 4 ranks in processes under MPS (PROTO_NP, "2 4"), the ring
 #           all-reduce (DCCL_ALGO=ring), all-gather and send/recv 8 B-1 MiB, DCCL_PROTO=bulk against the default (LL
-#           where every step fits 1 KiB) against ll (1 KiB LL steps at every size), alternated: where LL stops paying.
+#           where every step fits 4 KiB) against ll (4 KiB LL steps at every size), alternated: where LL stops paying.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.

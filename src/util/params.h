@@ -43,7 +43,7 @@
   X(PROTO, STR, "", "Forces a protocol: `ll` (flags stored with the data, for small messages) or `bulk` (payload, " \
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
                     "(shm) and a step fits an LL slot (4 KiB). Kernels speak LL where no step of an operation " \
-                    "moves more than 1 KiB (not over network links); `ll` makes them use it at every size in 1 " \
+                    "moves more than 4 KiB (not over network links); `ll` makes them use it at every size in 4 " \
                     "KiB steps, `bulk` never.")                                                        \
   X(STALL_REPORT_MS, INT, 10000, "A wait with no progress for this long asks every rank what it is doing (over " \
                                   "the bootstrap): rank 0 logs one report, and ranks found in the same collective " \

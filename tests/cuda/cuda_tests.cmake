@@ -60,7 +60,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 2 4)
     dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
   endforeach()
-  # LL at every size, in 1 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
+  # LL at every size, in 4 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
   # chains, trees (the double tree's two streams at once), sends, over p2p and staged links (written 2026-12-05,
   # not yet run on a GPU).
   foreach(n 2 3)
@@ -295,10 +295,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # rank passes unregistered ones (against NCCL's rule) and the stall report names it on both.
     dccl_gpu_test(registered_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> registered
                   ENV DCCL_STALL_REPORT_MS=1000)
-    # Counts on either side of the LL step (200 and 300 floats): one rank's kernel sends and polls LL, the other's
+    # Counts on either side of the LL step (1000 and 1100 floats): one rank's kernel sends and polls LL, the other's
     # bulk; each sees the other's slot and names the mismatch (written 2026-12-05, not yet run on a GPU).
     dccl_gpu_test(protocol_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> protocols)
-    # A receive of 200 floats against a send of 100, both LL: the receiver's pollers of lines never written must
+    # A receive of 1000 floats against a send of 500, both LL: the receiver's pollers of lines never written must
     # read the header's count and stop; the receiver names both sizes within 10 s (not yet run on a GPU).
     dccl_gpu_test(ll_short_send_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> sends)
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c);

@@ -11,10 +11,10 @@
  * floats, which meets though small and must give the sum; then rank 1 deregisters and both call again: rank 0's
  * host call waits in the meeting, rank 1's kernel for rank 0's, the same call on both, and the stall report must
  * fail both with "mismatched buffers" naming the other rank (NCCL's rule: registered buffers on every rank or none).
- * `protocols` (MPS, no copy engines): an all-reduce of 200 floats on rank 0 (one LL step, 800 bytes) and of 300 on
- * rank 1 (bulk): rank 0's kernel polls LL lines that never come while a bulk slot sits beside them, rank 1's finds
+ * `protocols` (MPS, no copy engines): an all-reduce of 1000 floats on rank 0 (one LL step, 4000 bytes) and of 1100
+ * on rank 1 (bulk): rank 0's kernel polls LL lines that never come while a bulk slot sits beside them, rank 1's finds
  * `tail` moved and no bulk slot; each must name the mismatch from the other's slot, neither wait.
- * `sends` (MPS, no copy engines): rank 0 sends 100 floats to rank 1, which receives 200, both one LL step each: rank
+ * `sends` (MPS, no copy engines): rank 0 sends 500 floats to rank 1, which receives 1000, both one LL step each: rank
  * 1's kernel polls lines rank 0 never writes, and must see from the slot's header that it ended and report the
  * counts; rank 0's send completes and nothing is asked of it.
  * Usage: gpu_mismatch count|root|meeting|registered|protocols|sends   (count, root: with DCCL_CE=1; under
@@ -52,7 +52,7 @@ static int rank_main(void *arg, int rank) {
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
   size_t count = sh->meeting     ? (rank == 0 ? 100000 : 1000)
-                 : sh->protocols ? (rank == 0 ? 200 : 300)
+                 : sh->protocols ? (rank == 0 ? 1000 : 1100)
                  : rank == 0 || sh->roots || sh->registered ? 1000
                                                             : 1003;
   float *buf;
@@ -74,8 +74,8 @@ static int rank_main(void *arg, int rank) {
     if (rank == 1 && ncclCommDeregister(comm, reg) != ncclSuccess) sh->first_ok[rank] = 0;
   }
   double t0 = fh_now();
-  ncclResult_t call = sh->sends   ? (rank == 0 ? ncclSend(buf, 100, ncclFloat32, 1, comm, s)
-                                                : ncclRecv(buf, 200, ncclFloat32, 0, comm, s))
+  ncclResult_t call = sh->sends   ? (rank == 0 ? ncclSend(buf, 500, ncclFloat32, 1, comm, s)
+                                                : ncclRecv(buf, 1000, ncclFloat32, 0, comm, s))
                       : sh->roots ? ncclBroadcast(buf, buf, count, ncclFloat32, rank, comm, s)
                                   : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
   cudaError_t e = cudaErrorNotReady;
@@ -108,12 +108,12 @@ int main(int argc, char **argv) {
   sh->registered = !strcmp(argv[1], "registered");
   sh->protocols = !strcmp(argv[1], "protocols");
   sh->sends = !strcmp(argv[1], "sends");
-  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "200 " : sh->sends ? "800 bytes" : "1000";
+  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "1000 " : sh->sends ? "4000 bytes" : "1000";
   const char *theirs = sh->roots        ? "root 1"
                        : sh->meeting    ? "1000 "
                        : sh->registered ? "1000"
-                       : sh->protocols  ? "300 "
-                       : sh->sends      ? "400 bytes"
+                       : sh->protocols  ? "1100 "
+                       : sh->sends      ? "2000 bytes"
                                         : "1003";
   const char *what = sh->registered ? "mismatched buffers" : "mismatched calls";
   int status[NRANKS], killed[NRANKS];
