@@ -8,8 +8,9 @@
 // Operations whose steps all fit DCCL_DEV_LL_BYTES speak LL (task.proto): every 8-byte unit of a position's LL
 // slot carries its own flag, so the producer's threads write their lines with no fence and no counter to publish,
 // and the consumer's threads poll them. The payload goes through shared memory (ll_send per half, ll_recv per
-// link: the tree's two streams use disjoint links), so the reduction is the bulk path's. Ranks whose calls differ may choose different protocols for one
-// position: each consumer also watches the other protocol's slot, so the mismatch is reported, not waited on.
+// link: the tree's two streams use disjoint links), so the reduction is the bulk path's. Ranks whose calls differ
+// may choose different protocols for one position: each consumer also watches the other protocol's slot, so the
+// mismatch is reported, not waited on.
 //
 // Memory ordering (docs/design.md): a producer's threads write a slot, the CTA meets at a barrier, and thread 0
 // publishes `tail` with a fence and a release store; the consumer's thread 0 reads `tail` with an acquire before
@@ -262,12 +263,12 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
   return 0;
 }
 
-// The CTA polls the step's LL receptions into shared memory: thread j reads line j of every slot (the header is
-// the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to stop. This and
-// dev_ll_send are out of line: inlined, their registers crowded the bulk steps' reduction loop (ptxas spilled
-// 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
-__device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
-                              const dev_half &h) {
+// The CTA polls the step's LL receptions into shared memory: thread j reads lines j, j + nthreads, ... of every
+// slot (the header is the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to
+// stop. This and dev_ll_send are out of line: inlined, their registers crowded the bulk steps' reduction loop
+// (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
+__device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+                                           uint64_t bytes, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
   int ok = 1;
@@ -333,7 +334,8 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
 }
 
 // The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
-__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes, const dev_half &h) {
+__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes,
+                                         const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;

@@ -149,7 +149,8 @@ static void check_forced(int ll) {
   check((op.proto == DCCL_PROTO_LL) == ll, "a 4 MiB send: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
   plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 1 << 20, ncclFloat32, 4);
   check((op.proto == DCCL_PROTO_LL) == ll, "a 4 MiB double tree: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
-  if (ll) check(largest_step(&op) <= LL_FLOATS, "the double tree's LL steps (%llu)", (unsigned long long)largest_step(&op));
+  if (ll)
+    check(largest_step(&op) <= LL_FLOATS, "the double tree's LL steps (%llu)", (unsigned long long)largest_step(&op));
   plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 2, ncclFloat32, 4);
   check((op.proto == DCCL_PROTO_LL) == ll, "an 8-byte one-shot: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
 }
