@@ -48,6 +48,10 @@
 #   proto:  issue 10's LL past the one-shot: 2 and 4 ranks in processes under MPS (PROTO_NP, "2 4"), the ring
 #           all-reduce (DCCL_ALGO=ring), all-gather and send/recv 8 B-1 MiB, DCCL_PROTO=bulk against the default (LL
 #           where every step fits 4 KiB) against ll (4 KiB LL steps at every size), alternated: where LL stops paying.
+#   det:    issue 11's deterministic mode on the kernels' FIFO paths: 2 ranks in processes under MPS with nothing
+#           mapped on first use (DCCL_LAZY_MAP_BYTES=-1: no direct collectives), all-reduce, reduce-scatter and
+#           reduce 8 B-256 MiB, DCCL_DETERMINISTIC=1 (one-shot and ordered schedules) against 0 (ring, one-shot),
+#           alternated: what the same bits everywhere cost there.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -113,14 +117,15 @@ done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
-   " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ]] || exit $status
+   " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
+   " $parts " == *" det "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
      -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
-     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT -x DCCL_PROTO)
+     -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT -x DCCL_PROTO -x DCCL_DETERMINISTIC)
 export DCCL_HOSTID=
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
@@ -256,11 +261,23 @@ done
       for proto in bulk default ll; do
         name=proto.np$np.$tool.$proto.r$round
         fits 40 "$name" || continue
-        DCCL_TRANSPORT= DCCL_ALGO=$([ $tool = all_reduce ] && echo ring) DCCL_PROTO=$([ $proto = default ] || echo $proto) \
-          timeout 60 "${mpi[@]}" -np "$np" "$build/perf/${tool}_perf" -b 8 -e 1M -f 4 -c 1 -n 50 -w 5 -T 50 \
+        DCCL_TRANSPORT= DCCL_ALGO=$([ $tool = all_reduce ] && echo ring) \
+          DCCL_PROTO=$([ $proto = default ] || echo $proto) timeout 60 "${mpi[@]}" -np "$np" "$build/perf/${tool}_perf" -b 8 -e 1M -f 4 -c 1 -n 50 -w 5 -T 50 \
           -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us\n", n, $1, $6}' "$out/$name.log"
       done
+    done
+  done
+done
+[[ " $parts " == *" det "* ]] && for round in $(seq "$rounds"); do
+  for tool in all_reduce reduce_scatter reduce; do
+    for det in 0 1; do
+      name=det.np2.$tool.d$det.r$round
+      fits 60 "$name" || continue
+      DCCL_TRANSPORT= DCCL_ALGO= DCCL_LAZY_MAP_BYTES=-1 DCCL_DETERMINISTIC=$det timeout 90 "${mpi[@]}" -np 2 \
+        "$build/perf/${tool}_perf" -b 8 -e 256M -f 32 -c 1 -n 20 -w 3 -T 80 -J "$out/$name.json" \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, busbw %s GB/s\n", n, $1, $6, $8}' "$out/$name.log"
     done
   done
 done
