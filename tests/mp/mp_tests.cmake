@@ -96,6 +96,12 @@ dccl_mp_test(mp.suite.np5.ring.large 5 TIMEOUT 600 ARGS --algo ring --types int3
              --sizes 1048579 --no-big)
 dccl_mp_test(mp.suite.np8.tree.large 8 TIMEOUT 600 ARGS --algo tree --types float,bfloat16 --sizes 1048579 --no-big)
 
+# LL on every slot that fits one (DCCL_PROTO=ll; the cost model keeps hosts on bulk), through shm's LL slots, which
+# lie apart from the bulk ones: mixed protocols on one link, slot reuse across laps of both.
+foreach(algo ring tree)
+  dccl_mp_test(mp.suite.np3.${algo}.ll 3 TIMEOUT 600 ENV DCCL_PROTO=ll ARGS --algo ${algo} ${DCCL_MP_REDUCED})
+endforeach()
+
 # No MPI at all: TCP bootstrap from a unique id made in the parent, ranks forked. The 2-rank run leaves the
 # algorithm to the cost model.
 dccl_fork_test(mp.suite.fork2 2 TIMEOUT 900 ARGS ${DCCL_MP_FULL})
