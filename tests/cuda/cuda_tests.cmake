@@ -186,10 +186,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(windows_4ranks_memalloc COMMAND ${mps} ${windows} 4 memalloc ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_3ranks_cudamalloc_direct COMMAND ${mps} ${windows} 3 cudamalloc
                   ENV DCCL_TIMEOUT=60 DCCL_ALGO=direct)
-    dccl_gpu_test(windows_3ranks_cudamalloc_deterministic COMMAND ${mps} ${windows} 3 cudamalloc deterministic
-                  ENV DCCL_TIMEOUT=60)
-    dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${windows} 2 memalloc deterministic
-                  ENV DCCL_TIMEOUT=60)
+    # Deterministic mode: the window call must take the direct all-reduce (the trace says so).
+    set(direct_traced ${DCCL_EXPECT_OUTPUT} "ncclAllReduce #[0-9]+ count 100003 type [a-z0-9]+ root -1 peer -1 algo direct")
+    dccl_gpu_test(windows_3ranks_cudamalloc_deterministic COMMAND ${mps} ${direct_traced} ${windows} 3 cudamalloc
+                  deterministic ENV DCCL_TIMEOUT=60 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
+    dccl_gpu_test(windows_2ranks_memalloc_deterministic COMMAND ${mps} ${direct_traced} ${windows} 2 memalloc
+                  deterministic ENV DCCL_TIMEOUT=60 DCCL_DEBUG=TRACE DCCL_DEBUG_SUBSYS=COLL)
     # Windows over allocations mapped on first use and the reverse: no second open of one allocation.
     dccl_gpu_test(windows_3ranks_cudamalloc_lazy COMMAND ${mps} ${DCCL_EXPECT_OUTPUT}
                   "every rank's buffers mapped on first use" ${windows} 3 cudamalloc lazy
