@@ -328,10 +328,12 @@ static uint64_t largest_step(const struct dccl_op *op, int c, uint64_t chunk) {
   return most;
 }
 
-/* Kernels speak LL where no step of the operation moves more than an LL step carries (DCCL_DEV_LL_BYTES): the same
- * steps, each without a fence and a counter to publish and wait for; or, where DCCL_PROTO=ll asks, at every size in
- * steps of that size. Never over a network transport (its proxy reads each slot's header to send it), through the
- * copy engines or on the direct path (no links). Returns the chunk to plan with. */
+/* Kernels speak LL in sends, receives and the one-shot all-reduce where no step moves more than an LL step carries
+ * (DCCL_DEV_LL_BYTES): the same steps, each without a fence and a counter to publish and wait for. Not by default in
+ * rings, chains and trees: there one round on the H200 had LL 1.4-2.7 us slower than bulk at every size up to 8 KiB
+ * (a send 2.1 us faster; docs/performance.md). DCCL_PROTO=ll asks for it everywhere, at every size in steps of that
+ * size. Never over a network transport (its proxy reads each slot's header to send it), through the copy engines or
+ * on the direct path (no links). Returns the chunk to plan with. */
 static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
   const char *forced = dccl_param_str(DCCL_PARAM_PROTO);
   uint64_t ll_chunk = DCCL_DEV_LL_BYTES / op->esize;
@@ -339,8 +341,10 @@ static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
   if (!strcasecmp(forced, "bulk") || op->comm->dev_net || op->comm->nranks == 1 || op->algo == DCCL_ALGO_DIRECT ||
       op->algo == DCCL_ALGO_CE || ll_chunk == 0)
     return chunk;
+  int asked = !strcasecmp(forced, "ll");
+  if (!asked && op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->algo != DCCL_ALGO_ONESHOT) return chunk;
   /* Else walk the steps, past a filter: no channel's step outgrows its range, and large operations are bulk. */
-  for (int c = 0; strcasecmp(forced, "ll") && c < op->nchannels; c++)
+  for (int c = 0; !asked && c < op->nchannels; c++)
     if (op->ch[c].sched.count > ll_chunk * (uint64_t)op->comm->nranks || largest_step(op, c, chunk) > ll_chunk)
       return chunk;
   op->proto = DCCL_PROTO_LL;

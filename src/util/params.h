@@ -42,9 +42,9 @@
                              "creation, so no call makes one, also inside CUDA stream capture.")                 \
   X(PROTO, STR, "", "Forces a protocol: `ll` (flags stored with the data, for small messages) or `bulk` (payload, " \
                     "then a counter). Empty: the cost model chooses per call. LL applies where a link carries it " \
-                    "(shm) and a step fits an LL slot (4 KiB). Kernels speak LL where no step of an operation " \
-                    "moves more than 4 KiB (not over network links); `ll` makes them use it at every size in 4 " \
-                    "KiB steps, `bulk` never.")                                                        \
+                    "(shm) and a step fits an LL slot (4 KiB). Kernels speak LL in sends, receives and one-shot " \
+                    "all-reduces whose steps fit 4 KiB (not over network links); `ll` makes every operation use " \
+                    "it, at every size in 4 KiB steps, `bulk` none.")                                                        \
   X(STALL_REPORT_MS, INT, 10000, "A wait with no progress for this long asks every rank what it is doing (over " \
                                   "the bootstrap): rank 0 logs one report, and ranks found in the same collective " \
                                   "with different calls fail with ncclInvalidUsage; 0: never.")                \

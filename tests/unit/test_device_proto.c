@@ -1,7 +1,8 @@
-/* Which protocol device operations speak (collectives/plan.c, device_proto), 4 ranks, float32 and bf16: LL where no
- * step moves more than DCCL_DEV_LL_BYTES (either stream of the double tree too), in the steps bulk would take; bulk
- * over network links, for one rank and wherever a step is larger. `test_device_proto ll` (DCCL_PROTO=ll): every
- * operation, in steps of at most DCCL_DEV_LL_BYTES; `test_device_proto bulk`: none. Parameters are read
+/* Which protocol device operations speak (collectives/plan.c, device_proto), 4 ranks, float32 and bf16: by default
+ * LL for sends, receives and the one-shot all-reduce where no step moves more than DCCL_DEV_LL_BYTES, in the steps
+ * bulk would take; bulk for rings, chains and trees, over network links, for one rank and wherever a step is larger.
+ * `test_device_proto ll` (DCCL_PROTO=ll): every operation (the double tree's two streams too), in steps of at most
+ * DCCL_DEV_LL_BYTES; `test_device_proto bulk`: none. Parameters are read
  * once per process, so each setting is its own run. */
 #include <stdlib.h>
 #include <string.h>
@@ -83,26 +84,19 @@ struct expect {
 
 static void check_default(void) {
   static const struct expect cases[] = {
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, 2, 1, "an 8-byte ring all-reduce"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, 0, 1, "an empty ring all-reduce"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, NRANKS * LL_FLOATS, 1, "a ring all-reduce of an LL step per rank"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, NRANKS * LL_FLOATS + 4, 0, "a ring all-reduce one element over"},
       {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, LL_FLOATS, 1, "a one-shot all-reduce of one LL step"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 2, 1, "an 8-byte one-shot all-reduce"},
       {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, LL_FLOATS + 1, 0, "a one-shot all-reduce one element over"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2, 1, "an 8-byte double tree (two streams)"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2 * LL_FLOATS, 1, "a double tree of an LL step per tree"},
-      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2 * LL_FLOATS + 128, 0, "a double tree over an LL step per tree"},
-      {DCCL_OP_BROADCAST, DCCL_ALGO_RING, LL_FLOATS, 1, "a chain broadcast of one LL step"},
-      {DCCL_OP_BROADCAST, DCCL_ALGO_RING, LL_FLOATS + 1, 0, "a chain broadcast one element over"},
-      {DCCL_OP_BROADCAST, DCCL_ALGO_TREE, 100, 1, "a tree broadcast (one stream)"},
-      {DCCL_OP_REDUCE, DCCL_ALGO_TREE, 2, 1, "a tree reduce (one stream)"},
-      {DCCL_OP_REDUCE, DCCL_ALGO_RING, 1 << 20, 0, "a 4 MiB chain reduce"},
-      {DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, LL_FLOATS, 1, "an all-gather of an LL step per rank"},
-      {DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, LL_FLOATS + 1, 0, "an all-gather one element over"},
-      {DCCL_OP_REDUCESCATTER, DCCL_ALGO_AUTO, 7, 1, "a 28-byte reduce-scatter"},
       {DCCL_OP_SEND, DCCL_ALGO_AUTO, 2, 1, "an 8-byte send"},
       {DCCL_OP_RECV, DCCL_ALGO_AUTO, LL_FLOATS, 1, "a receive of one LL step"},
       {DCCL_OP_SEND, DCCL_ALGO_AUTO, LL_FLOATS + 1, 0, "a send one element over"},
+      /* Rings, chains and trees stay bulk unless DCCL_PROTO=ll (LL measured slower there). */
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, 2, 0, "an 8-byte ring all-reduce"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2, 0, "an 8-byte double tree"},
+      {DCCL_OP_BROADCAST, DCCL_ALGO_RING, LL_FLOATS, 0, "a chain broadcast of one LL step"},
+      {DCCL_OP_BROADCAST, DCCL_ALGO_TREE, 100, 0, "a tree broadcast"},
+      {DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, LL_FLOATS, 0, "an all-gather of an LL step per rank"},
+      {DCCL_OP_REDUCESCATTER, DCCL_ALGO_AUTO, 7, 0, "a 28-byte reduce-scatter"},
   };
   static struct dccl_op op;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -117,13 +111,13 @@ static void check_default(void) {
           (unsigned long long)op.ch[0].nsteps[0], (unsigned long long)steps_in_chunks(&op, 1 << 20));
   }
   /* bf16: twice the elements in an LL step. */
-  plan(&op, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 2 * LL_FLOATS, ncclBfloat16, 2);
-  check(op.proto == DCCL_PROTO_LL, "a bf16 all-gather of an LL step per rank speaks LL");
-  plan(&op, DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 2 * LL_FLOATS + 1, ncclBfloat16, 2);
-  check(op.proto == DCCL_PROTO_BULK, "a bf16 all-gather one element over speaks bulk");
+  plan(&op, DCCL_OP_SEND, DCCL_ALGO_AUTO, 2 * LL_FLOATS, ncclBfloat16, 2);
+  check(op.proto == DCCL_PROTO_LL, "a bf16 send of an LL step speaks LL");
+  plan(&op, DCCL_OP_SEND, DCCL_ALGO_AUTO, 2 * LL_FLOATS + 1, ncclBfloat16, 2);
+  check(op.proto == DCCL_PROTO_BULK, "a bf16 send one element over speaks bulk");
   /* Network links carry bulk only (the proxy reads each header); one rank has no links. */
   comm.dev_net = 1;
-  plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, 2, ncclFloat32, 4);
+  plan(&op, DCCL_OP_SEND, DCCL_ALGO_AUTO, 2, ncclFloat32, 4);
   check(op.proto == DCCL_PROTO_BULK, "over network links: bulk");
   comm.dev_net = 0;
   comm_init(1);
@@ -140,6 +134,13 @@ static void check_default(void) {
 
 static void check_forced(int ll) {
   static struct dccl_op op;
+  /* Asked for: the ring and the double tree at sizes whose steps fit LL, in bulk's steps. */
+  plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, NRANKS * LL_FLOATS, ncclFloat32, 4);
+  check((op.proto == DCCL_PROTO_LL) == ll && (!ll || op.ch[0].nsteps[0] == steps_in_chunks(&op, 1 << 20)),
+        "a ring all-reduce of an LL step per rank: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
+  plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, 2 * LL_FLOATS, ncclFloat32, 4);
+  check((op.proto == DCCL_PROTO_LL) == ll, "a double tree of an LL step per tree: %s",
+        op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
   plan(&op, DCCL_OP_ALLREDUCE, DCCL_ALGO_RING, 1 << 20, ncclFloat32, 4);
   check((op.proto == DCCL_PROTO_LL) == ll, "a 4 MiB ring all-reduce: %s", op.proto == DCCL_PROTO_LL ? "LL" : "bulk");
   if (ll)
