@@ -311,23 +311,6 @@ int dccl_p2p_nchannels(const struct dccl_coll_comm *comm, int on_device, uint64_
   return k < 1 ? 1 : (int)k;
 }
 
-/* The most elements one step of channel c moves in chunks of `chunk`, over both streams (the steps of a short
- * operation only: no schedule's step moves more than `chunk`). */
-static uint64_t largest_step(const struct dccl_op *op, int c, uint64_t chunk) {
-  struct dccl_sched s = op->ch[c].sched;
-  s.nranks = op->comm->nranks;
-  s.chunk = chunk;
-  s.block = op->count;
-  uint64_t most = 0;
-  for (int stream = 0; stream < 2; stream++)
-    for (uint64_t i = 0, n = dccl_sched_nsteps(&s, stream); i < n; i++) {
-      struct dccl_prim_step st;
-      dccl_sched_step(&s, stream, i, &st);
-      if (st.nelem > most) most = st.nelem;
-    }
-  return most;
-}
-
 /* Kernels speak LL in sends, receives and the one-shot all-reduce where no step moves more than an LL step carries
  * (DCCL_DEV_LL_BYTES): the same steps, each without a fence and a counter to publish and wait for. Not by default in
  * rings, chains and trees: there one round on the H200 had LL 1.4-2.7 us slower than bulk at every size up to 8 KiB
@@ -341,12 +324,12 @@ static uint64_t device_proto(struct dccl_op *op, uint64_t chunk) {
   if (!strcasecmp(forced, "bulk") || op->comm->dev_net || op->comm->nranks == 1 || op->algo == DCCL_ALGO_DIRECT ||
       op->algo == DCCL_ALGO_CE || ll_chunk == 0)
     return chunk;
-  int asked = !strcasecmp(forced, "ll");
-  if (!asked && op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->algo != DCCL_ALGO_ONESHOT) return chunk;
-  /* Else walk the steps, past a filter: no channel's step outgrows its range, and large operations are bulk. */
-  for (int c = 0; !asked && c < op->nchannels; c++)
-    if (op->ch[c].sched.count > ll_chunk * (uint64_t)op->comm->nranks || largest_step(op, c, chunk) > ll_chunk)
-      return chunk;
+  if (strcasecmp(forced, "ll")) {
+    if (op->kind != DCCL_OP_SEND && op->kind != DCCL_OP_RECV && op->algo != DCCL_ALGO_ONESHOT) return chunk;
+    /* A send's, a receive's and a one-shot's steps are chunks of the channel's range: it fits, or takes bulk. */
+    for (int c = 0; c < op->nchannels; c++)
+      if (op->ch[c].sched.count > ll_chunk && chunk > ll_chunk) return chunk;
+  }
   op->proto = DCCL_PROTO_LL;
   return chunk < ll_chunk ? chunk : ll_chunk;
 }

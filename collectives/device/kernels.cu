@@ -136,6 +136,17 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
   return 1;
 }
 
+// A slot that came in the other protocol than this rank's: its header names the peer's call, and the check fails
+// on it; where the calls agree, the ranks were given different DCCL_PROTO, a mismatch all the same.
+__device__ void dev_other_protocol(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c,
+                                   const dccl_slot_header *got, uint64_t want_seq, uint64_t bytes) {
+  if (!dev_check_header(w, cta, c, got, want_seq, bytes)) return;
+  dccl_slot_header want = cta->task.call;
+  want.seq = want_seq;
+  want.bytes = bytes;
+  dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, got);
+}
+
 // Thread 0, where a peer sent the slot at `pos` as LL while this rank expected bulk: their calls differ (or their
 // DCCL_PROTO). Reports the mismatch from the LL slot's header and returns 0. Out of line: it is cold, and inlined
 // its registers would crowd the steps' hot path.
@@ -145,11 +156,9 @@ __device__ __noinline__ int dev_ll_came(const dccl_dev_work *w, dev_cta *cta, co
   uint32_t words[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
   for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
     if (!dev_wait(w, cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
-  dccl_slot_header got, want = cta->task.call;
+  dccl_slot_header got;
   dccl_ll_header_from_words(words, &got);
-  want.seq = want_seq;
-  want.bytes = bytes;
-  if (dev_check_header(w, cta, c, &got, want_seq, bytes)) dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
+  dev_other_protocol(w, cta, c, &got, want_seq, bytes);
   return 0;
 }
 
@@ -255,10 +264,8 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
   const dccl_slot_header *bh = (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
   cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
   if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
-    dccl_slot_header got = *bh, want = cta->task.call;
-    want.seq = want_seq;
-    want.bytes = bytes;
-    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, &got);
+    dccl_slot_header got = *bh;
+    dev_other_protocol(w, cta, c, &got, want_seq, bytes);
   }
   return 0;
 }
