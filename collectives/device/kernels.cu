@@ -292,9 +292,11 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
       // A peer whose call differs may send what never fills this line. The first line's poller also watches the
       // bulk slot (the peer sent bulk): it stops the CTA and thread 0 reports the mismatch below. A payload line's
       // poller now and then reads the first line, whose bytes may say the slot ends before this line: it stops
-      // waiting, and thread 0's header check reports the counts.
+      // waiting, and thread 0's header check reports the counts. Both only every 16th try: each is one more read
+      // (over PCIe on staged links) between two of the line's.
       ok = dev_wait(w, cta, c, [&] {
         if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
+        if (++tries % 16) return false;
         if (l == 0) {
           if (*(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
           cta->ll_bulk_came[i] = 1;
@@ -302,7 +304,7 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
           return true;
         }
         uint32_t b0, b1;
-        if (l < DCCL_LL_HEADER_UNITS / 2 || ++tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
+        if (l < DCCL_LL_HEADER_UNITS / 2 || tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
         beyond = dccl_ll_units((uint64_t)b1 << 32 | b0) / 2 <= l;
         return (bool)beyond;
       });
@@ -370,7 +372,10 @@ __device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask,
 }
 
 // Thread 0, after an LL step: the positions move on; `tail` follows the sends (relaxed: no consumer of this slot
-// reads it; a later bulk operation's consumer waits for that operation's own release), and the receptions go back.
+// reads it; a later bulk operation's consumer waits for that operation's own release), and the receptions go back,
+// `head` relaxed too: the CTA's loads of the slot are done (their values reached shared memory before the
+// barrier), so nothing is left for a fence to order before the producer may write the slot again. A release
+// here was a fence per step, at system scope on staged links.
 __device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
   const dccl_dev_task &t = cta->task;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
@@ -382,7 +387,7 @@ __device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
     }
     if ((rmask >> i) & 1) {
       dccl_dev_conn *c = t.recv[i];
-      conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
+      *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
       c->pos++;
     }
   }
