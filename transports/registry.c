@@ -57,6 +57,10 @@ static void no_close(struct dccl_conn *conn) {
 static void no_comm_free(void *state, int aborted) {
   (void)state;
 }
+static const char *no_host_view(const struct dccl_conn *conn) {
+  (void)conn;
+  return NULL;
+}
 
 int dccl_transport_complete(struct dccl_transport *out, const struct dccl_transport *table, int index, char *why,
                             size_t why_len) {
@@ -89,6 +93,7 @@ int dccl_transport_complete(struct dccl_transport *out, const struct dccl_transp
   if (!out->abort) out->abort = no_abort;
   if (!out->close) out->close = no_close;
   if (!out->comm_free) out->comm_free = no_comm_free;
+  if (!out->host_view) out->host_view = no_host_view;
   return 0;
 }
 

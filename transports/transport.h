@@ -146,6 +146,9 @@ struct dccl_transport {
   /* Frees the transport's per-communicator state (ctx->transport_state[index], passed here), after every conn is
    * closed; `aborted` says whether the communicator failed. Default: nothing. */
   void (*comm_free)(void *state, int aborted);
+  /* A device link's FIFO region as this process's host code can read it (its counters and slots, laid out by
+   * conn->desc), or NULL where only GPUs reach it; for stall reports. Default: NULL. */
+  const char *(*host_view)(const struct dccl_conn *conn);
 };
 
 /* The providers' own tables; everything else uses the registry's copies (transports/registry.h). */

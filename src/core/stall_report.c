@@ -13,14 +13,16 @@
  *
  * Device operations have no host thread waiting in them: the monitor thread's tick notes the oldest kernel launch
  * that has not finished (woken by a launch, then every DEVICE_TICK_MS while kernels run), so a kernel that makes no
- * progress is in the report like a wait. A verdict about a call that ran in kernels fails the communicator (its
- * kernels stop on the abort word; device links are not drained). */
+ * progress is in the report like a wait, and that rank also logs what its links in host memory show (the staged
+ * transport's counters and next slots, core/stall_links.h). A verdict about a call that ran in kernels fails the
+ * communicator (its kernels stop on the abort word; device links are not drained). */
 #include <stdio.h>
 #include <string.h>
 
 #include "collectives/device/dev_exec.h"
 #include "collectives/op.h"
 #include "core/comm.h"
+#include "core/stall_links.h"
 #include "core/stall_verdict.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -43,6 +45,7 @@ static void note(struct dccl_comm *comm, const struct dccl_slot_header *call, in
   if (ask) comm->stall_asked_seq = call->seq + 1;
   pthread_mutex_unlock(&comm->stall_lock);
   if (ask) dccl_bootstrap_ask_stall_report(comm->bootstrap);
+  if (ask && on_device == 1) dccl_stall_log_links(comm); /* kernels: what their links in host memory show */
 }
 
 void dccl_stall_note(struct dccl_comm *comm, const struct dccl_slot_header *call, int peer, uint64_t idle_ns) {

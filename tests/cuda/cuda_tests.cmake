@@ -60,6 +60,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 2 4)
     dccl_gpu_test(colls_${n}ranks_staged COMMAND gpu_colls ${n} ENV DCCL_TRANSPORT=shm)
   endforeach()
+  # A broadcast whose ranks name different roots, over staged links: the stall report names both calls, and each
+  # rank whose kernels stall logs what its links in host memory show (here every one idle: all wait to receive).
+  dccl_gpu_test(colls_2ranks_staged_root_mismatch COMMAND ${DCCL_EXPECT_OUTPUT}
+                "rank [0-9]+: its kernels' links in host memory: 0 with slots in flight, [1-9][0-9]* idle"
+                $<TARGET_FILE:gpu_colls> 2 root_mismatch ENV DCCL_TRANSPORT=shm DCCL_STALL_REPORT_MS=500)
   # LL at every size, in 4 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
   # chains, trees (the double tree's two streams at once), sends, over p2p and staged links (written 2026-12-05,
   # not yet run on a GPU).

@@ -547,6 +547,7 @@ int main(int argc, char **argv) {
   int deterministic = argc > 2 && !strcmp(argv[2], "deterministic"); /* run with DCCL_DETERMINISTIC=1 */
   int path_mismatch = argc > 2 && !strcmp(argv[2], "path_mismatch");
   int premul_only = argc > 2 && !strcmp(argv[2], "premul"); /* only the premulsum cases (to chase one alone) */
+  int root_mismatch = argc > 2 && !strcmp(argv[2], "root_mismatch"); /* path_mismatch's broadcast alone */
   const char *transport = getenv("DCCL_TRANSPORT");
   int staged = transport && (!strcmp(transport, "shm") || !strcmp(transport, "staged"));
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
@@ -607,6 +608,8 @@ int main(int argc, char **argv) {
     run_case(&cases[0], 4096, 0); /* the first communicators still work */
   } else if (premul_only) {
     premul_cases();
+  } else if (root_mismatch) {
+    path_mismatch_case(PATH_ROOT, "1024 x float32, root 1", "1024 x float32, root 0");
   } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
       big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));

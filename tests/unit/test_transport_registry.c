@@ -9,7 +9,7 @@
 
 static int all_ops_set(const struct dccl_transport *t) {
   return t->describe_self && t->can_connect && t->setup && t->connect && t->start && t->progress && t->send_from &&
-         t->send_flushed && t->check_peer && t->abort && t->close && t->comm_free && t->unreachable;
+         t->send_flushed && t->check_peer && t->abort && t->close && t->comm_free && t->host_view && t->unreachable;
 }
 
 static void test_registered(void) {
@@ -93,7 +93,8 @@ static void test_complete_older_table(void) {
   check(all_ops_set(&out), "an op past the provider's size was left NULL");
   check(out.start(NULL) == ncclSuccess && out.progress(NULL) == ncclSuccess && out.check_peer(NULL) == ncclSuccess,
         "the defaults must succeed");
-  check(out.send_flushed(NULL) == 1 && out.send_from(NULL, 0, NULL, 0) == 0, "defaults: flushed, no zero-copy");
+  check(out.send_flushed(NULL) == 1 && out.send_from(NULL, 0, NULL, 0) == 0 && out.host_view(NULL) == NULL,
+        "defaults: flushed, no zero-copy, no host view");
   out.abort(NULL), out.close(NULL), out.comm_free(NULL, 1); /* must do nothing */
 
   old.t.size = offsetof(struct dccl_transport, describe_self);

@@ -152,6 +152,12 @@ static void staged_close(struct dccl_conn *conn) {
   memset(conn->regions, 0, sizeof(conn->regions));
 }
 
+/* The segment as mapped here: host memory, which the host may read while kernels run (stall reports). */
+static const char *staged_host_view(const struct dccl_conn *conn) {
+  const struct staged_conn *sc = conn->priv;
+  return sc ? sc->map : NULL;
+}
+
 const struct dccl_transport dccl_transport_staged = {
     .size = sizeof(struct dccl_transport),
     .name = "staged",
@@ -162,4 +168,5 @@ const struct dccl_transport dccl_transport_staged = {
     .setup = staged_setup,
     .connect = staged_connect,
     .close = staged_close,
+    .host_view = staged_host_view,
 };
