@@ -1,0 +1,138 @@
+// What the parts of the device executor share (collectives/device/kernels.cu): a CTA's state, a link's counters
+// at the scope that orders them, failure records, waits that give up on an abort, and the check of a received
+// slot's header against the CTA's own call.
+#ifndef DCCL_DEV_CTA_CUH_
+#define DCCL_DEV_CTA_CUH_
+
+#include <stdint.h>
+
+#include "collectives/device/dev_reduce.cuh"
+#include "collectives/device/dev_work.h"
+
+#define POLLS_PER_ABORT_CHECK 1024
+
+struct dev_half {
+  int tid, nthreads, bar;
+};
+
+struct dev_cta {
+  struct dccl_dev_task task;
+  struct dccl_dev_args args[2];           // per half
+  uint64_t seq[2][2 * DCCL_DEV_CONN_SLOTS]; // nops of each connection at the task's start, per half
+  volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
+  volatile int stop;                      // a half hit an error: both stop
+  // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers (by link;
+  // the two streams of a tree all-reduce use disjoint links, so only the outgoing staging is per half)
+  char *ll_slot[2 * DCCL_DEV_CONN_SLOTS]; // receptions, then sends
+  uint64_t ll_pos[2 * DCCL_DEV_CONN_SLOTS];
+  uint32_t ll_head[DCCL_DEV_CONN_SLOTS][DCCL_LL_HEADER_UNITS];
+  volatile int ll_bulk_came[DCCL_DEV_CONN_SLOTS]; // a peer sent bulk where this rank polls LL: their calls differ
+  alignas(16) char ll_send[2][DCCL_DEV_LL_BYTES]; // per half
+  alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
+};
+
+// A link's counters at the narrowest scope that orders them: the GPU when both ends are kernels on it.
+__device__ __forceinline__ uint64_t conn_acquire(int gpu, const uint64_t *p) {
+  return gpu ? dccl_ld_acquire_gpu_u64(p) : dccl_ld_acquire_u64(p);
+}
+__device__ __forceinline__ void conn_release(int gpu, uint64_t *p, uint64_t v) {
+  if (gpu)
+    dccl_st_release_gpu_u64(p, v);
+  else
+    dccl_st_release_u64(p, v);
+}
+
+__device__ __forceinline__ void half_barrier(const dev_half &h) {
+  asm volatile("bar.sync %0, %1;" ::"r"(h.bar), "r"(h.nthreads) : "memory");
+}
+
+// Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks every link of the task
+// aborted, so the ranks at their other ends stop too (a peer may be polling LL lines this rank will never write).
+__device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
+                         const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL, int peer = -1) {
+  cta->stop = 1;
+  // The record before the links' abort words: the ranks this stops, and the host threads that act on it (a link
+  // pump closing network links), find this rank's reason complete.
+  if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
+    w->status->peer = c ? c->peer : peer;
+    if (want) w->status->want = *want;
+    if (got) w->status->got = *got;
+    __threadfence_system();
+    atomicExch_system(&w->status->error, code);
+  }
+  for (int i = 0; c && i < 2 * DCCL_DEV_CONN_SLOTS; i++) {
+    const dccl_dev_conn *l = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+    if (l) dccl_cas0_u32((uint32_t *)dccl_conn_word((char *const *)l->regions, l->desc.aborted), 1);
+  }
+  __threadfence_system();
+}
+
+// Waits until `ready()` holds, checking the launch's abort flag, the CTA's stop flag and the link's abort word now
+// and then. Returns 0 when it must give up.
+template <typename Ready>
+__device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, Ready ready) {
+  for (unsigned polls = 1;; polls++) {
+    if (ready()) return 1;
+    if (polls % POLLS_PER_ABORT_CHECK) continue;
+    if (cta->stop) return 0;
+    const uint32_t *aborted = (const uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
+    if (dccl_ld_acquire_u32(aborted)) {
+      dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED); // and passes it on along this task's other links
+      return 0;
+    }
+    if (*(volatile const uint32_t *)w->abort_flag) {
+      dev_fail(w, cta, c, DCCL_DEV_ABORTED);
+      return 0;
+    }
+    if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200); // long waits leave the SM to co-tenants
+  }
+}
+
+// The connection slots a step receives from and sends to, as bit masks.
+__device__ __forceinline__ void dev_step_masks(const dccl_prim_step &st, int npeers, uint32_t *rmask, uint32_t *smask) {
+  uint32_t r = 0, w = 0;
+  if (st.flags & DCCL_PRIM_RECV0) r |= 1u;
+  if (st.flags & DCCL_PRIM_RECV1) r |= 2u;
+  if (st.flags & DCCL_PRIM_RECV_PARENT) r |= 1u << DCCL_TREE_PARENT;
+  if (st.flags & DCCL_PRIM_RECV_ALL) r |= (1u << npeers) - 1;
+  if (st.flags & DCCL_PRIM_RECV_PEER) r |= 1u << st.peer; // the ordered schedules (deterministic mode)
+  if (st.flags & DCCL_PRIM_SEND0) w |= 1u;
+  if (st.flags & DCCL_PRIM_SEND1) w |= 2u;
+  if (st.flags & DCCL_PRIM_SEND_PARENT) w |= 1u << DCCL_TREE_PARENT;
+  if (st.flags & DCCL_PRIM_SEND_ALL) w |= (1u << npeers) - 1;
+  if (st.flags & DCCL_PRIM_SEND_PEER) w |= 1u << st.peer;
+  *rmask = r;
+  *smask = w;
+}
+
+// A received slot's header against this rank's own call: the operation (kind, its count on the link), the step's
+// bytes and the call's fingerprint. Returns 0 (the launch failed) when they differ.
+__device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, const dccl_slot_header *h,
+                                uint64_t want_seq, uint64_t bytes) {
+  if (h->abort) {
+    dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED);
+    return 0;
+  }
+  dccl_slot_header want = cta->task.call;
+  want.seq = want_seq;
+  want.bytes = bytes;
+  if (h->kind != want.kind || h->seq != want.seq || h->bytes != want.bytes || h->count != want.count ||
+      h->what != want.what || h->root != want.root) {
+    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, h);
+    return 0;
+  }
+  return 1;
+}
+
+// A slot that came in the other protocol than this rank's: its header names the peer's call, and the check fails
+// on it; where the calls agree, the ranks were given different DCCL_PROTO, a mismatch all the same.
+__device__ void dev_other_protocol(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c,
+                                   const dccl_slot_header *got, uint64_t want_seq, uint64_t bytes) {
+  if (!dev_check_header(w, cta, c, got, want_seq, bytes)) return;
+  dccl_slot_header want = cta->task.call;
+  want.seq = want_seq;
+  want.bytes = bytes;
+  dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, got);
+}
+
+#endif

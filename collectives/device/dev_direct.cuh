@@ -1,0 +1,145 @@
+// The device executor's direct collectives (collectives/device/kernels.cu): ranks that map each other's buffers
+// reduce and copy straight between them, meeting on boards instead of passing slots.
+#ifndef DCCL_DEV_DIRECT_CUH_
+#define DCCL_DEV_DIRECT_CUH_
+
+#include "collectives/device/dev_cta.cuh"
+
+// The direct all-reduce (DCCL_SCHED_DIRECT), for ranks on one GPU (in one process, or in windows): no FIFO,
+// no copy through a slot. Channel c of the operation covers [begin, begin + count); rank r reduces slice r of it
+// from every rank's input, in rank order, and writes the result into every rank's output: each input element is
+// read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
+// Thread 0 meets the other ranks' same channel on their boards (struct dccl_direct_slot): publish this call's
+// buffers and then `seq` (release), read each peer's once its `seq` reaches the operation (acquire); after the
+// CTA's writes, a fence and `done` (release), then wait for every peer's `done`, so no rank leaves (and lets its
+// caller reuse the buffers) while another still reads its input or writes its output. A peer cannot publish the
+// next operation before this rank's `done`, so the buffers read are this operation's.
+__device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *cta, const dccl_direct_slot *their,
+                                               const uint64_t *word, uint64_t k, int peer) {
+  for (unsigned polls = 1;; polls++) {
+    if (dccl_ld_acquire_gpu_u64(word) >= k) return 1;
+    if (polls % POLLS_PER_ABORT_CHECK) continue;
+    if (*(volatile const uint64_t *)&their->aborted) {
+      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED, NULL, NULL, peer);
+      return 0;
+    }
+    // Another channel of this rank failed (a peer that called with another count may lack this channel): stop.
+    if (*(volatile const uint32_t *)w->abort_flag || cta->stop || *(volatile const uint32_t *)&w->status->error) {
+      dev_fail(w, cta, NULL, DCCL_DEV_ABORTED, NULL, NULL, peer);
+      return 0;
+    }
+    if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200);
+  }
+}
+
+// Rank p's buffer at `at` (its address) as this process sees it: through window `win`'s mapping, or as it is.
+__device__ __forceinline__ const char *dev_direct_here(const dccl_dev_task &t, const char *at, int32_t win, int p) {
+  if (win < 0) return at;
+  const dccl_win_peer *wins = (const dccl_win_peer *)(t.boards + t.sched.nranks);
+  const dccl_win_peer e = wins[(size_t)win * t.sched.nranks + p];
+  return (const char *)(uintptr_t)(e.local + ((uint64_t)(uintptr_t)at - e.owner));
+}
+
+// Under DCCL_DIRECT_PIECE_BYTES (t.sched.piece set) the channel's elements are pieces `stride` apart: after one,
+// thread 0 moves every source and destination on to this rank's slice of the next. 0 when none is left.
+__device__ __forceinline__ int dev_direct_next_piece(const dccl_dev_task &t, dccl_dev_args &a, uint64_t *at,
+                                                     uint64_t *left, uint64_t *lo) {
+  uint64_t from = *at + *lo, hi;
+  if (!dccl_direct_next_piece(&t.sched, t.rank, t.esize, at, left, lo, &hi)) return 0;
+  uint64_t delta = (*at + *lo - from) * t.esize;
+  for (int s = 0; s < a.nsrcs; s++) a.srcs[s] = (const char *)a.srcs[s] + delta;
+  for (int d = 0; d < a.ndsts; d++) a.dsts[d] = (char *)a.dsts[d] + delta;
+  a.n = hi - *lo;
+  return 1;
+}
+
+template <int TYPE>
+__device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
+  const dccl_dev_task &t = cta->task;
+  dccl_dev_args &a = cta->args[0];
+  const int n = t.sched.nranks, me = t.rank;
+  __shared__ int go, more;
+  __shared__ uint64_t piece_at, piece_left, piece_lo;
+  if (threadIdx.x == 0) {
+    dccl_direct_slot *mine = t.boards[me] + t.channel;
+    uint64_t k = mine->ops + 1;
+    mine->ops = k;
+    mine->sendbuff = t.sendbuff;
+    mine->recvbuff = t.recvbuff;
+    mine->send_win = t.send_win;
+    mine->recv_win = t.recv_win;
+    mine->call = t.call;
+    dccl_st_release_gpu_u64(&mine->seq, k);
+    // This rank's slice of the channel's range (of its first piece). Block operations (reduce-scatter,
+    // all-gather) take the channel's range of this rank's block instead.
+    uint64_t lo, hi, len = t.sched.piece && t.sched.piece < t.sched.count ? t.sched.piece : t.sched.count;
+    dccl_direct_slice(len, n, me, t.esize, &lo, &hi);
+    const int block_op = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_ALLGATHER;
+    if (block_op) lo = 0, hi = t.sched.count;
+    piece_at = t.sched.begin;
+    piece_left = t.sched.count;
+    piece_lo = lo;
+    uint64_t off = (t.sched.begin + lo) * t.esize, block_off = ((uint64_t)me * t.sched.block) * t.esize + off;
+    int ok = 1;
+    for (int p = 0; p < n && ok; p++) {
+      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      ok = p == me || dev_direct_meet(w, cta, their, &their->seq, k, p);
+      if (!ok) break;
+      dccl_slot_header got = their->call, want = t.call;
+      if (got.kind != want.kind || got.count != want.count || got.what != want.what || got.root != want.root) {
+        want.seq = got.seq = k;
+        dev_fail(w, cta, NULL, DCCL_DEV_MISMATCH, &want, &got, p);
+        ok = 0;
+        break;
+      }
+      const char *in = dev_direct_here(t, their->sendbuff, their->send_win, p);
+      char *out = (char *)dev_direct_here(t, their->recvbuff, their->recv_win, p);
+      switch (t.direct_op) {
+        case DCCL_DIRECT_OP_REDUCESCATTER: a.srcs[p] = in + block_off; if (p == me) a.dsts[0] = out + off; break;
+        case DCCL_DIRECT_OP_ALLGATHER: a.dsts[p] = out + block_off; if (p == me) a.srcs[0] = in + off; break;
+        case DCCL_DIRECT_OP_BROADCAST: a.dsts[p] = out + off; if (p == t.sched.root) a.srcs[0] = in + off; break;
+        case DCCL_DIRECT_OP_REDUCE: a.srcs[p] = in + off; if (p == t.sched.root) a.dsts[0] = out + off; break;
+        default: a.srcs[p] = in + off; a.dsts[p] = out + off;
+      }
+    }
+    a.nsrcs = t.direct_op == DCCL_DIRECT_OP_ALLGATHER || t.direct_op == DCCL_DIRECT_OP_BROADCAST ? 1 : n;
+    a.ndsts = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_REDUCE ? 1 : n;
+    a.own = me;
+    a.round_own = 1; // as the one-shot: a premultiplied input is rounded to its type before the sum
+    a.n = hi - lo;
+    a.kind = t.redop.kind;
+    a.pre = t.redop.pre;
+    a.has_pre = t.redop.has_pre; // planned only for one scalar on every rank (an average)
+    a.pre_all = 1;
+    a.post_div = t.redop.post_div;
+    go = ok;
+    if (!ok) dccl_st_release_gpu_u64(&mine->aborted, 1); // the peers stop waiting for this rank
+  }
+  __syncthreads();
+  if (!go) return;
+  for (;;) {
+    if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
+    if (!t.sched.piece) break;
+    __syncthreads(); // every thread is done with the piece before thread 0 moves `a` on
+    if (threadIdx.x == 0) more = dev_direct_next_piece(t, a, &piece_at, &piece_left, &piece_lo);
+    __syncthreads();
+    if (!more) break;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    dccl_direct_slot *mine = t.boards[me] + t.channel;
+    uint64_t k = mine->ops;
+    __threadfence(); // the CTA's writes into every output, before `done`
+    dccl_st_release_gpu_u64(&mine->done, k);
+    for (int p = 0; p < n; p++) {
+      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      if (p != me && !dev_direct_meet(w, cta, their, &their->done, k, p)) {
+        dccl_st_release_gpu_u64(&mine->aborted, 1);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+#endif

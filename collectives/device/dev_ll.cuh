@@ -1,0 +1,165 @@
+// The device executor's LL steps (collectives/device/kernels.cu). Operations whose steps all fit DCCL_DEV_LL_BYTES
+// speak LL (task.proto): every 8-byte unit of a position's LL slot carries its own flag, so the producer's threads
+// write their lines with no fence and no counter to publish, and the consumer's threads poll them. The payload goes
+// through shared memory (ll_send per half, ll_recv per link: the tree's two streams use disjoint links), so the
+// reduction is the bulk path's. Ranks whose calls differ may choose different protocols for one position: each
+// consumer also watches the other protocol's slot, so the mismatch is reported, not waited on.
+#ifndef DCCL_DEV_LL_CUH_
+#define DCCL_DEV_LL_CUH_
+
+#include "collectives/device/dev_cta.cuh"
+
+// Thread 0, where a peer sent the slot at `pos` as LL while this rank expected bulk: their calls differ (or their
+// DCCL_PROTO). Reports the mismatch from the LL slot's header and returns 0. Out of line: it is cold, and inlined
+// its registers would crowd the steps' hot path.
+__device__ __noinline__ int dev_ll_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+                                        uint64_t want_seq, uint64_t bytes) {
+  const uint64_t *units = (const uint64_t *)dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
+  uint32_t words[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
+  for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
+    if (!dev_wait(w, cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
+  dccl_slot_header got;
+  dccl_ll_header_from_words(words, &got);
+  dev_other_protocol(w, cta, c, &got, want_seq, bytes);
+  return 0;
+}
+
+// Thread 0, where a peer sent the slot at `pos` as bulk while this CTA polled LL lines (their calls differ, or their
+// DCCL_PROTO): reports the mismatch from the bulk header, once `tail` (release) publishes it, and returns 0. Cold,
+// so out of line.
+__device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+                                          uint64_t want_seq, uint64_t bytes) {
+  const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+  const dccl_slot_header *bh = (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
+  cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
+  if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
+    dccl_slot_header got = *bh;
+    dev_other_protocol(w, cta, c, &got, want_seq, bytes);
+  }
+  return 0;
+}
+
+// The CTA polls the step's LL receptions into shared memory: thread j reads lines j, j + nthreads, ... of every
+// slot (the header is the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to
+// stop. This and dev_ll_send are out of line: inlined, their registers crowded the bulk steps' reduction loop
+// (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
+__device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+                                           uint64_t bytes, const dev_half &h) {
+  const dccl_dev_task &t = cta->task;
+  uint32_t lines = dccl_ll_units(bytes) / 2;
+  int ok = 1;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
+    if (!((rmask >> i) & 1)) continue;
+    const dccl_dev_conn *c = t.recv[i];
+    const uint64_t *units = (const uint64_t *)cta->ll_slot[i];
+    const uint64_t *bulk_unit0 = (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_pos[i]);
+    uint32_t flag = dccl_ll_flag(cta->ll_pos[i]);
+    uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
+    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
+      uint32_t d0, d1, tries = 0;
+      int beyond = 0;
+      // A peer whose call differs may send what never fills this line. The first line's poller also watches the
+      // bulk slot (the peer sent bulk): it stops the CTA and thread 0 reports the mismatch below. A payload line's
+      // poller now and then reads the first line, whose bytes may say the slot ends before this line: it stops
+      // waiting, and thread 0's header check reports the counts. Both only every 16th try: each is one more read
+      // (over PCIe on staged links) between two of the line's.
+      ok = dev_wait(w, cta, c, [&] {
+        if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
+        if (++tries % 16) return false;
+        if (l == 0) {
+          if (*(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
+          cta->ll_bulk_came[i] = 1;
+          cta->stop = 1;
+          return true;
+        }
+        uint32_t b0, b1;
+        if (l < DCCL_LL_HEADER_UNITS / 2 || tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
+        beyond = dccl_ll_units((uint64_t)b1 << 32 | b0) / 2 <= l;
+        return (bool)beyond;
+      });
+      if (cta->ll_bulk_came[i] && l == 0) ok = 0;
+      if (!ok || beyond) continue; // nothing to keep: the checks below fail the step
+      if (l < DCCL_LL_HEADER_UNITS / 2) {
+        cta->ll_head[i][2 * l] = d0;
+        cta->ll_head[i][2 * l + 1] = d1;
+      } else {
+        uint32_t *dst = (uint32_t *)cta->ll_recv[i] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+        dst[0] = d0;
+        dst[1] = d1;
+      }
+    }
+  }
+  half_barrier(h);
+  __shared__ int go_of[2];
+  int &go = go_of[half];
+  if (h.tid == 0) {
+    go = !cta->stop;
+    for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+      if (!((rmask >> i) & 1)) continue;
+      const dccl_dev_conn *c = t.recv[i];
+      if (cta->ll_bulk_came[i]) {
+        go = dev_bulk_came(w, cta, c, cta->ll_pos[i], cta->seq[half][i], bytes);
+        break;
+      }
+      if (!go) break;
+      dccl_slot_header head;
+      dccl_ll_header_from_words(cta->ll_head[i], &head);
+      go = dev_check_header(w, cta, c, &head, cta->seq[half][i], bytes);
+    }
+  }
+  half_barrier(h);
+  return go;
+}
+
+// The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
+__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes,
+                                         const dev_half &h) {
+  uint32_t lines = dccl_ll_units(bytes) / 2;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((smask >> i) & 1)) continue;
+    uint64_t *units = (uint64_t *)cta->ll_slot[DCCL_DEV_CONN_SLOTS + i];
+    uint64_t pos = cta->ll_pos[DCCL_DEV_CONN_SLOTS + i];
+    uint32_t flag = dccl_ll_flag(pos);
+    for (uint32_t l = h.tid; l < lines; l += h.nthreads) {
+      uint32_t d[2];
+      if (l < DCCL_LL_HEADER_UNITS / 2) {
+        uint32_t words[DCCL_LL_HEADER_UNITS];
+        dccl_slot_header head = cta->task.call;
+        head.bytes = bytes;
+        head.seq = cta->seq[half][DCCL_DEV_CONN_SLOTS + i];
+        dccl_ll_header_words(&head, words);
+        d[0] = words[2 * l];
+        d[1] = words[2 * l + 1];
+      } else {
+        const uint32_t *src = (const uint32_t *)cta->ll_send[half] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+        d[0] = src[0];
+        d[1] = src[1];
+      }
+      dccl_ll_store_line(units + 2 * l, d[0], d[1], flag);
+    }
+  }
+}
+
+// Thread 0, after an LL step: the positions move on; `tail` follows the sends (relaxed: no consumer of this slot
+// reads it; a later bulk operation's consumer waits for that operation's own release), and the receptions go back,
+// `head` relaxed too: the CTA's loads of the slot are done (their values reached shared memory before the
+// barrier), so nothing is left for a fence to order before the producer may write the slot again. A release
+// here was a fence per step, at system scope on staged links.
+__device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
+  const dccl_dev_task &t = cta->task;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if ((smask >> i) & 1) {
+      dccl_dev_conn *c = t.send[i];
+      uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+      *(volatile uint64_t *)tail = c->pos + 1;
+      c->pos++;
+    }
+    if ((rmask >> i) & 1) {
+      dccl_dev_conn *c = t.recv[i];
+      *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
+      c->pos++;
+    }
+  }
+}
+
+#endif
