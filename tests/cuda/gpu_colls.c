@@ -299,7 +299,9 @@ static void premul_cases(void) {
         for (int r = 0; r < nranks; r++) {
           float v = (float)scale(r, premul_call);
           ncclRedOp_t op;
-          if (device) CUDA_OK(cudaMemcpy(dscale[r], &v, sizeof v, cudaMemcpyHostToDevice));
+          /* On the rank's stream, before its call: a plain cudaMemcpy from pageable memory may still be on its way
+           * (on the legacy stream) when a kernel on a non-blocking stream reads the scalar. */
+          if (device) CUDA_OK(cudaMemcpyAsync(dscale[r], &v, sizeof v, cudaMemcpyHostToDevice, streams[r]));
           ok &= ncclRedOpCreatePreMulSum(&op, device ? (void *)dscale[r] : (void *)&v, ncclFloat32,
                                          device ? ncclScalarDevice : ncclScalarHostImmediate, comms[r]) == ncclSuccess;
           ok &= ncclAllReduce(dsend[r], drecv[r], n, ncclFloat32, op, comms[r], streams[r]) == ncclSuccess;
