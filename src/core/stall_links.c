@@ -77,7 +77,7 @@ void dccl_stall_log_links(struct dccl_comm *comm) {
   for (struct dccl_conn_entry *e = atomic_load_explicit(&comm->conns, memory_order_acquire); e; e = e->next) {
     const struct dccl_conn *c = &e->conn;
     const char *view = c->device && c->transport ? c->transport->host_view(c) : NULL;
-    if (!view) continue;
+    if (!view || !c->desc.nslots) continue; /* not a FIFO a host reads, or one still being connected */
     char line[320];
     if (dccl_link_state_text(&c->desc, view, c->is_send, c->peer, e->lane - DCCL_LANE_DEVICE, line, sizeof(line))) {
       DCCL_WARN(DCCL_COLL, "rank %d: %s %s", comm->rank, c->transport->name, line);
