@@ -178,7 +178,13 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
     if (ll) {
-      if (smask) dev_ll_send(cta, s, smask, st.nelem * t.esize, h);
+      // Every thread has read this step's send slots and positions (ll_slot, ll_pos) before thread 0 moves on to
+      // the next step's acquire, which rewrites them: without the barrier a lagging warp wrote its lines into the
+      // next position's slot, and the receiver waited for them at this one forever.
+      if (smask) {
+        dev_ll_send(cta, s, smask, st.nelem * t.esize, h);
+        half_barrier(h);
+      }
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
         __threadfence_block(); // the half's output writes (seen through its barrier) before the other half's wait
