@@ -180,10 +180,11 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     if (ll) {
       // Every thread has read this step's send slots and positions (ll_slot, ll_pos) before thread 0 moves on to
       // the next step's acquire, which rewrites them: without the barrier a lagging warp wrote its lines into the
-      // next position's slot, and the receiver waited for them at this one forever.
+      // next position's slot, and the receiver waited for them at this one forever. After a stream's last step
+      // the task's closing __syncthreads does it (a one-step send or one-shot pays no barrier).
       if (smask) {
         dev_ll_send(cta, s, smask, st.nelem * t.esize, h);
-        half_barrier(h);
+        if (idx + 1 < t.nsteps[s]) half_barrier(h);
       }
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
