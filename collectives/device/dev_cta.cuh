@@ -22,9 +22,13 @@ struct dev_cta {
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
   volatile int stop;                      // a half hit an error: both stop
   // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers (by link;
-  // the two streams of a tree all-reduce use disjoint links, so only the outgoing staging is per half)
-  char *ll_slot[2 * DCCL_DEV_CONN_SLOTS]; // receptions, then sends
-  uint64_t ll_pos[2 * DCCL_DEV_CONN_SLOTS];
+  // the two streams of a tree all-reduce use disjoint links, so only the outgoing staging is per half). The sends'
+  // slots are kept per step parity: thread 0 fills the next step's while a lagging warp may still be writing its
+  // lines of this one (it reads them after the step's last barrier).
+  char *ll_in_slot[DCCL_DEV_CONN_SLOTS];
+  uint64_t ll_in_pos[DCCL_DEV_CONN_SLOTS];
+  char *ll_out_slot[2][DCCL_DEV_CONN_SLOTS];
+  uint64_t ll_out_pos[2][DCCL_DEV_CONN_SLOTS];
   uint32_t ll_head[DCCL_DEV_CONN_SLOTS][DCCL_LL_HEADER_UNITS];
   volatile int ll_bulk_came[DCCL_DEV_CONN_SLOTS]; // a peer sent bulk where this rank polls LL: their calls differ
   alignas(16) char ll_send[2][DCCL_DEV_LL_BYTES]; // per half

@@ -51,9 +51,9 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
     if (!((rmask >> i) & 1)) continue;
     const dccl_dev_conn *c = t.recv[i];
-    const uint64_t *units = (const uint64_t *)cta->ll_slot[i];
-    const uint64_t *bulk_unit0 = (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_pos[i]);
-    uint32_t flag = dccl_ll_flag(cta->ll_pos[i]);
+    const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
+    const uint64_t *bulk_unit0 = (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
+    uint32_t flag = dccl_ll_flag(cta->ll_in_pos[i]);
     uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
     for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
       uint32_t d0, d1, tries = 0;
@@ -98,7 +98,7 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
       if (!((rmask >> i) & 1)) continue;
       const dccl_dev_conn *c = t.recv[i];
       if (cta->ll_bulk_came[i]) {
-        go = dev_bulk_came(w, cta, c, cta->ll_pos[i], cta->seq[half][i], bytes);
+        go = dev_bulk_came(w, cta, c, cta->ll_in_pos[i], cta->seq[half][i], bytes);
         break;
       }
       if (!go) break;
@@ -111,14 +111,15 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
   return go;
 }
 
-// The CTA writes the staged payload into every LL send's slot, every unit with its flag: nothing to fence.
-__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, uint32_t smask, uint64_t bytes,
+// The CTA writes the staged payload into every LL send's slot (of the step's parity), every unit with its flag:
+// nothing to fence.
+__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
                                          const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
-    uint64_t *units = (uint64_t *)cta->ll_slot[DCCL_DEV_CONN_SLOTS + i];
-    uint64_t pos = cta->ll_pos[DCCL_DEV_CONN_SLOTS + i];
+    uint64_t *units = (uint64_t *)cta->ll_out_slot[odd][i];
+    uint64_t pos = cta->ll_out_pos[odd][i];
     uint32_t flag = dccl_ll_flag(pos);
     for (uint32_t l = h.tid; l < lines; l += h.nthreads) {
       uint32_t d[2];

@@ -19,8 +19,8 @@
 #include "collectives/device/dev_ll.cuh"
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
-// next). Returns 0 to stop.
-__device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, const dccl_prim_step &st) {
+// next; the sends' under the step's parity `odd`). Returns 0 to stop.
+__device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, int odd, const dccl_prim_step &st) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[half];
   uint64_t bytes = st.nelem * t.esize;
@@ -50,8 +50,8 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
       own_rank_placed = 1;
     }
     if (t.proto == DCCL_PROTO_LL) { // the CTA polls the LL slot next (dev_ll_receive), into shared memory
-      cta->ll_slot[i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
-      cta->ll_pos[i] = pos;
+      cta->ll_in_slot[i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
+      cta->ll_in_pos[i] = pos;
       cta->ll_bulk_came[i] = 0;
       a.srcs[a.nsrcs++] = cta->ll_recv[i];
       continue;
@@ -90,8 +90,8 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
       c->peer_seen = seen;
     }
     if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
-      cta->ll_slot[DCCL_DEV_CONN_SLOTS + i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
-      cta->ll_pos[DCCL_DEV_CONN_SLOTS + i] = pos;
+      cta->ll_out_slot[odd][i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
+      cta->ll_out_pos[odd][i] = pos;
       if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send[half];
       ll_staged = 1;
       continue;
@@ -164,7 +164,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       while (st.wait_up >= 0 && cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
       }
       __threadfence_block(); // the up stream's writes after its up_done
-      ok = !cta->stop && dev_step_acquire(w, cta, s, st);
+      ok = !cta->stop && dev_step_acquire(w, cta, s, (int)(idx & 1), st);
       go[s] = ok;
     }
     half_barrier(h);
@@ -178,14 +178,10 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
     if (ll) {
-      // Every thread has read this step's send slots and positions (ll_slot, ll_pos) before thread 0 moves on to
-      // the next step's acquire, which rewrites them: without the barrier a lagging warp wrote its lines into the
-      // next position's slot, and the receiver waited for them at this one forever. After a stream's last step
-      // the task's closing __syncthreads does it (a one-step send or one-shot pays no barrier).
-      if (smask) {
-        dev_ll_send(cta, s, smask, st.nelem * t.esize, h);
-        if (idx + 1 < t.nsteps[s]) half_barrier(h);
-      }
+      // No barrier after the lines: a warp may still write them while thread 0 acquires the next step, whose send
+      // slots go to the other parity (one slot set for both let a lagging warp write into the next position's
+      // slot, and the receiver waited at this one forever). Two steps on, the step's first barrier has passed.
+      if (smask) dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
         __threadfence_block(); // the half's output writes (seen through its barrier) before the other half's wait
