@@ -13,7 +13,8 @@
  *   graph b2b    a CUDA graph holding 100 ncclAllReduce, launched n/100 times, one synchronise.
  * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
  * the rounds, and each mode over empty+sync. The result of the last all-reduce is checked.
- * Usage: mpirun -np N dev_latency [-b bytes=8] [-n iters=2000] [-r rounds=7] */
+ * -m picks modes (a comma-separated list of the names above), for a trace of one (perf/gpu/kernel_trace.c).
+ * Usage: mpirun -np N dev_latency [-b bytes=8] [-n iters=2000] [-r rounds=7] [-m modes=all] */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -132,17 +133,36 @@ static double run_mode(struct bench *b, int mode, int n) {
   return (now_us() - t0) / n;
 }
 
+/* The modes a comma-separated list names (all for NULL); 0 when a name is unknown. */
+static int pick_modes(const char *list, int on[NMODES]) {
+  for (int m = 0; m < NMODES; m++) on[m] = list == NULL;
+  for (const char *p = list; p && *p;) {
+    size_t len = strcspn(p, ",");
+    int found = 0;
+    for (int m = 0; m < NMODES; m++)
+      if (strlen(mode_names[m]) == len && !strncmp(p, mode_names[m], len)) on[m] = found = 1;
+    if (!found) return 0;
+    p += len + (p[len] == ',');
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
   size_t bytes = 8;
-  int iters = 2000, rounds = 7;
+  int iters = 2000, rounds = 7, on[NMODES], bad_arg = 0;
+  const char *modes = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "-b")) bytes = strtoull(argv[i + 1], NULL, 0);
     else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
-    else {
-      fprintf(stderr, "usage: dev_latency [-b bytes] [-n iters] [-r rounds]\n");
-      return 2;
-    }
+    else if (!strcmp(argv[i], "-m")) modes = argv[i + 1];
+    else bad_arg = 1;
+  }
+  if (bad_arg || !pick_modes(modes, on)) {
+    fprintf(stderr, "usage: dev_latency [-b bytes] [-n iters] [-r rounds] [-m mode,mode...]  (modes:");
+    for (int m = 0; m < NMODES; m++) fprintf(stderr, " %s", mode_names[m]);
+    fprintf(stderr, ")\n");
+    return 2;
   }
   if (iters < GRAPH_OPS) iters = GRAPH_OPS;
   if (rounds < 1 || rounds > 99) rounds = 7;
@@ -175,11 +195,13 @@ int main(int argc, char **argv) {
   check_cuda(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
   b.one = capture(&b, 1);
   b.hundred = capture(&b, GRAPH_OPS);
-  for (int m = 0; m < NMODES; m++) run_mode(&b, m, GRAPH_OPS); /* and the graphs' first launches */
+  for (int m = 0; m < NMODES; m++) /* and the graphs' first launches */
+    if (on[m]) run_mode(&b, m, GRAPH_OPS);
 
   double t[NMODES][99];
   for (int r = 0; r < rounds; r++)
     for (int m = 0; m < NMODES; m++) {
+      if (!on[m]) continue;
       double mine = run_mode(&b, m, iters), slowest;
       MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       t[m][r] = slowest;
@@ -198,10 +220,12 @@ int main(int argc, char **argv) {
     printf("# %-12s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
     double empty_median = 0;
     for (int m = 0; m < NMODES; m++) {
+      if (!on[m]) continue;
       qsort(t[m], rounds, sizeof(double), cmp_double);
       double median = t[m][rounds / 2];
       if (m == EMPTY) empty_median = median;
-      printf("  %-12s %10.2f %10.2f %10.2f\n", mode_names[m], median, t[m][0], median / empty_median);
+      printf("  %-12s %10.2f %10.2f %10.2f\n", mode_names[m], median, t[m][0],
+             empty_median > 0 ? median / empty_median : 0.0);
     }
     printf("# check: %s (%d wrong elements)\n", bad_all ? "FAILED" : "ok", bad_all);
   }

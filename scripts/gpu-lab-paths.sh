@@ -52,6 +52,12 @@
 #           mapped on first use (DCCL_LAZY_MAP_BYTES=-1: no direct collectives), all-reduce, reduce-scatter and
 #           reduce 8 B-256 MiB, DCCL_DETERMINISTIC=1 (one-shot and ordered schedules) against 0 (ring, one-shot),
 #           alternated: what the same bits everywhere cost there.
+#   trace:  where the 8-byte all-reduce's time goes (issue 10's 15 us and issue 11's 10 us with a synchronise):
+#           perf/gpu/kernel_trace (CUPTI, injected by CUDA_INJECTION64_PATH) records every kernel and launch call of
+#           dev_latency (2 ranks in processes under MPS: ar+sync, then empty+sync, 2000 each) and of
+#           inproc_allreduce (2 ranks of one process, 8 B, with a synchronise after each); then
+#           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
+#           skew, the time after both started, the synchronise's wake-up and the host's gap.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -118,7 +124,7 @@ done
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
-   " $parts " == *" det "* ]] || exit $status
+   " $parts " == *" det "* || " $parts " == *" trace "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -292,4 +298,33 @@ done
     sed "s/^/$name: /" "$out/$name.log" | grep -E "ar\+sync|ar b2b|graph b2b|check:"
   done
 done
+[[ " $parts " == *" trace "* ]] && {
+  lib=$build/perf/gpu/libdccl_kernel_trace.so
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  if [ -f "$lib" ] && ldd "$lib" | grep -q "not found"; then # CUPTI elsewhere: the toolkit's lib64 or PyTorch's
+    cupti=$(find /usr/local/cuda/ /usr/local/cuda/extras /opt/torch/.venv -name 'libcupti.so.13*' 2>/dev/null | head -1)
+    [ -n "$cupti" ] && export LD_LIBRARY_PATH=$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  if [ ! -f "$lib" ] || ldd "$lib" | grep -q "not found"; then
+    echo "trace: $lib not built or not loadable (no CUPTI here?)"; ldd "$lib" 2>&1 | grep "not found"
+  else
+    for what in ar+sync empty+sync inproc; do
+      name=trace.$what
+      fits 60 "$name" || continue
+      rm -rf "$out/$name" && mkdir -p "$out/$name"
+      if [ $what = inproc ]; then
+        DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 \
+          "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      else
+        DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 "${mpi[@]}" \
+          -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m "$what" \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      fi
+      grep -E "kernel_trace|sync|^ *8 " "$out/$name.log" | sed "s/^/$name: /" | head -5
+      python3 "$here/../perf/kernel_trace_report.py" "$out/$name" --last 2000 \
+        --pattern "$([ $what = empty+sync ] && echo empty || echo dccl_kernel)" | sed "s/^/$name: /"
+      tar -czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "${out:?}/$name"
+    done
+  fi
+}
 exit $status

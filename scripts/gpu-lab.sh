@@ -69,7 +69,9 @@ if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
   rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
   echo "gpu-lab: carried build of $src/$rel (code ${code:-unknown}) unpacked in $(($(date +%s) - start)) s"
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-         ninja -C "$build" $(cat "$here/gpu-targets.txt"); } > "$out/build.log" 2>&1; then
+         ninja -C "$build" $(cat "$here/gpu-targets.txt") &&
+         { ! ninja -C "$build" -t targets all | grep -q '^dccl_kernel_trace:' || ninja -C "$build" dccl_kernel_trace; }
+       } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "gpu-lab: build failed"
   exit 1
