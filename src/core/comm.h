@@ -78,6 +78,9 @@ struct dccl_comm {
   /* Failure state. async_error is what ncclCommGetAsyncError reports; readable from any thread. */
   _Atomic int async_error;
   _Atomic int abort_flag;    /* nonzero: every wait stops */
+  /* ncclCommRevoke, or a shrink with NCCL_SHRINK_ABORT, stopped every operation (abort_flag): calls are refused,
+   * the stopped operations' failures are not the communicator's, and only management calls work on it. */
+  _Atomic int revoked;
   _Atomic int dead_rank;    /* -1, or the rank whose death was reported */
   char error_text[512];
   pthread_mutex_t error_lock;
@@ -193,6 +196,10 @@ ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, c
 
 /* Records a failure on the communicator (first one wins), sets the abort flag, and tells the peers' FIFOs. */
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
+/* ncclCommRevoke's stop: every wait ends, kernels exit, the peers' links are told; no failure is recorded. */
+void dccl_comm_revoke(struct dccl_comm *comm);
+/* Whether no operation of the communicator runs any more: none posted to its progress thread, no kernel. */
+int dccl_comm_quiescent(struct dccl_comm *comm);
 /* `res` of a wait that the communicator's failure may have ended (a peer's death, mismatched calls; its text is
  * written before the flag): that failure where there is one and the wait failed, else `res`. */
 ncclResult_t dccl_comm_failure_over(struct dccl_comm *comm, ncclResult_t res);

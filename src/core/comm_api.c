@@ -112,6 +112,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommFinalize"));
+  if (atomic_load(&comm->revoked))
+    return dccl_error(ncclInvalidUsage, "ncclCommFinalize: the communicator was revoked: ncclCommDestroy frees it");
   comm->finalized = 1;
   dccl_dev_comm_wait(&comm->coll); /* the kernels queued so far finish (an aborted one soon) */
   /* A blocking communicator's operations completed in their calls; a nonblocking one's are done when
@@ -145,9 +147,20 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* Stops every operation in flight (waits, kernels; the peers' ends of the links learn it at once) and refuses new
+ * ones; ncclCommGetAsyncError reports ncclInProgress until they have all ended, then ncclSuccess, whatever they
+ * failed with. Destroy, split and shrink then work (the split's exchanges use the bootstrap, which the stopped
+ * operations never held). Calling it again does nothing more. */
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   DCCLCHECK(dccl_comm_check(comm, "ncclCommRevoke"));
-  return dccl_error(ncclInvalidUsage, "ncclCommRevoke is not supported by DCCL yet (flags %d)", revokeFlags);
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return dccl_error(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT (0), not %d",
+                      revokeFlags);
+  if (atomic_load(&comm->init_state) != DCCL_INIT_READY)
+    return dccl_error(ncclInvalidUsage, "ncclCommRevoke: the communicator is %s (ncclCommAbort ends it)",
+                      atomic_load(&comm->init_state) == DCCL_INIT_PENDING ? "still being created" : "a failed creation");
+  dccl_comm_revoke(comm);
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
@@ -165,6 +178,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   /* Work in the background: a nonblocking creation, a split of this parent, posted operations. */
   int busy = atomic_load(&comm->init_state) == DCCL_INIT_PENDING || atomic_load(&comm->splits_running) > 0 ||
              (comm->nonblocking && atomic_load(&comm->coll.queue.pending) > 0);
+  if (atomic_load(&comm->revoked)) { /* in progress until the stopped operations (kernels too) have ended */
+    *asyncError = busy || !dccl_comm_quiescent(comm) ? ncclInProgress : ncclSuccess;
+    return ncclSuccess;
+  }
   *asyncError = err != ncclSuccess ? err : busy ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }

@@ -15,19 +15,40 @@
 #include "util/cuda_driver.h"
 #include "util/error.h"
 
-void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text) {
-  pthread_mutex_lock(&comm->error_lock);
-  if (!comm->error_text[0]) snprintf(comm->error_text, sizeof(comm->error_text), "%s", text ? text : "");
-  pthread_mutex_unlock(&comm->error_lock);
-  int ok = ncclSuccess;
-  atomic_compare_exchange_strong(&comm->async_error, &ok, (int)code);
+/* Every wait stops, kernels exit, and the peers are told at once, so they stop waiting for this rank instead of
+ * discovering it later. */
+static void stop_everything(struct dccl_comm *comm) {
   comm->abort_flag = 1;
   dccl_dev_comm_abort(&comm->coll); /* kernels poll their own copy of the flag */
-  /* Tell the peers at once, so they stop waiting for us instead of discovering it later. */
   pthread_mutex_lock(&comm->conn_lock);
   for (struct dccl_conn_entry *e = atomic_load(&comm->conns); e; e = e->next)
     if (e->conn.transport) e->conn.transport->abort(&e->conn);
   pthread_mutex_unlock(&comm->conn_lock);
+}
+
+static void note_error_text(struct dccl_comm *comm, const char *text) {
+  pthread_mutex_lock(&comm->error_lock);
+  if (!comm->error_text[0]) snprintf(comm->error_text, sizeof(comm->error_text), "%s", text ? text : "");
+  pthread_mutex_unlock(&comm->error_lock);
+}
+
+void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text) {
+  if (!atomic_load(&comm->revoked)) { /* a revoked communicator's stopped operations fail as they should */
+    note_error_text(comm, text);
+    int ok = ncclSuccess;
+    atomic_compare_exchange_strong(&comm->async_error, &ok, (int)code);
+  }
+  stop_everything(comm);
+}
+
+void dccl_comm_revoke(struct dccl_comm *comm) {
+  note_error_text(comm, "the communicator was revoked (ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT)");
+  atomic_store(&comm->revoked, 1);
+  stop_everything(comm);
+}
+
+int dccl_comm_quiescent(struct dccl_comm *comm) {
+  return atomic_load(&comm->coll.queue.pending) == 0 && !dccl_dev_comm_busy(&comm->coll);
 }
 
 ncclResult_t dccl_comm_failure_over(struct dccl_comm *comm, ncclResult_t res) {

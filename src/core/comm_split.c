@@ -5,20 +5,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/comm_async.h"
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
+#include "util/clock.h"
 #include "util/cuda_driver.h"
 #include "util/error.h"
+#include "util/log.h"
 
 struct split_task {
   struct dccl_comm *parent;
   struct dccl_comm *child; /* NULL: this rank takes part but joins nothing (NCCL_SPLIT_NOCOLOR, or excluded) */
   int color, key;
   int shrink;   /* members are the parent's ranks minus `excluded` */
+  int abort_parent; /* NCCL_SHRINK_ABORT: the parent was revoked; its stopped operations end before the ranks meet */
   int *excluded; /* nexcluded parent ranks (a copy) */
   int nexcluded;
 };
@@ -53,8 +57,7 @@ static ncclResult_t split_members(struct split_task *t, int *members, int *m) {
   return res;
 }
 
-/* Joins the new communicator's bootstrap and creates it. A shrink usually follows a failure, which set the
- * parent's abort flag: the parent's links then answer to the child's flag instead while the members meet. */
+/* Joins the new communicator's bootstrap and creates it. */
 static ncclResult_t join_child(struct split_task *t, const int *members, int m) {
   struct dccl_comm *parent = t->parent, *child = t->child;
   int me = -1;
@@ -63,11 +66,7 @@ static ncclResult_t join_child(struct split_task *t, const int *members, int m) 
   child->rank = me;
   child->nranks = m;
   child->hostid_entry = parent->hostid_entry ? parent->hostid_entry : parent->rank + 1;
-  int borrow = t->shrink && atomic_load(&parent->abort_flag);
-  if (borrow) dccl_bootstrap_set_abort_flag(parent->bootstrap, &child->abort_flag);
-  ncclResult_t res = dccl_bootstrap_split(parent->bootstrap, me, m, members, &child->bootstrap);
-  if (borrow) dccl_bootstrap_set_abort_flag(parent->bootstrap, &parent->abort_flag);
-  DCCLCHECK(res);
+  DCCLCHECK(dccl_bootstrap_split(parent->bootstrap, me, m, members, &child->bootstrap));
   dccl_bootstrap_set_abort_flag(child->bootstrap, &child->abort_flag);
   dccl_log_set_rank(me);
   DCCLCHECK(dccl_comm_init_from_bootstrap(child));
@@ -75,10 +74,30 @@ static ncclResult_t join_child(struct split_task *t, const int *members, int m) 
   return ncclSuccess;
 }
 
+/* NCCL_SHRINK_ABORT: the parent's stopped operations end (kernels exit at their next check of the abort word)
+ * before the members meet; one that never ends (a kernel queued behind a stuck one) does not hold the shrink. */
+static void wait_parent_quiet(struct dccl_comm *parent) {
+  int64_t give_up = dccl_now_ns() + 10 * 1000000000ll;
+  while (!dccl_comm_quiescent(parent) && dccl_now_ns() < give_up) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!dccl_comm_quiescent(parent))
+    DCCL_WARN(DCCL_INIT, "ncclCommShrink(NCCL_SHRINK_ABORT): the parent's operations still run after 10 s; "
+                         "shrinking all the same");
+}
+
 static ncclResult_t split_run(struct split_task *t) {
-  int n = t->parent->nranks, m = 0;
+  struct dccl_comm *parent = t->parent;
+  int n = parent->nranks, m = 0;
   int *members = calloc((size_t)n, sizeof(int));
   if (!members) return dccl_error(ncclSystemError, "out of memory");
+  if (t->abort_parent) wait_parent_quiet(parent);
+  /* A stopped parent (failed, or revoked) has its abort flag set, which its bootstrap's waits obey: a shrink, or
+   * any split of a revoked parent, has them answer to the child's flag instead while the ranks meet. */
+  _Atomic int none = 0; /* a rank that joins nothing */
+  int borrow = atomic_load(&parent->abort_flag) && (t->shrink || atomic_load(&parent->revoked));
+  if (borrow) dccl_bootstrap_set_abort_flag(parent->bootstrap, t->child ? &t->child->abort_flag : &none);
   ncclResult_t res = ncclSuccess;
   if (t->shrink) {
     for (int r = 0; r < n; r++)
@@ -87,6 +106,7 @@ static ncclResult_t split_run(struct split_task *t) {
     res = split_members(t, members, &m);
   }
   if (res == ncclSuccess && t->child) res = join_child(t, members, m);
+  if (borrow) dccl_bootstrap_set_abort_flag(parent->bootstrap, &parent->abort_flag);
   free(members);
   return res;
 }
@@ -189,13 +209,16 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
     return dccl_error(ncclInvalidArgument, "%s: excludeRanksList is NULL or its count (%d) negative", call,
                       excludeRanksCount);
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT)
-    return dccl_error(ncclInvalidUsage, "%s: NCCL_SHRINK_ABORT is not supported by DCCL yet", call);
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return dccl_error(ncclInvalidArgument, "%s: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT",
+                      call, shrinkFlags);
   for (int i = 0; i < excludeRanksCount; i++)
     if (excludeRanksList[i] < 0 || excludeRanksList[i] >= comm->nranks)
       return dccl_error(ncclInvalidArgument, "%s: excluded rank %d is outside 0..%d", call, excludeRanksList[i],
                         comm->nranks - 1);
   DCCLCHECK(dccl_config_read(config, &comm->config, &cfg, call));
+  /* First the parent's operations stop (a rank excluded too: it leaves the parent), as ncclCommRevoke does. */
+  if (shrinkFlags == NCCL_SHRINK_ABORT) dccl_comm_revoke(comm);
   int excluded = 0;
   for (int i = 0; i < excludeRanksCount; i++) excluded |= excludeRanksList[i] == comm->rank;
   if (excluded) return ncclSuccess; /* not a member: *newcomm stays NULL, and the members do not wait for it */
@@ -207,5 +230,6 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
   if (excludeRanksCount > 0) memcpy(t->excluded, excludeRanksList, (size_t)excludeRanksCount * sizeof(int));
   t->nexcluded = excludeRanksCount;
   t->shrink = 1;
+  t->abort_parent = shrinkFlags == NCCL_SHRINK_ABORT;
   return split_start(t, &cfg, newcomm);
 }

@@ -208,6 +208,87 @@ static int shrink_idle_blocking(int rank, int nranks, ncclUniqueId id) { return 
 static int shrink_idle_nonblocking(int rank, int nranks, ncclUniqueId id) { return shrink_body(rank, nranks, id, 0, 1); }
 static int shrink_dead(int rank, int nranks, ncclUniqueId id) { return shrink_body(rank, nranks, id, 1, 1); }
 
+/* Every rank but the last posts an all-reduce the last never joins (it hangs), then every rank revokes: the posted
+ * operation stops, ncclCommGetAsyncError settles on ncclSuccess, calls are refused, and a split of the revoked
+ * communicator (the last rank joins nothing) works. */
+static int revoke_then_split(int rank, int nranks, ncclUniqueId id) {
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t comm, sub = NULL;
+  ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  EXPECT(settle(comm) == ncclSuccess, "creation");
+  int silent = rank == nranks - 1;
+  float *in = malloc(COUNT * sizeof(float)), *out = calloc(COUNT, sizeof(float));
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + 1);
+  ncclResult_t state = ncclSuccess;
+  if (!silent) {
+    EXPECT(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInProgress, "posting");
+    usleep(300000);
+    EXPECT(ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress,
+           "the all-reduce without the last rank reported %d", (int)state);
+  }
+  EXPECT(ncclCommRevoke(comm, 1) == ncclInvalidArgument, "revoke with flags 1 was not refused");
+  double t0 = now_ms();
+  EXPECT(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke");
+  EXPECT(settle(comm) == ncclSuccess, "the revoked communicator did not settle on ncclSuccess");
+  EXPECT(now_ms() - t0 < 2000, "settling took %.0f ms", now_ms() - t0);
+  EXPECT(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidUsage &&
+             strstr(ncclGetLastError(comm), "revoked"),
+         "a call on a revoked communicator was not refused");
+  EXPECT(ncclCommFinalize(comm) == ncclInvalidUsage, "finalize after revoke was not refused");
+  ncclResult_t r = ncclCommSplit(comm, silent ? NCCL_SPLIT_NOCOLOR : 0, rank, &sub, NULL);
+  EXPECT(r == ncclInProgress, "split of the revoked communicator returned %d", (int)r);
+  EXPECT(settle(comm) == ncclSuccess, "the split did not finish");
+  if (!silent) {
+    int n = 0;
+    EXPECT(sub && settle(sub) == ncclSuccess && ncclCommCount(sub, &n) == ncclSuccess && n == nranks - 1,
+           "the split communicator (%d ranks)", n);
+    memset(out, 0, COUNT * sizeof(float));
+    ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, sub, NULL);
+    EXPECT(settle(sub) == ncclSuccess && sum_ok(out, nranks - 1), "all-reduce on the split communicator");
+    ncclCommDestroy(sub);
+  } else {
+    EXPECT(sub == NULL, "NCCL_SPLIT_NOCOLOR gave a communicator");
+  }
+  EXPECT(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  free(in);
+  free(out);
+  return 0;
+}
+
+/* The last rank is alive but never calls: the others' all-reduce hangs on it, and ncclCommShrink with
+ * NCCL_SHRINK_ABORT ends that all-reduce first, then leaves the last rank out. */
+static int shrink_abort(int rank, int nranks, ncclUniqueId id) {
+  ncclConfig_t cfg = nonblocking();
+  ncclComm_t comm, small = NULL;
+  ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  EXPECT(settle(comm) == ncclSuccess, "creation");
+  int out_rank = nranks - 1;
+  if (rank == out_rank) {
+    sleep(3); /* silent, then gone */
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  float *in = malloc(COUNT * sizeof(float)), *out = calloc(COUNT, sizeof(float));
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + 1);
+  EXPECT(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInProgress, "posting");
+  usleep(300000);
+  ncclResult_t state = ncclSuccess;
+  EXPECT(ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress,
+         "the all-reduce without the last rank reported %d", (int)state);
+  EXPECT(ncclCommShrink(comm, &out_rank, 1, &small, NULL, 2) == ncclInvalidArgument, "flags 2 were not refused");
+  ncclResult_t r = ncclCommShrink(comm, &out_rank, 1, &small, NULL, NCCL_SHRINK_ABORT);
+  EXPECT(r == ncclInProgress, "shrink returned %d", (int)r);
+  EXPECT(settle(small) == ncclSuccess, "the shrunk communicator");
+  EXPECT(settle(comm) == ncclSuccess, "the parent's stopped all-reduce did not end");
+  memset(out, 0, COUNT * sizeof(float));
+  ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, small, NULL);
+  EXPECT(settle(small) == ncclSuccess && sum_ok(out, nranks - 1), "all-reduce on the shrunk communicator");
+  EXPECT(ncclCommDestroy(small) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  free(in);
+  free(out);
+  return 0;
+}
+
 /* The only rank that calls: creation waits for a peer that never comes, and ncclCommAbort stops it. */
 static int abort_pending(int rank, int nranks, ncclUniqueId id) {
   (void)nranks;
@@ -262,6 +343,8 @@ int main(void) {
   run_ranks("shrink without the excluded rank (idle), nonblocking", 3, shrink_idle_nonblocking);
   if (pipe(done_pipe) != 0) return 1;
   run_ranks("shrink without the excluded rank (dead)", 3, shrink_dead);
+  run_ranks("revoke stops a hung all-reduce, then a split", 3, revoke_then_split);
+  run_ranks("shrink with NCCL_SHRINK_ABORT ends a hung all-reduce", 3, shrink_abort);
   run_ranks("abort stops a pending creation", 1, abort_pending);
   run_ranks("nonblocking creations in one group", 1, group_of_inits);
   printf("test_nonblocking: %d passed, %d failed\n", checks_passed, checks_failed);
