@@ -3,7 +3,7 @@
 
 Every stream of every process that ran kernels whose name holds PATTERN is a lane (a rank). The last N eager kernels
 of each lane are lined up by index (the k-th kernel of every lane is the same collective), and the medians printed:
-  period        one launch call's start to the next one's on the lane (the whole cost per operation)
+  period        one kernel's start to the next one's on the lane (the whole cost per operation)
   launch call   the host's launch call (cuLaunchKernel or cudaLaunchKernel), start to return
   call->queued  the call's start to the kernel's queued time (the library's own work before it launches is before
                 the call, in `host gap`)
@@ -49,16 +49,18 @@ def lanes_of(folder, pattern, last):
                 launches.setdefault(a["corr"], a)  # the outermost call (runtime before driver) comes first
         syncs = sorted((a for a in apis if "Synchronize" in a["name"]), key=lambda a: a["start"])
         sync_starts = [s["start"] for s in syncs]
-        mine = [k for k in kernels if pattern in k["name"] and k["graph"] == 0 and k["corr"] in launches]
+        # A kernel whose launch call was not recorded (a driver entry point CUPTI did not see) still counts for
+        # the GPU-side figures.
+        mine = [k for k in kernels if pattern in k["name"] and k["graph"] == 0]
         for k in mine:
-            k["call"] = launches[k["corr"]]
+            k["call"] = launches.get(k["corr"])
             i = bisect.bisect_right(sync_starts, k["end"]) - 1  # the last synchronise begun before the kernel ended
             k["sync"] = syncs[i] if i >= 0 and syncs[i]["end"] >= k["end"] else None
         by_stream = {}
         for k in mine:
             by_stream.setdefault(k["stream"], []).append(k)
         for stream, ks in by_stream.items():
-            ks.sort(key=lambda k: k["call"]["start"])
+            ks.sort(key=lambda k: k["start"])
             lanes[(os.path.basename(path), stream)] = ks[-last:]
     return lanes
 
@@ -74,15 +76,16 @@ def report(lanes):
     for ks in lanes.values():
         ks = ks[-n:]
         for i, k in enumerate(ks):
-            call = k["call"]
-            if i > 0:
-                rows["period"].append(call["start"] - ks[i - 1]["call"]["start"])
-                prev_sync = ks[i - 1]["sync"]
-                if prev_sync and prev_sync["end"] <= call["start"]:
-                    rows["host gap"].append(call["start"] - prev_sync["end"])
-            rows["launch call"].append(call["end"] - call["start"])
+            call, prev = k["call"], ks[i - 1] if i > 0 else None
+            if prev:
+                rows["period"].append(k["start"] - prev["start"])
+                if call and prev["sync"] and prev["sync"]["end"] <= call["start"]:
+                    rows["host gap"].append(call["start"] - prev["sync"]["end"])
+            if call:
+                rows["launch call"].append(call["end"] - call["start"])
             if k["queued"]:
-                rows["call->queued"].append(k["queued"] - call["start"])
+                if call:
+                    rows["call->queued"].append(k["queued"] - call["start"])
                 rows["queued->start"].append(k["start"] - k["queued"])
             rows["duration"].append(k["end"] - k["start"])
             if k["sync"]:
@@ -94,7 +97,9 @@ def report(lanes):
             rows["start skew"].append(max(starts) - min(starts))
             for ks in aligned:
                 rows["after peers"].append(ks[i]["end"] - max(starts))
-    print("# %d lanes (process, stream), %d kernels each; medians in us" % (len(lanes), n))
+    calls = sum(1 for ks in lanes.values() for k in ks[-n:] if k["call"])
+    print("# %d lanes (process, stream), %d kernels each, %d with their launch call; medians in us"
+          % (len(lanes), n, calls))
     for name, values in rows.items():
         if values:
             print("  %-14s %8.2f" % (name, median_us(values)))
