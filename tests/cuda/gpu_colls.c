@@ -14,7 +14,8 @@
  * that takes a FIFO algorithm while the others take the direct one, or a broadcast from another root where every
  * rank waits to receive, so no fingerprint meets another: the stall report must name both calls on every rank
  * within 2.5 s, then an all-reduce on the first communicators works.
- * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
+ * `revoke` instead revokes every rank while rank 0's receive waits in its kernel (ncclCommRevoke).
+ * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch|premul|root_mismatch|revoke]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
  * all-reduce is direct, since the ranks share this process and GPU; DCCL_TRANSPORT=shm stages the links)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -541,6 +542,40 @@ static void nonblocking_case(void) {
   for (int r = 0; r < nranks; r++) ncclCommDestroy(c[r]);
 }
 
+/* ncclCommRevoke with a kernel waiting: rank 0 receives from rank 1, which never sends, so its kernel spins; every
+ * rank revokes; the kernel must exit, ncclCommGetAsyncError settle on ncclSuccess within 5 s, the stream
+ * synchronise, and a call on the revoked communicator be refused. */
+static void revoke_case(void) {
+  const size_t n = 1024;
+  if (nranks < 2) return;
+  /* A matched pair first: a link's first use waits on the host for its peer, which the lone receive must not. */
+  int ok = ncclGroupStart() == ncclSuccess;
+  ok = ok && ncclSend(dsend[1], n, ncclFloat32, 0, comms[1], streams[1]) == ncclSuccess;
+  ok = ok && ncclRecv(drecv[0], n, ncclFloat32, 1, comms[0], streams[0]) == ncclSuccess;
+  ok = (ncclGroupEnd() == ncclSuccess) & ok && sync_all();
+  ok = ok && ncclRecv(drecv[0], n, ncclFloat32, 1, comms[0], streams[0]) == ncclSuccess;
+  usleep(200000);
+  ok = ok && cudaStreamQuery(streams[0]) == cudaErrorNotReady; /* the receive waits */
+  for (int r = 0; r < nranks && ok; r++) ok = ncclCommRevoke(comms[r], NCCL_REVOKE_DEFAULT) == ncclSuccess;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double took = 0;
+  for (int r = 0; r < nranks && ok; r++) {
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress && took < 5.0) {
+      ok = ncclCommGetAsyncError(comms[r], &state) == ncclSuccess;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    }
+    ok = ok && state == ncclSuccess;
+  }
+  ok = ok && cudaStreamSynchronize(streams[0]) == cudaSuccess;
+  ok = ok && ncclAllReduce(dsend[0], drecv[0], n, ncclFloat32, ncclSum, comms[0], streams[0]) == ncclInvalidUsage;
+  printf("%s: revoked with a receive's kernel waiting: settled in %.3f s, then calls refused (%s)\n",
+         ok ? "PASS" : "FAIL", took, ncclGetLastError(comms[0]));
+  if (ok) n_passed++; else n_failed++;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
@@ -550,6 +585,7 @@ int main(int argc, char **argv) {
   int path_mismatch = argc > 2 && !strcmp(argv[2], "path_mismatch");
   int premul_only = argc > 2 && !strcmp(argv[2], "premul"); /* only the premulsum cases (to chase one alone) */
   int root_mismatch = argc > 2 && !strcmp(argv[2], "root_mismatch"); /* path_mismatch's broadcast alone */
+  int revoke = argc > 2 && !strcmp(argv[2], "revoke");
   const char *transport = getenv("DCCL_TRANSPORT");
   int staged = transport && (!strcmp(transport, "shm") || !strcmp(transport, "staged"));
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
@@ -612,6 +648,8 @@ int main(int argc, char **argv) {
     premul_cases();
   } else if (root_mismatch) {
     path_mismatch_case(PATH_ROOT, "1024 x float32, root 1", "1024 x float32, root 0");
+  } else if (revoke) {
+    revoke_case();
   } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
       big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));
