@@ -173,7 +173,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   ncclResult_t dev_err = ready && atomic_load(&comm->async_error) == ncclSuccess
                              ? dccl_dev_comm_error(&comm->coll, text, sizeof(text))
                              : ncclSuccess;
-  if (dev_err != ncclSuccess) dccl_comm_set_failed(comm, dev_err, text);
+  if (dev_err != ncclSuccess && !atomic_load(&comm->revoked)) dccl_comm_set_failed(comm, dev_err, text);
   ncclResult_t err = (ncclResult_t)atomic_load(&comm->async_error);
   /* Work in the background: a nonblocking creation, a split of this parent, posted operations. */
   int busy = atomic_load(&comm->init_state) == DCCL_INIT_PENDING || atomic_load(&comm->splits_running) > 0 ||
