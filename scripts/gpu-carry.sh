@@ -33,7 +33,9 @@ tar -czf "$carry/dropin.tar.gz" -C "$stage" .
 # not among the targets, objects and build-system files stay behind.
 ninja -C "$build" $(cat "$repo/scripts/gpu-targets.txt") > /dev/null
 # The CUPTI tracer of the paths part `trace` (perf/gpu/kernel_trace.c), where this toolkit has CUPTI.
-if ninja -C "$build" -t targets all | grep -q '^dccl_kernel_trace:'; then ninja -C "$build" dccl_kernel_trace > /dev/null; fi
+if ninja -C "$build" -t targets all | grep -q '^dccl_kernel_trace:'; then
+  ninja -C "$build" dccl_kernel_trace > /dev/null
+fi
 targets=" $(tr '\n' ' ' < "$repo/scripts/gpu-targets.txt") "
 rm -rf "$stage" && mkdir -p "$stage"
 (cd "$build" && find . \( -name CMakeFiles -o -name nccl-tests -o -name Testing \) -prune -o -type f \

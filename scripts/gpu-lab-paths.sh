@@ -55,7 +55,8 @@
 #   trace:  where the 8-byte all-reduce's time goes (issue 10's 15 us and issue 11's 10 us with a synchronise):
 #           perf/gpu/kernel_trace (CUPTI, injected by CUDA_INJECTION64_PATH) records every kernel and launch call of
 #           dev_latency (2 ranks in processes under MPS: ar+sync, then empty+sync, 2000 each) and of
-#           inproc_allreduce (2 ranks of one process, 8 B, with a synchronise after each); then
+#           inproc_allreduce (2 ranks of one process, 8 B, with a synchronise after each: the default, direct, and
+#           DCCL_ALGO=oneshot, LL through the FIFOs with no second meeting); then
 #           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
 #           skew, the time after both started, the synchronise's wake-up and the host's gap.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
@@ -308,17 +309,18 @@ done
   if [ ! -f "$lib" ] || ldd "$lib" | grep -q "not found"; then
     echo "trace: $lib not built or not loadable (no CUPTI here?)"; ldd "$lib" 2>&1 | grep "not found"
   else
-    for what in ar+sync empty+sync inproc; do
+    for what in ar+sync empty+sync inproc inproc-oneshot; do
       name=trace.$what
       fits 60 "$name" || continue
       rm -rf "$out/$name" && mkdir -p "$out/$name"
-      if [ $what = inproc ]; then
-        DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 \
+      if [[ $what == inproc* ]]; then
+        DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) CUDA_INJECTION64_PATH=$lib \
+          KERNEL_TRACE_DIR=$out/$name timeout 60 \
           "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
       else
         DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 "${mpi[@]}" \
-          -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m "$what" \
-          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+          -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 2 \
+          "$build/perf/dev_latency" -n 2000 -r 1 -m "$what" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
       fi
       grep -E "kernel_trace|sync|^ *8 " "$out/$name.log" | sed "s/^/$name: /" | head -5
       python3 "$here/../perf/kernel_trace_report.py" "$out/$name" --last 2000 \
