@@ -52,7 +52,8 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
     if (!((rmask >> i) & 1)) continue;
     const dccl_dev_conn *c = t.recv[i];
     const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
-    const uint64_t *bulk_unit0 = (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
+    const uint64_t *bulk_unit0 =
+        (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
     uint32_t flag = dccl_ll_flag(cta->ll_in_pos[i]);
     uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
     for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {

@@ -158,7 +158,8 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
                       revokeFlags);
   if (atomic_load(&comm->init_state) != DCCL_INIT_READY)
     return dccl_error(ncclInvalidUsage, "ncclCommRevoke: the communicator is %s (ncclCommAbort ends it)",
-                      atomic_load(&comm->init_state) == DCCL_INIT_PENDING ? "still being created" : "a failed creation");
+                      atomic_load(&comm->init_state) == DCCL_INIT_PENDING ? "still being created"
+                                                                           : "a failed creation");
   dccl_comm_revoke(comm);
   return ncclSuccess;
 }
