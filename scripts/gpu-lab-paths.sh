@@ -54,7 +54,8 @@
 #           alternated: what the same bits everywhere cost there.
 #   trace:  where the 8-byte all-reduce's time goes (issue 10's 15 us and issue 11's 10 us with a synchronise):
 #           perf/gpu/kernel_trace (CUPTI, injected by CUDA_INJECTION64_PATH) records every kernel and launch call of
-#           dev_latency (2 ranks in processes under MPS: ar+sync, then empty+sync, 2000 each) and of
+#           dev_latency (2 ranks in processes under MPS: ar+sync, then empty+sync and fat+sync (an empty kernel with
+#           a parameter the size of DCCL's launch), 2000 each) and of
 #           inproc_allreduce (2 ranks of one process, 8 B, with a synchronise after each: the default, direct, and
 #           DCCL_ALGO=oneshot, LL through the FIFOs with no second meeting); then
 #           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
@@ -309,7 +310,7 @@ done
   if [ ! -f "$lib" ] || ldd "$lib" | grep -q "not found"; then
     echo "trace: $lib not built or not loadable (no CUPTI here?)"; ldd "$lib" 2>&1 | grep "not found"
   else
-    for what in ar+sync empty+sync inproc inproc-oneshot; do
+    for what in ar+sync empty+sync fat+sync inproc inproc-oneshot; do
       name=trace.$what
       fits 60 "$name" || continue
       rm -rf "$out/$name" && mkdir -p "$out/$name"
@@ -324,7 +325,8 @@ done
       fi
       grep -E "kernel_trace|sync|^ *8 " "$out/$name.log" | sed "s/^/$name: /" | head -5
       python3 "$here/../perf/kernel_trace_report.py" "$out/$name" --last 2000 \
-        --pattern "$([ $what = empty+sync ] && echo empty || echo dccl_kernel)" | sed "s/^/$name: /"
+        --pattern "$(case $what in empty+sync) echo empty ;; fat+sync) echo fat ;; *) echo dccl_kernel ;; esac)" |
+        sed "s/^/$name: /"
       tar -czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "${out:?}/$name"
     done
   fi
