@@ -325,9 +325,12 @@ done
       fi
       grep -E "kernel_trace|sync|^ *8 " "$out/$name.log" | sed "s/^/$name: /" | head -5
       python3 "$here/../perf/kernel_trace_report.py" "$out/$name" --last 2000 \
-        --pattern "$(case $what in empty+sync) echo empty ;; fat+sync) echo fat ;; *) echo dccl_kernel ;; esac)" |
-        sed "s/^/$name: /"
+        --pattern "$(case $what in empty+sync) echo empty ;; fat+sync) echo fat ;; *) echo dccl_kernel ;; esac)" \
+        > "$out/$name.txt" 2>&1
+      sed "s/^/$name: /" "$out/$name.txt"
       tar -czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "${out:?}/$name"
+      # A tracer that records nothing here (CUPTI under MPS, say) would cost the call a minute a run: stop.
+      grep -q "medians" "$out/$name.txt" || { echo "trace: nothing recorded; the other runs skipped"; break; }
     done
   fi
 }
