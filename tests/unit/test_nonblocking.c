@@ -2,6 +2,7 @@
  * finalize and collectives return ncclInProgress at once and finish in the background; ncclCommGetAsyncError
  * reports ncclInProgress until then. Ranks are forked processes (the id is made before the fork); each case has
  * a watchdog, so a hang fails it. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,36 @@ static int shrink_abort(int rank, int nranks, ncclUniqueId id) {
   return 0;
 }
 
+static void *revoke_later(void *comm) {
+  usleep(300000);
+  ncclCommRevoke((ncclComm_t)comm, NCCL_REVOKE_DEFAULT);
+  return NULL;
+}
+
+/* A blocking communicator: rank 0's all-reduce waits for rank 1, which never calls; another thread of rank 0
+ * revokes, and the all-reduce must return (with an error saying so) at once, the communicator then settle. */
+static int revoke_blocking(int rank, int nranks, ncclUniqueId id) {
+  ncclComm_t comm;
+  EXPECT(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "creation");
+  if (rank == 1) {
+    sleep(3); /* silent, then gone */
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  float in = 1, out = 0;
+  pthread_t thread;
+  EXPECT(pthread_create(&thread, NULL, revoke_later, comm) == 0, "starting the revoking thread");
+  double t0 = now_ms();
+  ncclResult_t r = ncclAllReduce(&in, &out, 1, ncclFloat32, ncclSum, comm, NULL);
+  double took = now_ms() - t0;
+  pthread_join(thread, NULL);
+  EXPECT(r != ncclSuccess && strstr(ncclGetLastError(comm), "revoked"), "the all-reduce returned %d", (int)r);
+  EXPECT(took < 2300, "the all-reduce returned %.0f ms after it began (revoked at 300 ms)", took);
+  EXPECT(settle(comm) == ncclSuccess, "the revoked communicator did not settle on ncclSuccess");
+  EXPECT(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  return 0;
+}
+
 /* The only rank that calls: creation waits for a peer that never comes, and ncclCommAbort stops it. */
 static int abort_pending(int rank, int nranks, ncclUniqueId id) {
   (void)nranks;
@@ -345,6 +376,7 @@ int main(void) {
   run_ranks("shrink without the excluded rank (dead)", 3, shrink_dead);
   run_ranks("revoke stops a hung all-reduce, then a split", 3, revoke_then_split);
   run_ranks("shrink with NCCL_SHRINK_ABORT ends a hung all-reduce", 3, shrink_abort);
+  run_ranks("revoke from another thread ends a blocking all-reduce", 2, revoke_blocking);
   run_ranks("abort stops a pending creation", 1, abort_pending);
   run_ranks("nonblocking creations in one group", 1, group_of_inits);
   printf("test_nonblocking: %d passed, %d failed\n", checks_passed, checks_failed);
