@@ -46,7 +46,7 @@ def lanes_of(folder, pattern, last):
         launches = {}
         for a in apis:
             if "Launch" in a["name"] and "Graph" not in a["name"]:
-                launches.setdefault(a["corr"], a)  # the outermost call (runtime before driver) comes first
+                launches.setdefault(a["corr"], a)  # the first record of the correlation id
         syncs = sorted((a for a in apis if "Synchronize" in a["name"]), key=lambda a: a["start"])
         sync_starts = [s["start"] for s in syncs]
         # A kernel whose launch call was not recorded (a driver entry point CUPTI did not see) still counts for

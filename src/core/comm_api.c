@@ -167,15 +167,6 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!asyncError) return dccl_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   DCCLCHECK(dccl_comm_check(comm, "ncclCommGetAsyncError"));
-  /* A kernel's failure becomes the communicator's (the first failure wins). The device side is read only once
-   * creation has published it: a nonblocking creation is still building it on its own thread. */
-  char text[512];
-  int ready = atomic_load(&comm->init_state) == DCCL_INIT_READY;
-  ncclResult_t dev_err = ready && atomic_load(&comm->async_error) == ncclSuccess
-                             ? dccl_dev_comm_error(&comm->coll, text, sizeof(text))
-                             : ncclSuccess;
-  if (dev_err != ncclSuccess && !atomic_load(&comm->revoked)) dccl_comm_set_failed(comm, dev_err, text);
-  ncclResult_t err = (ncclResult_t)atomic_load(&comm->async_error);
   /* Work in the background: a nonblocking creation, a split of this parent, posted operations. */
   int busy = atomic_load(&comm->init_state) == DCCL_INIT_PENDING || atomic_load(&comm->splits_running) > 0 ||
              (comm->nonblocking && atomic_load(&comm->coll.queue.pending) > 0);
@@ -183,6 +174,15 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     *asyncError = busy || !dccl_comm_quiescent(comm) ? ncclInProgress : ncclSuccess;
     return ncclSuccess;
   }
+  /* A kernel's failure becomes the communicator's (the first failure wins). The device side is read only once
+   * creation has published it: a nonblocking creation is still building it on its own thread. */
+  char text[512];
+  int ready = atomic_load(&comm->init_state) == DCCL_INIT_READY;
+  ncclResult_t dev_err = ready && atomic_load(&comm->async_error) == ncclSuccess
+                             ? dccl_dev_comm_error(&comm->coll, text, sizeof(text))
+                             : ncclSuccess;
+  if (dev_err != ncclSuccess) dccl_comm_set_failed(comm, dev_err, text);
+  ncclResult_t err = (ncclResult_t)atomic_load(&comm->async_error);
   *asyncError = err != ncclSuccess ? err : busy ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }

@@ -18,12 +18,12 @@ static ncclResult_t check_common(struct dccl_comm *comm, const char *call, ncclD
                                  int per_rank, size_t *esize) {
   DCCLCHECK(dccl_comm_check(comm, call));
   size_t multiple = per_rank ? (size_t)comm->nranks : 1;
-  if (atomic_load(&comm->revoked))
-    return dccl_error(ncclInvalidUsage,
-                      "%s: the communicator was revoked: only ncclCommDestroy, ncclCommSplit, ncclCommShrink, "
-                      "ncclCommAbort and queries work on it",
-                      call);
-  if (comm->abort_flag) {
+  if (comm->abort_flag) { /* a revoke sets it too: one load on the call's path for both */
+    if (atomic_load(&comm->revoked))
+      return dccl_error(ncclInvalidUsage,
+                        "%s: the communicator was revoked: only ncclCommDestroy, ncclCommSplit, ncclCommShrink, "
+                        "ncclCommAbort and queries work on it",
+                        call);
     int code = atomic_load(&comm->async_error);
     return dccl_error(code != ncclSuccess ? (ncclResult_t)code : ncclRemoteError, "%s: the communicator has failed: %s",
                       call, comm->error_text);
