@@ -20,7 +20,7 @@ struct dccl_dev_redop {
   uint32_t has_pre;  /* premultiply the own input by `pre` */
   uint32_t post_div; /* 0, or divide the final value by it (integer average) */
   uint64_t pre;      /* the premultiplier's bits, in `type` */
-  uint64_t pre_ptr;  /* or, when not 0: the device address the kernel reads them from as it runs */
+  uint64_t pre_ptr;  /* or, when not 0: the device address each task reads them from as it starts */
 };
 
 /* The direct all-reduce's meeting point: each rank has one of these per channel in its GPU memory, and every rank

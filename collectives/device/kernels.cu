@@ -100,11 +100,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   }
   a.n = st.nelem;
   a.kind = t.redop.kind;
-  a.pre = t.redop.pre;
-  if (t.redop.pre_ptr) { // a device scalar: read as the operation runs
-    a.pre = 0;
-    memcpy(&a.pre, (const void *)t.redop.pre_ptr, t.esize);
-  }
+  a.pre = t.redop.pre; // a scalar in GPU memory was read at the task's start
   // The tree root forwards data that already had its input's premultiply: a plain copy.
   a.has_pre = t.redop.has_pre && !(st.flags & DCCL_PRIM_INPUT_FROM_OUTPUT);
   a.post_div = (st.flags & DCCL_PRIM_POST) ? t.redop.post_div : 0;
@@ -224,6 +220,13 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       int i = threadIdx.x;
       dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta.task.recv[i] : cta.task.send[i - DCCL_DEV_CONN_SLOTS];
       cta.seq[0][i] = cta.seq[1][i] = c ? c->nops : 0;
+    }
+    // A scalar in GPU memory (ncclScalarDevice) is read once per task, as the operation starts: every step scales
+    // by the same value, and no step's acquire waits for a load from global memory.
+    if (threadIdx.x == 0 && cta.task.redop.pre_ptr) {
+      cta.task.redop.pre = 0;
+      memcpy(&cta.task.redop.pre, (const void *)cta.task.redop.pre_ptr, cta.task.esize);
+      cta.task.redop.pre_ptr = 0;
     }
     __syncthreads();
     if (cta.task.sched.algo == DCCL_SCHED_DIRECT) {
