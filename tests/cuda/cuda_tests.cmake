@@ -70,7 +70,7 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_2ranks_revoke COMMAND gpu_colls 2 revoke)
   # LL at every size, in 4 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
   # chains, trees (the double tree's two streams at once), sends, over p2p and staged links (passed on the H200
-  # 2026-12-05 but staged_ll, which hung; d6073ff fixes a race that hangs so, not yet run).
+  # 2026-12-05; staged_ll hung until d6073ff fixed a race that hangs so, then passed 16 runs of 16).
   foreach(n 2 3)
     dccl_gpu_test(colls_${n}ranks_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll)
     dccl_gpu_test(colls_${n}ranks_ring_ll COMMAND gpu_colls ${n} ENV DCCL_PROTO=ll DCCL_ALGO=ring)
