@@ -229,10 +229,13 @@ DCCL_CONN_FN char *dccl_conn_ll_slot(const struct dccl_conn_desc *d, char *const
 }
 
 /* A 16-byte line of two units, as one access on the device (each half still carries its own flag, since only
- * 8-byte atomicity is relied on: PCIe and the host's loads may split the line). */
+ * 8-byte atomicity is relied on: PCIe and the host's loads may split the line). The device moves the line as two
+ * 64-bit elements: PTX makes each element of a vector access single-copy atomic, so a unit's data and flag are
+ * never torn apart (as four 32-bit elements they could be, formally). */
 DCCL_CONN_FN void dccl_ll_store_line(uint64_t *line, uint32_t d0, uint32_t d1, uint32_t flag) {
 #ifdef __CUDA_ARCH__
-  asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
+  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(line), "l"(dccl_ll_unit(d0, flag)),
+               "l"(dccl_ll_unit(d1, flag))
                : "memory");
 #else
   dccl_st_relaxed_u64(line, dccl_ll_unit(d0, flag));
@@ -242,10 +245,11 @@ DCCL_CONN_FN void dccl_ll_store_line(uint64_t *line, uint32_t d0, uint32_t d1, u
 /* 1 when both halves carry `flag` (*d0, *d1 are then the line's data). */
 DCCL_CONN_FN int dccl_ll_load_line(const uint64_t *line, uint32_t flag, uint32_t *d0, uint32_t *d1) {
 #ifdef __CUDA_ARCH__
-  uint32_t f0, f1;
-  asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(*d0), "=r"(f0), "=r"(*d1), "=r"(f1) : "l"(line)
-               : "memory");
-  return f0 == flag && f1 == flag;
+  uint64_t u0, u1;
+  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(u0), "=l"(u1) : "l"(line) : "memory");
+  *d0 = (uint32_t)u0;
+  *d1 = (uint32_t)u1;
+  return (uint32_t)(u0 >> 32) == flag && (uint32_t)(u1 >> 32) == flag;
 #else
   uint64_t u0 = dccl_ld_relaxed_u64(line), u1 = dccl_ld_relaxed_u64(line + 1);
   *d0 = (uint32_t)u0;
