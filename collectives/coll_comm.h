@@ -88,6 +88,7 @@ struct dccl_coll_comm {
   /* Plans of recent collectives, reused by identical calls (collectives/plan_cache.c). */
   struct dccl_plan_cache *plan_cache;
   struct dccl_op_pool *pool; /* free ops (collectives/op_pool.c) */
+  _Atomic int ops_out;       /* ops taken from the pool and not back: a call may still be using the communicator */
   struct dccl_dev_comm *dev; /* the GPU state (collectives/device/dev_exec.c); NULL: host buffers only */
   struct dccl_op_queue queue;
   /* Cost model constants, measured at creation (src/tune). */

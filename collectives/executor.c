@@ -166,6 +166,8 @@ static ncclResult_t exec_step(struct dccl_op *op, struct dccl_op_channel *ch, co
     struct dccl_conn *c = ch->recv[__builtin_ctz(m)];
     if (!c) continue;
     if (dccl_conn_peer_aborted(c)) {
+      /* This rank's own stop (a revoke, an abort, a failure noted) marks its links too: name that stop's cause. */
+      if (atomic_load_explicit(op->comm->abort_flag, memory_order_relaxed)) return dccl_op_check_stalled(op, 0);
       dccl_error(ncclRemoteError, "rank %d gave up on the operation (its own error says why)", c->peer);
       return explain_failure(op, ncclRemoteError, c->peer);
     }

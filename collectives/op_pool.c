@@ -28,6 +28,18 @@ static size_t op_bytes(const struct dccl_coll_comm *comm) {
   return offsetof(struct dccl_op, ch) + (size_t)dccl_op_max_channels(comm) * sizeof(((struct dccl_op *)NULL)->ch[0]);
 }
 
+/* Counts the ops out of the pool. A call holds its ops until it returns, so none out means no thread is inside a
+ * call on this communicator: a watchdog that revoked it may then destroy it (dccl_comm_quiescent). Without a
+ * progress thread only the calling thread takes and returns ops, so a plain update does (the release orders the
+ * call's last touches of the communicator before the count a destroying thread reads). */
+static void count_out(struct dccl_coll_comm *comm, int delta) {
+  if (comm->queue.progress_thread)
+    atomic_fetch_add_explicit(&comm->ops_out, delta, memory_order_acq_rel);
+  else
+    atomic_store_explicit(&comm->ops_out, atomic_load_explicit(&comm->ops_out, memory_order_relaxed) + delta,
+                          memory_order_release);
+}
+
 struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm) {
   struct dccl_op *op = NULL;
   lock(comm);
@@ -38,6 +50,7 @@ struct dccl_op *dccl_op_get(struct dccl_coll_comm *comm) {
   }
   unlock(comm);
   if (!op && !(op = malloc(op_bytes(comm)))) return NULL;
+  count_out(comm, 1);
   memset(op, 0, offsetof(struct dccl_op, ch));
   op->comm = comm;
   op->send_win = op->recv_win = -1;
@@ -54,6 +67,7 @@ void dccl_op_put(struct dccl_op *op) {
   }
   unlock(comm);
   free(op); /* no pool: it could not be made */
+  count_out(comm, -1); /* the last touch of the communicator */
 }
 
 void dccl_op_pool_free(struct dccl_coll_comm *comm) {

@@ -198,7 +198,8 @@ ncclResult_t dccl_comm_explain_failure(struct dccl_comm *comm, ncclResult_t r, c
 void dccl_comm_set_failed(struct dccl_comm *comm, ncclResult_t code, const char *text);
 /* ncclCommRevoke's stop: every wait ends, kernels exit, the peers' links are told; no failure is recorded. */
 void dccl_comm_revoke(struct dccl_comm *comm);
-/* Whether no operation of the communicator runs any more: none posted to its progress thread, no kernel. */
+/* Whether no operation of the communicator runs any more: none posted to its progress thread, no kernel, and no
+ * thread inside a call on it (ops out of the pool). */
 int dccl_comm_quiescent(struct dccl_comm *comm);
 /* `res` of a wait that the communicator's failure may have ended (a peer's death, mismatched calls; its text is
  * written before the flag): that failure where there is one and the wait failed, else `res`. */

@@ -48,7 +48,8 @@ void dccl_comm_revoke(struct dccl_comm *comm) {
 }
 
 int dccl_comm_quiescent(struct dccl_comm *comm) {
-  return atomic_load(&comm->coll.queue.pending) == 0 && !dccl_dev_comm_busy(&comm->coll);
+  return atomic_load(&comm->coll.queue.pending) == 0 && atomic_load(&comm->coll.ops_out) == 0 &&
+         !dccl_dev_comm_busy(&comm->coll);
 }
 
 ncclResult_t dccl_comm_failure_over(struct dccl_comm *comm, ncclResult_t res) {
