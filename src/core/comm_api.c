@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/device/dev_exec.h"
@@ -11,6 +12,7 @@
 #include "core/comm_init.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
+#include "util/clock.h"
 #include "util/cuda_driver.h"
 #include "util/cuda_mem.h"
 #include "util/error.h"
@@ -138,11 +140,32 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* ncclCommAbort's purpose is a watchdog thread ending a call that hangs in another: that call, stopped by the
+ * abort flag, returns within milliseconds, and the communicator is freed only once it has (a call holds ops out of
+ * the pool until it returns). One still inside after 10 s keeps it: it is leaked, never freed under that thread. */
+#define DCCL_ABORT_CALLS_WAIT_NS (10 * 1000000000ll)
+static int calls_left(struct dccl_comm *comm) {
+  int64_t give_up = dccl_now_ns() + DCCL_ABORT_CALLS_WAIT_NS;
+  while (atomic_load(&comm->coll.ops_out) > 0 && dccl_now_ns() < give_up) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load(&comm->coll.ops_out) == 0;
+}
+
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   DCCLCHECK(dccl_comm_check(comm, "ncclCommAbort"));
   /* The abort flag stops every wait: a pending creation's bootstrap, the posted operations. */
   dccl_comm_set_failed(comm, ncclRemoteError, "the communicator was aborted (ncclCommAbort)");
+  dccl_group_drop_comm(&comm->coll); /* this thread's ungrouped-yet calls on it would outlive it */
+  if (!calls_left(comm)) {
+    DCCL_WARN(DCCL_INIT, "ncclCommAbort: a call on rank %d's communicator still runs in another thread 10 s after "
+                         "the abort: the communicator is left allocated rather than freed under it",
+              comm->rank);
+    dccl_registry_remove(comm);
+    return ncclSuccess;
+  }
   comm_release(comm);
   return ncclSuccess;
 }

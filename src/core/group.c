@@ -249,6 +249,23 @@ static ncclResult_t run_ops(struct dccl_op *head) {
 
 ncclResult_t dccl_group_run_now(struct dccl_op *head) { return run_ops(head); }
 
+void dccl_group_drop_comm(const struct dccl_coll_comm *comm) {
+  struct dccl_op *op = group_head;
+  group_head = group_tail = NULL;
+  while (op) {
+    struct dccl_op *next = op->next;
+    op->next = NULL;
+    if (op->comm == comm) {
+      dccl_op_put(op);
+    } else {
+      if (group_tail) group_tail->next = op;
+      else group_head = op;
+      group_tail = op;
+    }
+    op = next;
+  }
+}
+
 ncclResult_t dccl_group_enqueue(struct dccl_op *op) {
   op->next = NULL;
   if (group_depth == 0) return run_ops(op);

@@ -21,6 +21,8 @@ ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req);
 /* Takes ownership of an op from dccl_op_get: runs it now outside a group, at ncclGroupEnd inside one. Returns
  * ncclInProgress when a nonblocking communicator's progress thread finishes it. */
 ncclResult_t dccl_group_enqueue(struct dccl_op *op);
+/* Drops the calling thread's operations of `comm` from its open group (ncclCommAbort: they would outlive it). */
+void dccl_group_drop_comm(const struct dccl_coll_comm *comm);
 /* Runs a list of ops now, whatever group the thread is in (the library's own operations, at creation). */
 ncclResult_t dccl_group_run_now(struct dccl_op *head);
 

@@ -291,24 +291,30 @@ static int shrink_abort(int rank, int nranks, ncclUniqueId id) {
   return 0;
 }
 
-/* A watchdog, as PyTorch's: it revokes a communicator whose blocking all-reduce hangs, polls ncclCommGetAsyncError
- * until the revocation has completed, then may destroy it. So completion must not be reported while the hung call
- * is still inside DCCL (it would free what that call still touches): when the watchdog first sees ncclSuccess, the
- * call has returned (its thread sets `returned` right after). */
+/* A watchdog, as PyTorch's: it stops a communicator whose blocking all-reduce hangs, either by ncclCommAbort (which
+ * frees it) or by ncclCommRevoke and polling ncclCommGetAsyncError until the revocation has completed (then it may
+ * destroy it). Neither may end while the hung call is still inside DCCL (the communicator would be freed under
+ * it): when abort returns, or the watchdog first reads ncclSuccess, the call has returned (its thread sets
+ * `returned` right after). */
 struct watchdog {
   ncclComm_t comm;
+  int aborts; /* ncclCommAbort, else ncclCommRevoke */
   _Atomic int returned;
-  int early; /* ncclSuccess came while the call was still inside */
-  double revoked_ms;
+  int early; /* the watchdog was done while the call was still inside */
+  double stopped_ms;
 };
 
 static void *watch(void *arg) {
   struct watchdog *w = arg;
   usleep(300000);
-  w->revoked_ms = now_ms();
-  ncclCommRevoke(w->comm, NCCL_REVOKE_DEFAULT);
-  ncclResult_t state = ncclInProgress;
-  while (ncclCommGetAsyncError(w->comm, &state) == ncclSuccess && state == ncclInProgress) continue;
+  w->stopped_ms = now_ms();
+  if (w->aborts) {
+    ncclCommAbort(w->comm);
+  } else {
+    ncclCommRevoke(w->comm, NCCL_REVOKE_DEFAULT);
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(w->comm, &state) == ncclSuccess && state == ncclInProgress) continue;
+  }
   double seen = now_ms(); /* the call's last steps out of DCCL take well under 50 us (the bug's window: 0.7 ms) */
   while (!atomic_load(&w->returned) && now_ms() - seen < 0.05) continue;
   w->early = !atomic_load(&w->returned);
@@ -316,8 +322,9 @@ static void *watch(void *arg) {
 }
 
 /* A blocking communicator: rank 0's all-reduce waits for rank 1, which never calls; rank 0's watchdog thread
- * revokes, and the all-reduce must return at once with an error saying so, the communicator then settle. */
-static int revoke_blocking(int rank, int nranks, ncclUniqueId id) {
+ * stops it, and the all-reduce must return at once with an error saying why (a revoked communicator then
+ * settles). */
+static int watchdog_body(int rank, int nranks, ncclUniqueId id, int aborts) {
   ncclComm_t comm;
   EXPECT(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "creation");
   if (rank == 1) {
@@ -326,25 +333,29 @@ static int revoke_blocking(int rank, int nranks, ncclUniqueId id) {
     return 0;
   }
   float in = 1, out = 0;
-  struct watchdog w = {.comm = comm};
+  struct watchdog w = {.comm = comm, .aborts = aborts};
   pthread_t thread;
   EXPECT(pthread_create(&thread, NULL, watch, &w) == 0, "starting the watchdog");
   ncclResult_t r = ncclAllReduce(&in, &out, 1, ncclFloat32, ncclSum, comm, NULL);
   atomic_store(&w.returned, 1);
-  double took = now_ms() - w.revoked_ms;
+  double took = now_ms() - w.stopped_ms;
   char why[512];
   snprintf(why, sizeof(why), "%s", ncclGetLastError(NULL));
   pthread_join(thread, NULL);
   EXPECT(r != ncclSuccess, "the all-reduce returned ncclSuccess");
   /* Its links carry this rank's own stop: that is no peer giving up. */
-  EXPECT(strstr(why, "revoked") && !strstr(why, "gave up"), "the all-reduce's error: %s", why);
-  EXPECT(!w.early, "ncclCommGetAsyncError reported the revocation complete while the all-reduce was still running");
-  EXPECT(took < 250, "the all-reduce returned %.0f ms after the revocation", took);
-  printf("  rank 0: the hung all-reduce returned %.1f ms after the revocation\n", took);
+  EXPECT(strstr(why, aborts ? "aborted" : "revoked") && !strstr(why, "gave up"), "the all-reduce's error: %s", why);
+  EXPECT(!w.early, "%s while the all-reduce was still running",
+         aborts ? "ncclCommAbort returned" : "ncclCommGetAsyncError reported the revocation complete");
+  EXPECT(took < 250, "the all-reduce returned %.0f ms after the %s", took, aborts ? "abort" : "revocation");
+  printf("  rank 0: the hung all-reduce returned %.1f ms after the %s\n", took, aborts ? "abort" : "revocation");
+  if (aborts) return 0;
   EXPECT(settle(comm) == ncclSuccess, "the revoked communicator did not settle on ncclSuccess");
   EXPECT(ncclCommDestroy(comm) == ncclSuccess, "destroy");
   return 0;
 }
+static int revoke_blocking(int rank, int nranks, ncclUniqueId id) { return watchdog_body(rank, nranks, id, 0); }
+static int abort_blocking(int rank, int nranks, ncclUniqueId id) { return watchdog_body(rank, nranks, id, 1); }
 
 /* The only rank that calls: creation waits for a peer that never comes, and ncclCommAbort stops it. */
 static int abort_pending(int rank, int nranks, ncclUniqueId id) {
@@ -359,6 +370,25 @@ static int abort_pending(int rank, int nranks, ncclUniqueId id) {
   double t0 = now_ms();
   EXPECT(ncclCommAbort(comm) == ncclSuccess, "abort");
   EXPECT(now_ms() - t0 < 2000, "abort took %.0f ms", now_ms() - t0);
+  return 0;
+}
+
+/* ncclCommAbort inside a group drops the group's calls on that communicator (they would outlive it); the group's
+ * calls on another communicator still run at ncclGroupEnd. Two communicators of one rank each. */
+static int abort_in_group(int rank, int nranks, ncclUniqueId id) {
+  ncclComm_t a, b;
+  ncclUniqueId other;
+  EXPECT(ncclGetUniqueId(&other) == ncclSuccess, "a second id");
+  EXPECT(ncclCommInitRank(&a, nranks, id, rank) == ncclSuccess && ncclCommInitRank(&b, nranks, other, rank) ==
+             ncclSuccess, "creation");
+  float in = 3, out_a = 0, out_b = 0;
+  ncclGroupStart();
+  EXPECT(ncclAllReduce(&in, &out_a, 1, ncclFloat32, ncclSum, a, NULL) == ncclSuccess, "all-reduce on a, grouped");
+  EXPECT(ncclAllReduce(&in, &out_b, 1, ncclFloat32, ncclSum, b, NULL) == ncclSuccess, "all-reduce on b, grouped");
+  EXPECT(ncclCommAbort(a) == ncclSuccess, "abort of a inside the group");
+  EXPECT(ncclGroupEnd() == ncclSuccess, "the group's end");
+  EXPECT(out_b == 3 && out_a == 0, "after the group: b's all-reduce gave %g, a's (dropped) %g", out_b, out_a);
+  EXPECT(ncclCommDestroy(b) == ncclSuccess, "destroy");
   return 0;
 }
 
@@ -403,7 +433,9 @@ int main(void) {
   run_ranks("revoke stops a hung all-reduce, then a split", 3, revoke_then_split);
   run_ranks("shrink with NCCL_SHRINK_ABORT ends a hung all-reduce", 3, shrink_abort);
   run_ranks("a watchdog thread revokes a hung blocking all-reduce", 2, revoke_blocking);
+  run_ranks("a watchdog thread aborts a hung blocking all-reduce", 2, abort_blocking);
   run_ranks("abort stops a pending creation", 1, abort_pending);
+  run_ranks("abort inside a group drops the group's calls on it", 1, abort_in_group);
   run_ranks("nonblocking creations in one group", 1, group_of_inits);
   printf("test_nonblocking: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed ? 1 : 0;
