@@ -257,45 +257,67 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 }
 
 /* All-to-all, gather and scatter are groups of sends and receives. */
-static ncclResult_t grouped(ncclResult_t res) {
+/* Ends the group a composite call opened after `mark` (the group's last op before it): on failure its own sends and
+ * receives queued so far are dropped first, so none runs half an exchange. */
+static ncclResult_t grouped(ncclResult_t res, struct dccl_op *mark) {
+  if (res != ncclSuccess) dccl_group_drop_after(mark);
   ncclResult_t end = ncclGroupEnd();
   return res != ncclSuccess ? res : end;
 }
 
+/* A composite call's buffers, checked once under its own name before any send or receive is queued: both of one
+ * kind; `in_rank` / `out_rank`: whether this rank passes them. */
+static ncclResult_t check_composite(struct call *c, const void *sendbuff, size_t in_count, int in_rank,
+                                    const void *recvbuff, size_t out_count, int out_rank) {
+  if (in_rank) DCCLCHECK(check_buffer(c, "sendbuff", sendbuff, in_count));
+  if (out_rank) DCCLCHECK(check_buffer(c, "recvbuff", recvbuff, out_count));
+  return ncclSuccess;
+}
+
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {"ncclAlltoAll", stream, 0, 0};
   size_t es;
-  DCCLCHECK(check_common(comm, "ncclAlltoAll", datatype, count, 1, &es));
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
+  size_t all = count * (size_t)comm->nranks;
+  DCCLCHECK(check_composite(&c, sendbuff, all, 1, recvbuff, all, 1));
+  struct dccl_op *mark = dccl_group_last();
   ncclResult_t res = ncclGroupStart();
   for (int p = 0; p < comm->nranks && res == ncclSuccess; p++) {
     res = ncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
     if (res == ncclSuccess) res = ncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
   }
-  return grouped(res);
+  return grouped(res, mark);
 }
 
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {"ncclGather", stream, 0, 0};
   size_t es;
-  DCCLCHECK(check_common(comm, "ncclGather", datatype, count, 1, &es));
-  DCCLCHECK(check_root(comm, "ncclGather", root));
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
+  DCCLCHECK(check_root(comm, c.name, root));
+  DCCLCHECK(check_composite(&c, sendbuff, count, 1, recvbuff, count * (size_t)comm->nranks, comm->rank == root));
+  struct dccl_op *mark = dccl_group_last();
   ncclResult_t res = ncclGroupStart();
   if (comm->rank == root)
     for (int p = 0; p < comm->nranks && res == ncclSuccess; p++)
       res = ncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
   if (res == ncclSuccess) res = ncclSend(sendbuff, count, datatype, root, comm, stream);
-  return grouped(res);
+  return grouped(res, mark);
 }
 
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {"ncclScatter", stream, 0, 0};
   size_t es;
-  DCCLCHECK(check_common(comm, "ncclScatter", datatype, count, 1, &es));
-  DCCLCHECK(check_root(comm, "ncclScatter", root));
+  DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
+  DCCLCHECK(check_root(comm, c.name, root));
+  DCCLCHECK(check_composite(&c, sendbuff, count * (size_t)comm->nranks, comm->rank == root, recvbuff, count, 1));
+  struct dccl_op *mark = dccl_group_last();
   ncclResult_t res = ncclGroupStart();
   if (comm->rank == root)
     for (int p = 0; p < comm->nranks && res == ncclSuccess; p++)
       res = ncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
   if (res == ncclSuccess) res = ncclRecv(recvbuff, count, datatype, root, comm, stream);
-  return grouped(res);
+  return grouped(res, mark);
 }

@@ -249,6 +249,15 @@ static ncclResult_t run_ops(struct dccl_op *head) {
 
 ncclResult_t dccl_group_run_now(struct dccl_op *head) { return run_ops(head); }
 
+struct dccl_op *dccl_group_last(void) { return group_tail; }
+
+void dccl_group_drop_after(struct dccl_op *mark) {
+  put_ops(mark ? mark->next : group_head);
+  if (mark) mark->next = NULL;
+  else group_head = NULL;
+  group_tail = mark;
+}
+
 void dccl_group_drop_comm(const struct dccl_coll_comm *comm) {
   struct dccl_op *op = group_head;
   group_head = group_tail = NULL;

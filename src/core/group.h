@@ -23,6 +23,10 @@ ncclResult_t dccl_group_defer_init(const struct dccl_init_req *req);
 ncclResult_t dccl_group_enqueue(struct dccl_op *op);
 /* Drops the calling thread's operations of `comm` from its open group (ncclCommAbort: they would outlive it). */
 void dccl_group_drop_comm(const struct dccl_coll_comm *comm);
+/* The open group's last operation (NULL: none), and dropping every one queued after it: a call made of several
+ * (all-to-all, gather, scatter) that fails half-way leaves nothing of itself to run. */
+struct dccl_op *dccl_group_last(void);
+void dccl_group_drop_after(struct dccl_op *mark);
 /* Runs a list of ops now, whatever group the thread is in (the library's own operations, at creation). */
 ncclResult_t dccl_group_run_now(struct dccl_op *head);
 
