@@ -6,6 +6,12 @@ set(DCCL_FATBIN_C ${PROJECT_BINARY_DIR}/dccl_kernels_fatbin.c)
 file(GLOB DCCL_DEVICE_HEADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/collectives/device/*.cuh
      ${PROJECT_SOURCE_DIR}/pure/*.h)
 set(DCCL_NVCC_WERROR "")
+# Diagnostics: kernels that time their stages and print the means (collectives/device/dev_stages.cuh).
+option(DCCL_DEV_STAGES "Kernels time a launch's stages and print their means (diagnostics; slower)" OFF)
+set(DCCL_NVCC_STAGES "")
+if(DCCL_DEV_STAGES)
+  set(DCCL_NVCC_STAGES -DDCCL_DEV_STAGES)
+endif()
 if(DCCL_WERROR)
   set(DCCL_NVCC_WERROR --Werror=all-warnings)
 endif()
@@ -13,7 +19,7 @@ endif()
 # give other bits than the host paths and the same call elsewhere; the kernels are bound by memory, not FLOPs).
 add_custom_command(
   OUTPUT ${DCCL_FATBIN}
-  COMMAND ${CMAKE_CUDA_COMPILER} -fatbin -O3 -std=c++17 -fmad=false ${DCCL_NVCC_WERROR}
+  COMMAND ${CMAKE_CUDA_COMPILER} -fatbin -O3 -std=c++17 -fmad=false ${DCCL_NVCC_WERROR} ${DCCL_NVCC_STAGES}
           -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
           -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/include
           ${PROJECT_SOURCE_DIR}/collectives/device/kernels.cu -o ${DCCL_FATBIN}

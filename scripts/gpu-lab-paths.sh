@@ -60,6 +60,12 @@
 #           DCCL_ALGO=oneshot, LL through the FIFOs with no second meeting); then
 #           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
 #           skew, the time after both started, the synchronise's wake-up and the host's gap.
+#   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
+#           H100 2026-12-05):
+#           builds BUILD_DIR-stages with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of CTA 0
+#           stamps %globaltimer at each stage of its launch, and every 1024th launch prints the means; about 2
+#           minutes of the call) and runs the trace's cases with it: dev_latency ar+sync (2 ranks under MPS) and
+#           inproc_allreduce 8 B (2 ranks of one process: the default, direct, and DCCL_ALGO=oneshot).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -126,7 +132,7 @@ done
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
-   " $parts " == *" det "* || " $parts " == *" trace "* ]] || exit $status
+   " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -334,5 +340,25 @@ done
       [ "$kernels" -gt 0 ] || { echo "trace: no kernel recorded; the other runs skipped"; break; }
     done
   fi
+}
+[[ " $parts " == *" stages "* ]] && fits 200 stages && {
+  staged_build=$build-stages
+  { cmake -S "$(dirname "${BASH_SOURCE[0]}")/.." -B "$staged_build" -G Ninja -DDCCL_DEV_STAGES=ON \
+      -DDCCL_BUILD_TESTS=OFF &&
+    ninja -C "$staged_build" dev_latency inproc_allreduce; } > "$out/stages.build.log" 2>&1 ||
+    { status=1; echo "FAIL: stages build"; tail -5 "$out/stages.build.log"; }
+  for what in ar+sync inproc inproc-oneshot; do
+    name=stages.$what
+    fits 40 "$name" || continue
+    if [[ $what == inproc* ]]; then
+      DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) timeout 60 \
+        "$staged_build/perf/inproc_allreduce" 2 8 8 4096 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+    else
+      DCCL_TRANSPORT= DCCL_ALGO= timeout 60 "${mpi[@]}" -np 2 "$staged_build/perf/dev_latency" -n 4096 -r 1 \
+        -m ar+sync > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+    fi
+    grep -E "ar\+sync|^ +8 " "$out/$name.log" | sed "s/^/$name: /" | head -2
+    grep "dccl kernel stages" "$out/$name.log" | tail -1 | sed "s/^/$name: /"
+  done
 }
 exit $status

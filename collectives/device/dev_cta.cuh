@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "collectives/device/dev_reduce.cuh"
+#include "collectives/device/dev_stages.cuh"
 #include "collectives/device/dev_work.h"
 
 #define POLLS_PER_ABORT_CHECK 1024
@@ -33,6 +34,9 @@ struct dev_cta {
   volatile int ll_bulk_came[DCCL_DEV_CONN_SLOTS]; // a peer sent bulk where this rank polls LL: their calls differ
   alignas(16) char ll_send[2][DCCL_DEV_LL_BYTES]; // per half
   alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
+#ifdef DCCL_DEV_STAGES
+  uint64_t stamps[DEV_NSTAGES]; // dev_stages.cuh
+#endif
 };
 
 // A link's counters at the narrowest scope that orders them: the GPU when both ends are kernels on it.

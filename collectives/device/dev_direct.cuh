@@ -117,6 +117,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   }
   __syncthreads();
   if (!go) return;
+  DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
   for (;;) {
     if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
     if (!t.sched.piece) break;
@@ -126,6 +127,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     if (!more) break;
   }
   __syncthreads();
+  DEV_STAGE(cta, DEV_STAGE_REDUCED);
   if (threadIdx.x == 0) {
     dccl_direct_slot *mine = t.boards[me] + t.channel;
     uint64_t k = mine->ops;
@@ -138,6 +140,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
         break;
       }
     }
+    DEV_STAGE(cta, DEV_STAGE_RELEASED);
   }
   __syncthreads();
 }

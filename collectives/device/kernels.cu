@@ -165,14 +165,17 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     }
     half_barrier(h);
     if (!go[s]) return;
+    DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
     int ll = t.proto == DCCL_PROTO_LL;
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
       if (rmask && !dev_ll_receive(w, cta, s, rmask, st.nelem * t.esize, h)) return;
+      if (rmask) DEV_STAGE(cta, DEV_STAGE_DATA_IN);
     }
     if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
     half_barrier(h);
+    DEV_STAGE(cta, DEV_STAGE_REDUCED);
     if (ll) {
       // No barrier after the lines: a warp may still write them while thread 0 acquires the next step, whose send
       // slots go to the other parity (one slot set for both let a lagging warp write into the next position's
@@ -182,12 +185,14 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
         dev_ll_release(cta, smask, rmask);
         __threadfence_block(); // the half's output writes (seen through its barrier) before the other half's wait
         if (s == 0) cta->up_done = idx + 1;
+        DEV_STAGE(cta, DEV_STAGE_RELEASED);
       }
       continue;
     }
     if (h.tid == 0) {
       dev_step_release(cta, s, st);
       if (s == 0) cta->up_done = idx + 1;
+      DEV_STAGE(cta, DEV_STAGE_RELEASED);
     }
   }
 }
@@ -204,6 +209,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     }
     return;
   }
+  DEV_STAGES_BEGIN(&cta);
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {
@@ -229,6 +235,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       cta.task.redop.pre_ptr = 0;
     }
     __syncthreads();
+    DEV_STAGE(&cta, DEV_STAGE_TASK);
     if (cta.task.sched.algo == DCCL_SCHED_DIRECT) {
       dev_direct<TYPE>(w, &cta);
       __syncthreads();
@@ -251,10 +258,12 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     }
     __syncthreads();
   }
+  DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
   if (threadIdx.x == 0 && w->done_ctas) {
     __threadfence_system();
     atomicAdd_system(w->done_ctas, 1u);
   }
+  DEV_STAGES_END(&cta);
 }
 
 // The kernels: one per element type, and one for groups that mix types. The host finds them by these names. The
