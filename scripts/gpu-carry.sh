@@ -7,7 +7,7 @@
 # gpu_graphs, gpu_ce_bits and coll_suite (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
 #   run(command="mkdir -p /tmp/c && tar -xzf build-carry/dropin.tar.gz -C /tmp/c &&
 #                bash scripts/gpu-lab-dropin.sh /tmp/c /tmp/c/nccl-tests $OUT/dropin", carry=["build-carry"])
-# Usage: scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
+# Usage: [GPU_CARRY_BASE=BASE_BUILD_DIR] scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
@@ -53,4 +53,17 @@ printf '%s\n%s\n%s\n' "$repo" "$(realpath --relative-to="$repo" "$build")" \
   "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)" > "$stage/carried-from"
 tar -czf "$carry/gpu-build.tar.gz" -C "$stage" .
 du -sh "$carry/gpu-build.tar.gz"
+
+# GPU_CARRY_BASE=BUILD_DIR: another build's library (the code before a kernel change) as CARRY/base-lib.tar.gz, for
+# the paths part `ab` (scripts/gpu-lab-paths.sh: PATHS_AB_BASE=build-carry/base-lib.tar.gz).
+if [ -n "${GPU_CARRY_BASE:-}" ]; then
+  base_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$GPU_CARRY_BASE/CMakeCache.txt")
+  ninja -C "$GPU_CARRY_BASE" dccl > /dev/null
+  rm -rf "$stage" && mkdir -p "$stage"
+  cp "$(readlink -f "$GPU_CARRY_BASE/libdccl.so.0")" "$stage/libdccl.so.0"
+  strip --strip-unneeded "$stage/libdccl.so.0"
+  git -C "$base_src" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
+  tar -czf "$carry/base-lib.tar.gz" -C "$stage" .
+  du -sh "$carry/base-lib.tar.gz"
+fi
 du -sh "$carry/dropin.tar.gz"

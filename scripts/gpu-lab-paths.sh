@@ -66,6 +66,12 @@
 #           stamps %globaltimer at each stage of its launch, and every 1024th launch prints the means; about 2
 #           minutes of the call) and runs the trace's cases with it: dev_latency ar+sync (2 ranks under MPS) and
 #           inproc_allreduce 8 B (2 ranks of one process: the default, direct, and DCCL_ALGO=oneshot).
+#   ab:     a kernel change against the code before it, on one GPU in one call: the 8-byte all-reduce of 2 ranks in
+#           processes under MPS (dev_latency: ar+sync, ar b2b, empty+sync) and of 2 ranks of one process
+#           (inproc_allreduce 8 B: the default, direct, and DCCL_ALGO=oneshot, the FIFOs' LL step), with the library
+#           of PATHS_AB_BASE (another build's libdccl.so.0: a folder, or the base-lib.tar.gz scripts/gpu-carry.sh
+#           packs with GPU_CARRY_BASE) against this build's, alternated over ROUNDS (4 or more: the machine swings).
+#           The perf tools are this build's; LD_LIBRARY_PATH puts the base library before their RUNPATH.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -132,7 +138,8 @@ done
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
-   " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ]] || exit $status
+   " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ||
+   " $parts " == *" ab "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -360,5 +367,37 @@ done
     grep -E "ar\+sync|^ +8 " "$out/$name.log" | sed "s/^/$name: /" | head -2
     grep "dccl kernel stages" "$out/$name.log" | tail -1 | sed "s/^/$name: /"
   done
+}
+[[ " $parts " == *" ab "* ]] && {
+  base=${PATHS_AB_BASE:-}
+  if [[ $base == *.tar.gz ]]; then
+    mkdir -p "$out/ab-base" && tar -xzf "$base" -C "$out/ab-base" && base=$out/ab-base
+  fi
+  if [ ! -f "$base/libdccl.so.0" ]; then
+    status=1; echo "FAIL: ab: PATHS_AB_BASE ('${PATHS_AB_BASE:-}') holds no libdccl.so.0"
+  else
+    [ -f "$base/carried-from" ] && echo "ab: base $(tail -1 "$base/carried-from"), new $(git -C "$(dirname \
+      "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null)"
+    for round in $(seq "$rounds"); do
+      for lib in base new; do
+        libdir=$([ $lib = base ] && echo "$base" || echo "$build")
+        name=ab.$lib.mps.r$round
+        fits 30 "$name" || continue
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m empty+sync,ar+sync,ar\ b2b \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        grep -E "empty\+sync|ar\+sync|ar b2b" "$out/$name.log" | sed "s/^/$name: /"
+        for algo in default direct oneshot; do
+          name=ab.$lib.inproc-$algo.r$round
+          fits 20 "$name" || continue
+          DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) \
+            LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 30 \
+            "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+          awk -v n="$name" '$1 == 8 {printf "%s: 8 B %s us back to back, %s us synchronised after each\n", n, $2,
+            $6}' "$out/$name.log"
+        done
+      done
+    done
+  fi
 }
 exit $status

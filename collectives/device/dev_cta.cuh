@@ -17,7 +17,12 @@ struct dev_half {
 };
 
 struct dev_cta {
-  struct dccl_dev_task task;
+  struct dccl_dev_task task; // its recv/send point at `conns` while it runs
+  // The task's links, copied in as it starts and their counters written back as it ends: a step's bookkeeping
+  // reads shared memory instead of chasing device memory (the acquires' L1 invalidations made every such read a
+  // round trip to L2). Only this CTA uses a link during a launch (collectives/device/cta_plan.h).
+  alignas(16) struct dccl_dev_conn conns[2 * DCCL_DEV_CONN_SLOTS]; // recv slots, then send slots
+  struct dccl_dev_conn *home[2 * DCCL_DEV_CONN_SLOTS];            // where each lives in device memory, or NULL
   struct dccl_dev_args args[2];           // per half
   uint64_t seq[2][2 * DCCL_DEV_CONN_SLOTS]; // nops of each connection at the task's start, per half
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
@@ -38,6 +43,37 @@ struct dev_cta {
   uint64_t stamps[DEV_NSTAGES]; // dev_stages.cuh
 #endif
 };
+
+// All threads, as a task starts: its links into shared memory (8 bytes per thread), its recv/send pointed at the
+// copies, and each link's operation count, the sequence number its slots carry, before any half moves it.
+static_assert(sizeof(dccl_dev_conn) % 8 == 0, "links are copied 8 bytes at a time");
+__device__ __forceinline__ void dev_conns_in(dev_cta *cta) {
+  const unsigned words = sizeof(dccl_dev_conn) / 8;
+  for (unsigned j = threadIdx.x; j < 2 * DCCL_DEV_CONN_SLOTS * words; j += blockDim.x) {
+    unsigned i = j / words;
+    const dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+    if (c) ((uint64_t *)&cta->conns[i])[j % words] = ((const uint64_t *)c)[j % words];
+  }
+  __syncthreads();
+  if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
+    int i = threadIdx.x;
+    dccl_dev_conn **at = i < DCCL_DEV_CONN_SLOTS ? &cta->task.recv[i] : &cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+    cta->home[i] = *at;
+    if (*at) *at = &cta->conns[i];
+    cta->seq[0][i] = cta->seq[1][i] = cta->home[i] ? cta->conns[i].nops : 0;
+  }
+}
+
+// Threads below 2 * DCCL_DEV_CONN_SLOTS, as a task ends: each link's counters back to device memory, for the next
+// task or launch; the operation count moves on only when the task ran to its end.
+__device__ __forceinline__ void dev_conns_out(dev_cta *cta, int ended) {
+  if (threadIdx.x >= 2 * DCCL_DEV_CONN_SLOTS || !cta->home[threadIdx.x]) return;
+  dccl_dev_conn *home = cta->home[threadIdx.x];
+  const dccl_dev_conn &c = cta->conns[threadIdx.x];
+  home->pos = c.pos;
+  home->peer_seen = c.peer_seen;
+  if (ended) home->nops = cta->seq[0][threadIdx.x] + 1;
+}
 
 // A link's counters at the narrowest scope that orders them: the GPU when both ends are kernels on it.
 __device__ __forceinline__ uint64_t conn_acquire(int gpu, const uint64_t *p) {

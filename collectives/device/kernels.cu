@@ -221,12 +221,6 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       cta.stop = 0;
     }
     __syncthreads();
-    // Each connection's operation count, the sequence number its slots carry, before any half moves it.
-    if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
-      int i = threadIdx.x;
-      dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta.task.recv[i] : cta.task.send[i - DCCL_DEV_CONN_SLOTS];
-      cta.seq[0][i] = cta.seq[1][i] = c ? c->nops : 0;
-    }
     // A scalar in GPU memory (ncclScalarDevice) is read once per task, as the operation starts: every step scales
     // by the same value, and no step's acquire waits for a load from global memory.
     if (threadIdx.x == 0 && cta.task.redop.pre_ptr) {
@@ -234,6 +228,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       memcpy(&cta.task.redop.pre, (const void *)cta.task.redop.pre_ptr, cta.task.esize);
       cta.task.redop.pre_ptr = 0;
     }
+    dev_conns_in(&cta);
     __syncthreads();
     DEV_STAGE(&cta, DEV_STAGE_TASK);
     if (cta.task.sched.algo == DCCL_SCHED_DIRECT) {
@@ -250,12 +245,8 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     h.bar = 1 + s;
     dev_run_stream<TYPE>(w, &cta, s, h);
     __syncthreads();
+    dev_conns_out(&cta, !cta.stop);
     if (cta.stop) break;
-    if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
-      int i = threadIdx.x;
-      dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta.task.recv[i] : cta.task.send[i - DCCL_DEV_CONN_SLOTS];
-      if (c) c->nops = cta.seq[0][i] + 1;
-    }
     __syncthreads();
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
