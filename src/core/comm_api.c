@@ -45,8 +45,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
                                       ncclConfig_t *config) {
-  if (nId < 1 || !commIds)
-    return dccl_error(ncclInvalidArgument, "ncclCommInitRankScalable: need at least one id (nId %d)", nId);
+  if (nId < 1) return dccl_error(ncclInvalidArgument, "ncclCommInitRankScalable: need at least one id (nId %d)", nId);
+  if (!commIds) return dccl_error(ncclInvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
   /* Every rank can reach the first id's rendezvous; the others are not needed for rank discovery. */
   return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }

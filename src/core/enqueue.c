@@ -256,9 +256,9 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
   return p2p(DCCL_OP_RECV, NULL, recvbuff, count, datatype, peer, comm, stream);
 }
 
-/* All-to-all, gather and scatter are groups of sends and receives. */
-/* Ends the group a composite call opened after `mark` (the group's last op before it): on failure its own sends and
- * receives queued so far are dropped first, so none runs half an exchange. */
+/* All-to-all, gather and scatter are groups of sends and receives. This ends the group such a call opened after
+ * `mark` (the group's last op before it): on failure its own sends and receives queued so far are dropped first, so
+ * none runs half an exchange. */
 static ncclResult_t grouped(ncclResult_t res, struct dccl_op *mark) {
   if (res != ncclSuccess) dccl_group_drop_after(mark);
   ncclResult_t end = ncclGroupEnd();

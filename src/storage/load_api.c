@@ -69,6 +69,7 @@ static ncclResult_t read_own_part(int rank, int nranks, const char *path, size_t
 ncclResult_t dcclCommFileLoad(ncclComm_t comm, const char *path, size_t offset, size_t bytes, void *buf,
                               cudaStream_t stream) {
   int rank, nranks;
+  if (!comm) return dccl_error(ncclInvalidArgument, "dcclCommFileLoad: communicator is NULL");
   DCCLCHECK(ncclCommUserRank(comm, &rank));
   DCCLCHECK(ncclCommCount(comm, &nranks));
   /* The ranks' ranges must agree: a rank asked for other bytes would give the others the wrong part. The largest

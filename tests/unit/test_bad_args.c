@@ -1,7 +1,8 @@
 /* Bad input gets a clear error and loses nothing: every collective and point-to-point call with a bad argument is
  * refused at the call with ncclInvalidArgument (ncclInvalidUsage where the call is valid but the state is not),
  * ncclGetLastError names the argument, and the communicators then run correct operations, inside a group that
- * held a refused call too. Two ranks of one process (ncclCommInitAll), host buffers. */
+ * held a refused call too. Two ranks of one process (ncclCommInitAll), host buffers. First, calls with no
+ * communicator or a NULL out-parameter. */
 #include <stdio.h>
 #include <string.h>
 
@@ -62,6 +63,28 @@ static void bad_calls(ncclComm_t c) {
   refused("group end without start", ncclGroupEnd(), ncclInvalidUsage, "without ncclGroupStart");
 }
 
+/* Calls with no communicator or a NULL out-parameter: refused under their own names, nothing dereferenced. */
+static void null_handles(void) {
+  ncclComm_t c = NULL;
+  refused("version NULL", ncclGetVersion(NULL), ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  refused("unique id NULL", ncclGetUniqueId(NULL), ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  refused("init rank out of range", ncclCommInitRank(&c, 2, (ncclUniqueId){0}, 5), ncclInvalidArgument,
+          "rank 5 is outside 0..1");
+  refused("init all ndev", ncclCommInitAll(&c, 0, NULL), ncclInvalidArgument, "ndev 0");
+  refused("scalable no ids", ncclCommInitRankScalable(&c, 1, 0, 1, NULL, NULL), ncclInvalidArgument,
+          "ncclCommInitRankScalable: commIds is NULL");
+  refused("all-reduce on no communicator", ncclAllReduce(in[0], out[0], N, ncclFloat32, ncclSum, NULL, NULL),
+          ncclInvalidArgument, "ncclAllReduce: communicator is NULL");
+  refused("finalize no communicator", ncclCommFinalize(NULL), ncclInvalidArgument, "communicator is NULL");
+  refused("async error NULL", ncclCommGetAsyncError(NULL, NULL), ncclInvalidArgument, "asyncError is NULL");
+  refused("file load on no communicator", dcclCommFileLoad(NULL, "/dev/null", 0, 0, in[0], NULL),
+          ncclInvalidArgument, "dcclCommFileLoad: communicator is NULL");
+  refused("file load NULL handle", dcclFileLoad("/dev/null", 0, 0, in[0], NULL, NULL), ncclInvalidArgument,
+          "dcclFileLoad: load is NULL");
+  check(c == NULL, "no communicator came from the refused creations");
+  check(ncclCommDestroy(NULL) == ncclSuccess && ncclCommAbort(NULL) == ncclSuccess, "destroy/abort of NULL: no-ops");
+}
+
 static void fill(void) {
   for (int r = 0; r < 2; r++)
     for (int i = 0; i < 2 * N; i++) in[r][i] = (float)((r + 1) * (i + 1)), out[r][i] = -1;
@@ -69,6 +92,7 @@ static void fill(void) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  null_handles();
   ncclComm_t comms[2];
   if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess) {
     printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
