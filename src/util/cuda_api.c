@@ -53,6 +53,7 @@ static const struct {
     {"cuEventRecord", (void **)&dccl_cu.event_record},
     {"cuEventSynchronize", (void **)&dccl_cu.event_synchronize},
     {"cuEventDestroy", (void **)&dccl_cu.event_destroy},
+    {"cuStreamWaitEvent", (void **)&dccl_cu.stream_wait_event},
     {"cuStreamWriteValue32", (void **)&dccl_cu.stream_write_value32},
     {"cuStreamWaitValue32", (void **)&dccl_cu.stream_wait_value32},
     {"cuPointerGetAttribute", (void **)&dccl_cu.pointer_get_attribute},

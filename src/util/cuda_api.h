@@ -50,6 +50,7 @@ struct dccl_cuda_api {
   __typeof__(cuEventRecord) *event_record;
   __typeof__(cuEventSynchronize) *event_synchronize;
   __typeof__(cuEventDestroy) *event_destroy;
+  __typeof__(cuStreamWaitEvent) *stream_wait_event;
   __typeof__(cuStreamWriteValue32) *stream_write_value32;
   __typeof__(cuStreamWaitValue32) *stream_wait_value32;
   __typeof__(cuPointerGetAttribute) *pointer_get_attribute;

@@ -6,7 +6,8 @@
  * the GPU with half of each communicator, each spinning for a peer that never gets an SM (DCCL_MAX_CTAS set to
  * that share shows it). The test gives each round a deadline and then aborts, so a deadlock is a failure, not a
  * hang. Results are checked element by element (small integer
- * inputs: every order of summation is exact). Then the same communicators one at a time, which must still work.
+ * inputs: every order of summation is exact). Then the same communicators one at a time, which must still work,
+ * and communicator 0 with each rank's calls on two streams that nothing orders (DCCL must).
  * Usage: gpu_concurrent [nranks=4] [ncomms=2]
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
@@ -28,6 +29,7 @@
 static int nranks = 4, ncomms = 2, n_failed, n_passed;
 static ncclComm_t comms[MAX_COMMS][MAX_RANKS];
 static cudaStream_t streams[MAX_COMMS][MAX_RANKS];
+static cudaStream_t second[MAX_RANKS]; /* communicator 0's ranks' other stream */
 static float *dsend[MAX_COMMS][MAX_RANKS], *drecv[MAX_COMMS][MAX_RANKS], *dgather[MAX_COMMS][MAX_RANKS];
 static float *host;
 
@@ -60,6 +62,7 @@ static int wait_all(unsigned which, const char *what, int round) {
     for (int k = 0; k < ncomms; k++)
       for (int r = 0; r < nranks && (which >> k & 1); r++) {
         cudaError_t e = cudaStreamQuery(streams[k][r]);
+        if (e == cudaSuccess && k == 0) e = cudaStreamQuery(second[r]);
         if (e == cudaErrorNotReady)
           busy = 1;
         else if (e != cudaSuccess) {
@@ -132,6 +135,21 @@ static int issue(unsigned which) {
   return ok;
 }
 
+/* Communicator 0 on two streams per rank that nothing orders: the all-reduce on each rank's stream, the all-gather
+ * on its second one. The communicator's kernels share its links, so DCCL must run them in issue order (as NCCL
+ * does); run at once, they would take each other's slots. */
+static int issue_two_streams(void) {
+  int ok = 1;
+  for (int r = 0; r < nranks; r++)
+    ok &= ncclAllReduce(dsend[0][r], drecv[0][r], COUNT, ncclFloat32, ncclSum, comms[0][r], streams[0][r]) ==
+          ncclSuccess;
+  for (int r = 0; r < nranks; r++)
+    ok &= ncclAllGather(dsend[0][r], dgather[0][r], COUNT / (size_t)nranks, ncclFloat32, comms[0][r], second[r]) ==
+          ncclSuccess;
+  if (!ok) printf("  %s\n", ncclGetLastError(NULL));
+  return ok;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1) nranks = atoi(argv[1]);
@@ -177,6 +195,15 @@ int main(int argc, char **argv) {
          check_allgather(k, ROUNDS);
   }
   check(ok, "the %d communicators of %d ranks one at a time", ncomms, nranks);
+  for (int r = 0; r < nranks; r++) CUDA_OK(cudaStreamCreateWithFlags(&second[r], cudaStreamNonBlocking));
+  ok = 1;
+  for (int t = 0; t < ROUNDS && ok; t++) {
+    fill(0, ROUNDS + 1 + t);
+    CUDA_OK(cudaDeviceSynchronize()); /* a pageable copy may still be landing when cudaMemcpy returns */
+    ok = issue_two_streams() && wait_all(1u, "two streams", t) && check_allreduce(0, ROUNDS + 1 + t) &&
+         check_allgather(0, ROUNDS + 1 + t);
+  }
+  check(ok, "communicator 0's %d ranks on two streams each, %d rounds", nranks, ROUNDS);
   for (int k = 0; k < ncomms; k++)
     for (int r = 0; r < nranks; r++) {
       ncclResult_t e = ncclSuccess;
@@ -189,6 +216,7 @@ int main(int argc, char **argv) {
       cudaFree(drecv[k][r]);
       cudaFree(dgather[k][r]);
       cudaStreamDestroy(streams[k][r]);
+      if (k == 0 && second[r]) cudaStreamDestroy(second[r]);
     }
   free(host);
   printf("gpu_concurrent (%d ranks x %d communicators): %d passed, %d failed\n", nranks, ncomms, n_passed, n_failed);
