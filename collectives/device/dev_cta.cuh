@@ -86,6 +86,22 @@ __device__ __forceinline__ void conn_release(int gpu, uint64_t *p, uint64_t v) {
     dccl_st_release_u64(p, v);
 }
 
+// Orders the CTA's writes before what thread 0 publishes next, after a barrier: an acquire-release fence (the PTX
+// model makes it cumulative over the barrier), which is what the protocol needs; __threadfence is sequentially
+// consistent, a heavier MEMBAR.SC that also empties the SM's L1.
+__device__ __forceinline__ void dev_fence(int gpu) {
+  if (gpu)
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  else
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+// Thread 0, as its CTA leaves: one more CTA of the launch has exited, every write before it visible with the count
+// (a release add; the host reads the count with acquire).
+__device__ __forceinline__ void dev_count_exit(uint32_t *done_ctas) {
+  asm volatile("red.release.sys.add.u32 [%0], 1;" ::"l"(done_ctas) : "memory");
+}
+
 __device__ __forceinline__ void half_barrier(const dev_half &h) {
   asm volatile("bar.sync %0, %1;" ::"r"(h.bar), "r"(h.nthreads) : "memory");
 }

@@ -11,9 +11,10 @@
 // read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
 // Thread 0 meets the other ranks' same channel on their boards (struct dccl_direct_slot): publish this call's
 // buffers and then `seq` (release), read each peer's once its `seq` reaches the operation (acquire); after the
-// CTA's writes, a fence and `done` (release), then wait for every peer's `done`, so no rank leaves (and lets its
-// caller reuse the buffers) while another still reads its input or writes its output. A peer cannot publish the
-// next operation before this rank's `done`, so the buffers read are this operation's.
+// CTA's writes and a barrier, `done` (a release store, cumulative over the barrier), then wait for every peer's
+// `done`, so no rank leaves (and lets its caller reuse the buffers) while another still reads its input or writes
+// its output. A peer cannot publish the next operation before this rank's `done`, so the buffers read are this
+// operation's.
 __device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *cta, const dccl_direct_slot *their,
                                                const uint64_t *word, uint64_t k, int peer) {
   for (unsigned polls = 1;; polls++) {
@@ -131,8 +132,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   if (threadIdx.x == 0) {
     dccl_direct_slot *mine = t.boards[me] + t.channel;
     uint64_t k = mine->ops;
-    __threadfence(); // the CTA's writes into every output, before `done`
-    dccl_st_release_gpu_u64(&mine->done, k);
+    dccl_st_release_gpu_u64(&mine->done, k); // after the CTA's writes into every output (the barrier above)
     for (int p = 0; p < n; p++) {
       const dccl_direct_slot *their = t.boards[p] + t.channel;
       if (p != me && !dev_direct_meet(w, cta, their, &their->done, k, p)) {

@@ -18,7 +18,7 @@ enum {
   DEV_STAGE_REDUCED,    // its reduction and copies are done
   DEV_STAGE_RELEASED,   // its sends are out and its slots handed back (direct: every peer is done)
   DEV_STAGE_TASKS_DONE, // the CTA's last task has ended
-  DEV_STAGE_END,        // after the launch's count of ended CTAs (a system fence and an atomic on host memory)
+  DEV_STAGE_END,        // after the launch's count of ended CTAs (a release add on host memory)
   DEV_NSTAGES
 };
 

@@ -119,10 +119,7 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
     if ((smask >> i) & 1) all_gpu &= t.send[i]->same_gpu;
     if ((rmask >> i) & 1) all_gpu &= t.recv[i]->same_gpu;
   }
-  if (all_gpu)
-    __threadfence();
-  else
-    __threadfence_system();
+  dev_fence(all_gpu);
   for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
     if (!((smask >> i) & 1)) continue;
     dccl_dev_conn *c = t.send[i];
@@ -203,10 +200,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   if (w->ce.mode != DCCL_CE_NONE) {
     dev_ce<TYPE>(w);
     __syncthreads();
-    if (threadIdx.x == 0 && w->done_ctas) {
-      __threadfence_system();
-      atomicAdd_system(w->done_ctas, 1u);
-    }
+    if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
     return;
   }
   DEV_STAGES_BEGIN(&cta);
@@ -250,10 +244,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     __syncthreads();
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
-  if (threadIdx.x == 0 && w->done_ctas) {
-    __threadfence_system();
-    atomicAdd_system(w->done_ctas, 1u);
-  }
+  if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
   DEV_STAGES_END(&cta);
 }
 
