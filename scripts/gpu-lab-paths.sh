@@ -63,7 +63,8 @@
 #   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
 #           H100 2026-12-05):
 #           builds BUILD_DIR-stages with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of CTA 0
-#           stamps %globaltimer at each stage of its launch, and every 1024th launch prints the means; about 2
+#           stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the mean
+#           time of each since the one before; about 2
 #           minutes of the call) and runs the trace's cases with it: dev_latency ar+sync (2 ranks under MPS) and
 #           inproc_allreduce 8 B (2 ranks of one process: the default, direct, and DCCL_ALGO=oneshot).
 #   ab:     a kernel change against the code before it, on one GPU in one call: the 8-byte all-reduce of 2 ranks in

@@ -40,7 +40,7 @@ struct dev_cta {
   alignas(16) char ll_send[2][DCCL_DEV_LL_BYTES]; // per half
   alignas(16) char ll_recv[DCCL_DEV_CONN_SLOTS][DCCL_DEV_LL_BYTES];
 #ifdef DCCL_DEV_STAGES
-  uint64_t stamps[DEV_NSTAGES]; // dev_stages.cuh
+  dev_marks marks; // dev_stages.cuh
 #endif
 };
 

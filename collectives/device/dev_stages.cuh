@@ -1,10 +1,10 @@
 // Opt-in timing of a launch's stages (cmake -DDCCL_DEV_STAGES=ON; without it every DEV_STAGE is empty and the
 // kernels are unchanged): where a small operation's time goes inside the kernel, which a kernel trace sees only
-// whole. Thread 0 of CTA 0 stamps %globaltimer the first time its launch passes each stage; at the launch's end
-// the stage times join module-wide sums, and every 1024th launch prints their means (device printf: the lines
-// reach stdout at the next synchronise). Ranks of one process share the module, so their launches mix in the
-// means. A stage a launch skips (no data stage on bulk steps: their acquire waits for the data) adds nothing, and
-// the next stage's time includes it.
+// whole. Thread 0 of CTA 0 stamps %globaltimer each time its launch passes a stage, in the order they come (a
+// one-shot passes the step stages twice: its send step, then its receive step), up to DEV_MAX_MARKS a launch. At the
+// launch's end the time since the mark before joins a module-wide sum per position in that sequence, and every
+// 1024th launch prints the means with each position's stage name. Ranks of one process share the module, so their
+// launches mix in the means: read them only where every launch takes the same path.
 #ifndef DCCL_DEV_STAGES_CUH_
 #define DCCL_DEV_STAGES_CUH_
 
@@ -12,9 +12,10 @@
 
 enum {
   DEV_STAGE_ENTRY,      // the kernel starts
-  DEV_STAGE_TASK,       // the first task is in shared memory, its counters read
-  DEV_STAGE_ACQUIRED,   // the first step's links are ready (the direct path: every peer has met)
-  DEV_STAGE_DATA_IN,    // its LL lines have all come in
+  DEV_STAGE_TASK,       // a task is in shared memory, its links copied in
+  DEV_STAGE_STEP,       // a step starts (thread 0, before its schedule and its wait for the links)
+  DEV_STAGE_ACQUIRED,   // the step's links are ready (the direct path: every peer has met)
+  DEV_STAGE_DATA_IN,    // its LL lines have all come in, their headers checked
   DEV_STAGE_REDUCED,    // its reduction and copies are done
   DEV_STAGE_RELEASED,   // its sends are out and its slots handed back (direct: every peer is done)
   DEV_STAGE_TASKS_DONE, // the CTA's last task has ended
@@ -22,40 +23,45 @@ enum {
   DEV_NSTAGES
 };
 
+#define DEV_MAX_MARKS 24
+
+struct dev_marks {
+  uint64_t at[DEV_MAX_MARKS];
+  uint8_t stage[DEV_MAX_MARKS];
+  int n;
+};
+
 #ifdef DCCL_DEV_STAGES
-__device__ unsigned long long dev_stage_sum_ns[DEV_NSTAGES], dev_stage_launches;
+__device__ unsigned long long dev_mark_sum_ns[DEV_MAX_MARKS], dev_mark_launches;
 
-__device__ __forceinline__ void dev_stage(uint64_t *stamps, int i) {
-  if (blockIdx.x == 0 && threadIdx.x == 0 && !stamps[i]) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamps[i]));
+__device__ __forceinline__ void dev_stage(dev_marks *m, int stage) {
+  if (blockIdx.x || threadIdx.x || m->n == DEV_MAX_MARKS) return;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(m->at[m->n]));
+  m->stage[m->n++] = (uint8_t)stage;
 }
 
-__device__ __forceinline__ void dev_stages_begin(uint64_t *stamps) {
+__device__ __forceinline__ void dev_stages_begin(dev_marks *m) {
   if (blockIdx.x || threadIdx.x) return;
-  for (int i = 0; i < DEV_NSTAGES; i++) stamps[i] = 0;
-  dev_stage(stamps, DEV_STAGE_ENTRY);
+  m->n = 0;
+  dev_stage(m, DEV_STAGE_ENTRY);
 }
 
-__device__ __noinline__ void dev_stages_end(uint64_t *stamps) {
+__device__ __noinline__ void dev_stages_end(dev_marks *m) {
   if (blockIdx.x || threadIdx.x) return;
-  dev_stage(stamps, DEV_STAGE_END);
-  uint64_t prev = stamps[DEV_STAGE_ENTRY];
-  for (int i = 1; i < DEV_NSTAGES; i++) {
-    if (!stamps[i]) continue;
-    atomicAdd(&dev_stage_sum_ns[i], (unsigned long long)(stamps[i] - prev));
-    prev = stamps[i];
-  }
-  unsigned long long n = atomicAdd(&dev_stage_launches, 1ull) + 1;
+  dev_stage(m, DEV_STAGE_END);
+  for (int i = 1; i < m->n; i++) atomicAdd(&dev_mark_sum_ns[i], (unsigned long long)(m->at[i] - m->at[i - 1]));
+  unsigned long long n = atomicAdd(&dev_mark_launches, 1ull) + 1;
   if (n % 1024) return;
-  double us[DEV_NSTAGES];
-  for (int i = 1; i < DEV_NSTAGES; i++) us[i] = (double)dev_stage_sum_ns[i] / (double)n / 1000.0;
-  printf("dccl kernel stages, means over %llu launches (us): task %.2f acquired %.2f data_in %.2f reduced %.2f "
-         "released %.2f tasks_done %.2f end %.2f\n",
-         n, us[1], us[2], us[3], us[4], us[5], us[6], us[7]);
+  static const char *const names[DEV_NSTAGES] = {"entry", "task", "step", "acquired", "data_in",
+                                                 "reduced", "released", "tasks_done", "end"};
+  printf("dccl kernel stages, means over %llu launches (us since the mark before):", n);
+  for (int i = 1; i < m->n; i++) printf(" %s %.2f", names[m->stage[i]], (double)dev_mark_sum_ns[i] / (double)n / 1000.0);
+  printf("\n");
 }
 
-#define DEV_STAGE(cta, i) dev_stage((cta)->stamps, (i))
-#define DEV_STAGES_BEGIN(cta) dev_stages_begin((cta)->stamps)
-#define DEV_STAGES_END(cta) dev_stages_end((cta)->stamps)
+#define DEV_STAGE(cta, i) dev_stage(&(cta)->marks, (i))
+#define DEV_STAGES_BEGIN(cta) dev_stages_begin(&(cta)->marks)
+#define DEV_STAGES_END(cta) dev_stages_end(&(cta)->marks)
 #else
 #define DEV_STAGE(cta, i) ((void)0)
 #define DEV_STAGES_BEGIN(cta) ((void)0)

@@ -150,6 +150,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   const dccl_dev_task &t = cta->task;
   __shared__ int go[2];
   for (uint64_t idx = 0; idx < t.nsteps[s]; idx++) {
+    DEV_STAGE(cta, DEV_STAGE_STEP);
     dccl_prim_step st;
     dccl_sched_step(&t.sched, s, idx, &st);
     if (h.tid == 0) {
