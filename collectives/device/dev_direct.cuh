@@ -60,10 +60,16 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   dccl_dev_args &a = cta->args[0];
   const int n = t.sched.nranks, me = t.rank;
   __shared__ int go, more;
-  __shared__ uint64_t piece_at, piece_left, piece_lo;
+  __shared__ uint64_t piece_at, piece_left, piece_lo, op_k;
+  // Every rank's slot of this channel, read at once by as many threads (thread 0 would read them one after the
+  // other, each a trip to memory, and again to publish `done`).
+  __shared__ dccl_direct_slot *slots[DCCL_DEV_CONN_SLOTS];
+  if (threadIdx.x < (unsigned)n) slots[threadIdx.x] = t.boards[threadIdx.x] + t.channel;
+  __syncthreads();
   if (threadIdx.x == 0) {
-    dccl_direct_slot *mine = t.boards[me] + t.channel;
+    dccl_direct_slot *mine = slots[me];
     uint64_t k = mine->ops + 1;
+    op_k = k;
     mine->ops = k;
     mine->sendbuff = t.sendbuff;
     mine->recvbuff = t.recvbuff;
@@ -83,7 +89,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     uint64_t off = (t.sched.begin + lo) * t.esize, block_off = ((uint64_t)me * t.sched.block) * t.esize + off;
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
-      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      const dccl_direct_slot *their = slots[p];
       ok = p == me || dev_direct_meet(w, cta, their, &their->seq, k, p);
       if (!ok) break;
       dccl_slot_header got = their->call, want = t.call;
@@ -130,11 +136,11 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   __syncthreads();
   DEV_STAGE(cta, DEV_STAGE_REDUCED);
   if (threadIdx.x == 0) {
-    dccl_direct_slot *mine = t.boards[me] + t.channel;
-    uint64_t k = mine->ops;
+    dccl_direct_slot *mine = slots[me];
+    uint64_t k = op_k;
     dccl_st_release_gpu_u64(&mine->done, k); // after the CTA's writes into every output (the barrier above)
     for (int p = 0; p < n; p++) {
-      const dccl_direct_slot *their = t.boards[p] + t.channel;
+      const dccl_direct_slot *their = slots[p];
       if (p != me && !dev_direct_meet(w, cta, their, &their->done, k, p)) {
         dccl_st_release_gpu_u64(&mine->aborted, 1);
         break;
