@@ -19,6 +19,7 @@
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "collectives/device/launch_notes.h"
+#include "collectives/device/stream_order.h"
 #include "util/cuda_api.h"
 #include "util/cuda_driver.h"
 #include "util/clock.h"
@@ -56,9 +57,7 @@ struct dccl_dev_comm {
   uint32_t *done_ctas;             /* pinned: CTAs of uncaptured launches that have exited (kernels add, wrapping) */
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
   int captured_any;                /* a launch went into a CUDA graph: replays start kernels unannounced */
-  CUstream last_stream;            /* the stream of the last uncaptured launch (have_last: there was one) */
-  int have_last;
-  CUevent order_event;             /* recorded there when the next launch comes on another stream */
+  struct dccl_stream_order order;  /* its launches' streams, kept in issue order */
   struct dccl_launch_notes notes;  /* the uncaptured launches, for stall reports */
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
@@ -192,7 +191,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   DCCL_INFO(DCCL_INIT, "device %d: %d CTAs resident, %d ranks of the communicator on one GPU: at most %d channels; "
             "rank kernels that may run at once on the GPU: %.0f, a launch's share %d CTAs",
             ordinal, dev->resident, ranks_on_gpu, dev->max_ctas, dccl_cta_share_load(ordinal), launch_share(dev));
-  DCCL_CUCHECK(dccl_cu.event_create(&dev->order_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  DCCL_CUCHECK(dccl_cu.event_create(&dev->order.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
@@ -393,7 +392,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
     dccl_cu.mem_free_host(b->tasks);
     free(b);
   }
-  if (dev->order_event) dccl_cu.event_destroy(dev->order_event);
+  if (dev->order.event) dccl_cu.event_destroy(dev->order.event);
   if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
   if (dev->done_ctas) dccl_cu.mem_free_host(dev->done_ctas);
   if (dev->status) dccl_cu.mem_free_host(dev->status);
@@ -581,31 +580,6 @@ static ncclResult_t ce_ops(struct dccl_coll_comm *comm, struct dccl_op *list, vo
   return res;
 }
 
-/* A communicator's device work runs in issue order whatever streams it comes on, as NCCL's does: its kernels share
- * the links, and each takes the CTA share of one kernel per rank (cta_share.h). So an uncaptured launch on another
- * stream than the last one's first waits for that stream, when any of the communicator's CTAs may still run (an
- * event recorded there, waited for here: nothing is added while the stream stays the same). Captured launches are
- * left out: a graph's kernels run at its replays, which the caller orders. */
-static ncclResult_t order_streams(struct dccl_dev_comm *dev, CUstream stream, int captured) {
-  if (captured) return ncclSuccess;
-  CUstream last = dev->last_stream;
-  int switched = dev->have_last && last != stream;
-  dev->last_stream = stream;
-  dev->have_last = 1;
-  if (!switched || ctas_running(dev) == 0) return ncclSuccess;
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = dccl_cu.stream_is_capturing(last, &st);
-  if (r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
-    return dccl_error(ncclInvalidUsage,
-                      "this communicator's kernels on stream %p still run, and that stream %s: this call on stream "
-                      "%p cannot be ordered after them (synchronise the first stream, or order the two yourself)",
-                      (void *)last, r != CUDA_SUCCESS ? "cannot be asked (destroyed?)" : "now captures a graph",
-                      (void *)stream);
-  DCCL_CUCHECK(dccl_cu.event_record(dev->order_event, last), "cuEventRecord (after the communicator's last stream)");
-  DCCL_CUCHECK(dccl_cu.stream_wait_event(stream, dev->order_event, 0), "cuStreamWaitEvent (ordering its streams)");
-  return ncclSuccess;
-}
-
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   struct dccl_dev_comm *dev = comm->dev;
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
@@ -622,7 +596,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   DCCL_CUCHECK(dccl_cu.stream_is_capturing((CUstream)stream, &capture), "cuStreamIsCapturing");
   int captured = capture != CU_STREAM_CAPTURE_STATUS_NONE;
-  DCCLCHECK(order_streams(dev, (CUstream)stream, captured));
+  DCCLCHECK(dccl_stream_order(&dev->order, (CUstream)stream, captured, ctas_running(dev)));
   if (comm->nranks == 1) DCCLCHECK(single_rank_copies(comm, list, stream));
   if (dev->ce) DCCLCHECK(ce_ops(comm, list, stream));
   int type = -1;
