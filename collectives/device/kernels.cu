@@ -241,8 +241,8 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     dev_run_stream<TYPE>(w, &cta, s, h);
     __syncthreads();
     dev_conns_out(&cta, !cta.stop);
+    __syncthreads(); // the links written back before the next task reads them, or before the exit count
     if (cta.stop) break;
-    __syncthreads();
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
   if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
