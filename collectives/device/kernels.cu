@@ -154,12 +154,12 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     dccl_prim_step st;
     dccl_sched_step(&t.sched, s, idx, &st);
     if (h.tid == 0) {
-      int ok = 1;
-      while (st.wait_up >= 0 && cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
+      if (st.wait_up >= 0) { // a tree's down step after its up stream's: that stream's writes after its up_done
+        while (cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
+        }
+        __threadfence_block();
       }
-      __threadfence_block(); // the up stream's writes after its up_done
-      ok = !cta->stop && dev_step_acquire(w, cta, s, (int)(idx & 1), st);
-      go[s] = ok;
+      go[s] = !cta->stop && dev_step_acquire(w, cta, s, (int)(idx & 1), st);
     }
     half_barrier(h);
     if (!go[s]) return;
@@ -181,8 +181,10 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       if (smask) dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
-        __threadfence_block(); // the half's output writes (seen through its barrier) before the other half's wait
-        if (s == 0) cta->up_done = idx + 1;
+        if (s == 0 && t.nsteps[1] > 0) { // a down stream waits: the half's output writes (seen through its
+          __threadfence_block();          // barrier) before its up_done
+          cta->up_done = idx + 1;
+        }
         DEV_STAGE(cta, DEV_STAGE_RELEASED);
       }
       continue;
