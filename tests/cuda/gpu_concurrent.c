@@ -62,7 +62,7 @@ static int wait_all(unsigned which, const char *what, int round) {
     for (int k = 0; k < ncomms; k++)
       for (int r = 0; r < nranks && (which >> k & 1); r++) {
         cudaError_t e = cudaStreamQuery(streams[k][r]);
-        if (e == cudaSuccess && k == 0) e = cudaStreamQuery(second[r]);
+        if (e == cudaSuccess && k == 0 && second[r]) e = cudaStreamQuery(second[r]); // made for the last phase
         if (e == cudaErrorNotReady)
           busy = 1;
         else if (e != cudaSuccess) {
