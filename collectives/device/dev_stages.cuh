@@ -4,7 +4,10 @@
 // one-shot passes the step stages twice: its send step, then its receive step), up to DEV_MAX_MARKS a launch. At the
 // launch's end the time since the mark before joins a module-wide sum per position in that sequence, and every
 // 1024th launch prints the means with each position's stage name. Ranks of one process share the module, so their
-// launches mix in the means: read them only where every launch takes the same path.
+// launches mix in the means: read them only where every launch takes the same path. Some parts run twice in a
+// stage build (DEV_AGAIN: the schedule, thread 0's acquire, the LL lines), each run timed: a first run much slower
+// than the second spent its time fetching what the second finds cached (code, mostly: the data is in registers
+// and shared memory).
 #ifndef DCCL_DEV_STAGES_CUH_
 #define DCCL_DEV_STAGES_CUH_
 
@@ -14,16 +17,20 @@ enum {
   DEV_STAGE_ENTRY,      // the kernel starts
   DEV_STAGE_TASK,       // a task is in shared memory, its links copied in
   DEV_STAGE_STEP,       // a step starts (thread 0, before its schedule and its wait for the links)
+  DEV_STAGE_SCHED,      // thread 0 has the step from the schedule
+  DEV_STAGE_AGAIN,      // thread 0 has run what it ran since the mark before a second time (warm: see DEV_AGAIN)
+  DEV_STAGE_T0_READY,   // thread 0 has acquired the step's links (before the barrier that tells the CTA)
   DEV_STAGE_ACQUIRED,   // the step's links are ready (the direct path: every peer has met)
   DEV_STAGE_DATA_IN,    // its LL lines have all come in, their headers checked
   DEV_STAGE_REDUCED,    // its reduction and copies are done
+  DEV_STAGE_SENT,       // thread 0 has written its LL lines
   DEV_STAGE_RELEASED,   // its sends are out and its slots handed back (direct: every peer is done)
   DEV_STAGE_TASKS_DONE, // the CTA's last task has ended
   DEV_STAGE_END,        // after the launch's count of ended CTAs (a release add on host memory)
   DEV_NSTAGES
 };
 
-#define DEV_MAX_MARKS 24
+#define DEV_MAX_MARKS 32
 
 struct dev_marks {
   uint64_t at[DEV_MAX_MARKS];
@@ -52,8 +59,9 @@ __device__ __noinline__ void dev_stages_end(dev_marks *m) {
   for (int i = 1; i < m->n; i++) atomicAdd(&dev_mark_sum_ns[i], (unsigned long long)(m->at[i] - m->at[i - 1]));
   unsigned long long n = atomicAdd(&dev_mark_launches, 1ull) + 1;
   if (n % 1024) return;
-  static const char *const names[DEV_NSTAGES] = {"entry", "task", "step", "acquired", "data_in",
-                                                 "reduced", "released", "tasks_done", "end"};
+  static const char *const names[DEV_NSTAGES] = {"entry",   "task",    "step",       "sched", "again",
+                                                 "t0_ready", "acquired", "data_in",   "reduced", "sent", "released",
+                                                 "tasks_done", "end"};
   printf("dccl kernel stages, means over %llu launches (us since the mark before):", n);
   for (int i = 1; i < m->n; i++) printf(" %s %.2f", names[m->stage[i]], (double)dev_mark_sum_ns[i] / (double)n / 1000.0);
   printf("\n");
@@ -62,10 +70,18 @@ __device__ __noinline__ void dev_stages_end(dev_marks *m) {
 #define DEV_STAGE(cta, i) dev_stage(&(cta)->marks, (i))
 #define DEV_STAGES_BEGIN(cta) dev_stages_begin(&(cta)->marks)
 #define DEV_STAGES_END(cta) dev_stages_end(&(cta)->marks)
+// Runs `what` (idempotent, no waiting) a second time and marks it: the first run's time against the second's says
+// how much of it was fetching code and data the second finds cached.
+#define DEV_AGAIN(cta, what) \
+  do {                       \
+    what;                    \
+    DEV_STAGE(cta, DEV_STAGE_AGAIN); \
+  } while (0)
 #else
 #define DEV_STAGE(cta, i) ((void)0)
 #define DEV_STAGES_BEGIN(cta) ((void)0)
 #define DEV_STAGES_END(cta) ((void)0)
+#define DEV_AGAIN(cta, what) ((void)0)
 #endif
 
 #endif

@@ -153,6 +153,8 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     DEV_STAGE(cta, DEV_STAGE_STEP);
     dccl_prim_step st;
     dccl_sched_step(&t.sched, s, idx, &st);
+    DEV_STAGE(cta, DEV_STAGE_SCHED);
+    DEV_AGAIN(cta, dccl_sched_step(&t.sched, s, idx, &st));
     if (h.tid == 0) {
       if (st.wait_up >= 0) { // a tree's down step after its up stream's: that stream's writes after its up_done
         while (cta->up_done <= (uint64_t)st.wait_up && !cta->stop) {
@@ -160,6 +162,8 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
         __threadfence_block();
       }
       go[s] = !cta->stop && dev_step_acquire(w, cta, s, (int)(idx & 1), st);
+      DEV_STAGE(cta, DEV_STAGE_T0_READY);
+      DEV_AGAIN(cta, go[s] = go[s] && dev_step_acquire(w, cta, s, (int)(idx & 1), st));
     }
     half_barrier(h);
     if (!go[s]) return;
@@ -178,7 +182,11 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       // No barrier after the lines: a warp may still write them while thread 0 acquires the next step, whose send
       // slots go to the other parity (one slot set for both let a lagging warp write into the next position's
       // slot, and the receiver waited at this one forever). Two steps on, the step's first barrier has passed.
-      if (smask) dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
+      if (smask) {
+        dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
+        DEV_STAGE(cta, DEV_STAGE_SENT);
+        DEV_AGAIN(cta, dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h));
+      }
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
         if (s == 0 && t.nsteps[1] > 0) { // a down stream waits: the half's output writes (seen through its
@@ -207,6 +215,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     return;
   }
   DEV_STAGES_BEGIN(&cta);
+  DEV_AGAIN(&cta, (void)0); // what a mark itself costs
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {
