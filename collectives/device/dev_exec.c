@@ -42,11 +42,16 @@ struct work_block {
 };
 
 #define NTYPES 12 /* enum dccl_elem_type */
+/* The kernels, in this order: one per element type, the one for groups mixing types, one per element type for
+ * launches of LL steps only (ll_only). */
+#define KERNEL_ANY NTYPES
+#define KERNEL_LL(type) (NTYPES + 1 + (type))
+#define NKERNELS (2 * NTYPES + 1)
 
 struct dccl_dev_comm {
   CUcontext ctx;
   int ranks_in_process; /* ranks of the communicator in this process: more than one may not share a stream */
-  CUfunction kernels[NTYPES + 1]; /* one per element type, then the one for groups mixing types */
+  CUfunction kernels[NKERNELS];
   int ordinal;
   int resident;  /* CTAs the GPU holds at once (of this kernel) */
   int max_ctas;  /* channels a collective may plan: the resident CTAs over the communicator's ranks on the GPU */
@@ -81,19 +86,21 @@ struct dccl_dev_comm {
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   CUmodule module;
-  CUfunction kernels[NTYPES + 1];
+  CUfunction kernels[NKERNELS];
   int resident_ctas;
 } modules[MAX_DEVICES];
 
 static CUresult get_kernels(CUmodule mod, CUfunction *fns) {
   CUresult r = CUDA_SUCCESS;
-  for (int t = 0; t <= NTYPES && r == CUDA_SUCCESS; t++) {
+  for (int k = 0; k < NKERNELS && r == CUDA_SUCCESS; k++) {
     char name[32];
-    if (t < NTYPES)
-      snprintf(name, sizeof(name), "dccl_kernel_t%d", t);
-    else
+    if (k < KERNEL_ANY)
+      snprintf(name, sizeof(name), "dccl_kernel_t%d", k);
+    else if (k == KERNEL_ANY)
       snprintf(name, sizeof(name), "dccl_kernel_any");
-    r = dccl_cu.module_get_function(&fns[t], mod, name);
+    else
+      snprintf(name, sizeof(name), "dccl_kernel_ll_t%d", k - KERNEL_LL(0));
+    r = dccl_cu.module_get_function(&fns[k], mod, name);
   }
   return r;
 }
@@ -104,13 +111,13 @@ static ncclResult_t load_kernels(int ordinal, CUfunction *kernels, int *resident
   pthread_mutex_lock(&modules_lock);
   if (!modules[ordinal].module) {
     CUmodule mod;
-    CUfunction fns[NTYPES + 1];
+    CUfunction fns[NKERNELS];
     CUdevice dev;
     int per_sm = 0, sms = 0;
     CUresult r = dccl_cu.module_load_data(&mod, dccl_kernels_fatbin);
     if (r == CUDA_SUCCESS) r = get_kernels(mod, fns);
     /* The generic kernel uses the most of each SM: what it allows, the others allow too. */
-    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fns[NTYPES], DCCL_DEV_THREADS, 0);
+    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fns[KERNEL_ANY], DCCL_DEV_THREADS, 0);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get(&dev, ordinal);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     if (r != CUDA_SUCCESS) {
@@ -522,6 +529,13 @@ static void count_launch(struct dccl_dev_comm *dev, const struct dccl_op *first,
   dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
 }
 
+/* Whether every task runs LL steps on one stream: the LL kernels (collectives/device/kernels.cu) run those only. */
+static int ll_only(const struct dccl_dev_task *tasks, int ntasks) {
+  for (int t = 0; t < ntasks; t++)
+    if (tasks[t].proto != DCCL_PROTO_LL || tasks[t].nsteps[1] > 0 || tasks[t].sched.algo == DCCL_SCHED_DIRECT) return 0;
+  return 1;
+}
+
 /* The kernel part of a copy-engine collective's round (ce_collectives.h): CTAs for 256 KiB each, up to the GPU's
  * resident ones (the part never waits, so it need not share them). */
 struct ce_launch {
@@ -546,8 +560,8 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   w->ce = *cw;
   void *args[] = {w};
   int type = (int)l->op->type;
-  DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES], (unsigned)nctas, 1, 1,
-                                     DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
+  CUfunction kernel = dev->kernels[type >= 0 && type < NTYPES ? type : KERNEL_ANY];
+  DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel (copy engines)");
   count_launch(dev, l->op, nctas);
   return ncclSuccess;
@@ -602,7 +616,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   int type = -1;
   for (const struct dccl_op *op = list; op; op = op->next)
     if (op->comm == comm && op->on_device && !op->finished)
-      type = type == -1 || type == (int)op->type ? (int)op->type : NTYPES; /* NTYPES: a mix */
+      type = type == -1 || type == (int)op->type ? (int)op->type : KERNEL_ANY; /* a mix */
   struct dccl_cta_plan *plan = &dev->cta_plan;
   DCCLCHECK(dccl_cta_plan(plan, list, comm, launch_share(dev)));
   int ntasks = plan->ntasks;
@@ -648,7 +662,8 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   w->nctas = (uint32_t)nctas;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {w};
-  CUfunction kernel = dev->kernels[type >= 0 && type < NTYPES ? type : NTYPES];
+  CUfunction kernel = dev->kernels[type < 0 || type >= NTYPES ? KERNEL_ANY : ll_only(tasks, ntasks) ? KERNEL_LL(type)
+                                                                                                 : type];
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");

@@ -148,17 +148,23 @@ __device__ __forceinline__ void dev_reduce_packs(const dccl_dev_args &a, typenam
   }
 }
 
+// The premultiplier, widened (0 without one).
+template <typename R>
+__device__ __forceinline__ typename R::A dev_scale(const dccl_dev_args &a) {
+  typename R::A scale = 0;
+  if (a.has_pre) {
+    typename R::T raw;
+    memcpy(&raw, &a.pre, sizeof raw);
+    scale = R::widen(raw);
+  }
+  return scale;
+}
+
 // The step: packs where every operand is 16-byte aligned, single elements elsewhere.
 template <typename R>
 __device__ void dev_reduce_copy(const dccl_dev_args &a, int tid, int nthreads) {
   typedef typename R::T T;
-  typedef typename R::A A;
-  A scale = 0;
-  if (a.has_pre) {
-    T raw;
-    memcpy(&raw, &a.pre, sizeof raw);
-    scale = R::widen(raw);
-  }
+  typename R::A scale = dev_scale<R>(a);
   const int per_pack = 16 / (int)sizeof(T);
   uintptr_t align = 0;
   for (int s = 0; s < a.nsrcs; s++) align |= (uintptr_t)a.srcs[s];
@@ -234,6 +240,23 @@ __device__ __forceinline__ void dev_reduce_copy_for(const dccl_dev_args &a, uint
 #undef DCCL_DEV_CASE
     }
   }
+}
+
+// An LL step's arithmetic (at most DCCL_DEV_LL_BYTES: a few elements per thread): one loop over elements, with the
+// packs' bits (every element is combined in the same order), in a fraction of their code. A lone source with
+// nothing to apply is copied as bytes, as dev_copy does.
+template <int TYPE>
+__device__ __forceinline__ void dev_reduce_small(const dccl_dev_args &a, uint32_t esize, int tid, int nthreads) {
+  if (a.nsrcs == 1 && !((a.own == 0 || a.pre_all) && a.has_pre) && a.post_div <= 1) {
+    for (uint64_t i = tid; i < a.n * esize; i += nthreads) {
+      unsigned char v = ((const unsigned char *)a.srcs[0])[i];
+      for (int d = 0; d < a.ndsts; d++) ((unsigned char *)a.dsts[d])[i] = v;
+    }
+    return;
+  }
+  typedef typename dev_elem<TYPE>::R R;
+  typename R::A scale = dev_scale<R>(a);
+  for (uint64_t i = tid; i < a.n; i += nthreads) dev_reduce_elem<R>(a, scale, i);
 }
 
 #endif

@@ -19,7 +19,8 @@
 #include "collectives/device/dev_ll.cuh"
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
-// next; the sends' under the step's parity `odd`). Returns 0 to stop.
+// next; the sends' under the step's parity `odd`). Returns 0 to stop. LL: built for LL steps only.
+template <int LL>
 __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, int odd, const dccl_prim_step &st) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[half];
@@ -49,7 +50,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
       a.srcs[a.nsrcs++] = in;
       own_rank_placed = 1;
     }
-    if (t.proto == DCCL_PROTO_LL) { // the CTA polls the LL slot next (dev_ll_receive), into shared memory
+    if (LL || t.proto == DCCL_PROTO_LL) { // the CTA polls the LL slot next (dev_ll_receive), into shared memory
       cta->ll_in_slot[i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_in_pos[i] = pos;
       cta->ll_bulk_came[i] = 0;
@@ -89,7 +90,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
       if (!dev_wait(w, cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; })) return 0;
       c->peer_seen = seen;
     }
-    if (t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
+    if (LL || t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
       cta->ll_out_slot[odd][i] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
       cta->ll_out_pos[odd][i] = pos;
       if (!ll_staged) a.dsts[a.ndsts++] = cta->ll_send[half];
@@ -145,7 +146,7 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
   }
 }
 
-template <int TYPE>
+template <int TYPE, int LL>
 __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   __shared__ int go[2];
@@ -161,21 +162,26 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
         }
         __threadfence_block();
       }
-      go[s] = !cta->stop && dev_step_acquire(w, cta, s, (int)(idx & 1), st);
+      go[s] = !cta->stop && dev_step_acquire<LL>(w, cta, s, (int)(idx & 1), st);
       DEV_STAGE(cta, DEV_STAGE_T0_READY);
-      DEV_AGAIN(cta, go[s] = go[s] && dev_step_acquire(w, cta, s, (int)(idx & 1), st));
+      DEV_AGAIN(cta, go[s] = go[s] && dev_step_acquire<LL>(w, cta, s, (int)(idx & 1), st));
     }
     half_barrier(h);
     if (!go[s]) return;
     DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
-    int ll = t.proto == DCCL_PROTO_LL;
+    int ll = LL || t.proto == DCCL_PROTO_LL;
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
       if (rmask && !dev_ll_receive(w, cta, s, rmask, st.nelem * t.esize, h)) return;
       if (rmask) DEV_STAGE(cta, DEV_STAGE_DATA_IN);
     }
-    if (st.nelem > 0) dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
+    if (st.nelem > 0) {
+      if constexpr (LL)
+        dev_reduce_small<TYPE>(cta->args[s], t.esize, h.tid, h.nthreads);
+      else
+        dev_reduce_copy_for<TYPE>(cta->args[s], t.redop.type, t.esize, h.tid, h.nthreads);
+    }
     half_barrier(h);
     DEV_STAGE(cta, DEV_STAGE_REDUCED);
     if (ll) {
@@ -205,10 +211,14 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
-template <int TYPE>
+// LL: the kernel for launches whose tasks all run LL steps on one stream (dccl_dev_task_small): only that path's
+// code, compact, so that the few microseconds of a small operation are not spent fetching instructions. Each part
+// of a launch's path runs once, on an SM whose instruction cache has not seen it: the generic kernel's path
+// jumps across some 300 KiB of code.
+template <int TYPE, int LL>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
-  if (w->ce.mode != DCCL_CE_NONE) {
+  if (!LL && w->ce.mode != DCCL_CE_NONE) {
     dev_ce<TYPE>(w);
     __syncthreads();
     if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
@@ -237,19 +247,19 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     dev_conns_in(&cta);
     __syncthreads();
     DEV_STAGE(&cta, DEV_STAGE_TASK);
-    if (cta.task.sched.algo == DCCL_SCHED_DIRECT) {
+    if (!LL && cta.task.sched.algo == DCCL_SCHED_DIRECT) {
       dev_direct<TYPE>(w, &cta);
       __syncthreads();
       if (cta.stop) break;
       continue;
     }
-    int two = cta.task.nsteps[1] > 0;
+    int two = !LL && cta.task.nsteps[1] > 0;
     dev_half h;
     int s = two && threadIdx.x >= blockDim.x / 2;
     h.nthreads = two ? blockDim.x / 2 : blockDim.x;
     h.tid = threadIdx.x - s * h.nthreads;
     h.bar = 1 + s;
-    dev_run_stream<TYPE>(w, &cta, s, h);
+    dev_run_stream<TYPE, LL>(w, &cta, s, h);
     __syncthreads();
     dev_conns_out(&cta, !cta.stop);
     __syncthreads(); // the links written back before the next task reads them, or before the exit count
@@ -260,22 +270,35 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   DEV_STAGES_END(&cta);
 }
 
-// The kernels: one per element type, and one for groups that mix types. The host finds them by these names. The
-// launch comes by value; __grid_constant__ lets the body address it in place instead of copying it per thread.
-#define DCCL_DEV_KERNEL(name, type)                                                                  \
+// The kernels: one per element type, and one for groups that mix types, and the LL kernels, one per element type.
+// The host finds them by these names. The launch comes by value; __grid_constant__ lets the body address it in
+// place instead of copying it per thread.
+#define DCCL_DEV_KERNEL(name, type, ll)                                                              \
   extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
-    dev_kernel_body<type>(&w);                                                                       \
+    dev_kernel_body<type, ll>(&w);                                                                   \
   }
-DCCL_DEV_KERNEL(dccl_kernel_any, DCCL_DEV_ANY_TYPE)
-DCCL_DEV_KERNEL(dccl_kernel_t0, 0)
-DCCL_DEV_KERNEL(dccl_kernel_t1, 1)
-DCCL_DEV_KERNEL(dccl_kernel_t2, 2)
-DCCL_DEV_KERNEL(dccl_kernel_t3, 3)
-DCCL_DEV_KERNEL(dccl_kernel_t4, 4)
-DCCL_DEV_KERNEL(dccl_kernel_t5, 5)
-DCCL_DEV_KERNEL(dccl_kernel_t6, 6)
-DCCL_DEV_KERNEL(dccl_kernel_t7, 7)
-DCCL_DEV_KERNEL(dccl_kernel_t8, 8)
-DCCL_DEV_KERNEL(dccl_kernel_t9, 9)
-DCCL_DEV_KERNEL(dccl_kernel_t10, 10)
-DCCL_DEV_KERNEL(dccl_kernel_t11, 11)
+DCCL_DEV_KERNEL(dccl_kernel_any, DCCL_DEV_ANY_TYPE, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t0, 0, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t1, 1, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t2, 2, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t3, 3, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t4, 4, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t5, 5, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t6, 6, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t7, 7, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t8, 8, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t9, 9, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t10, 10, 0)
+DCCL_DEV_KERNEL(dccl_kernel_t11, 11, 0)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t0, 0, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t1, 1, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t2, 2, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t3, 3, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t4, 4, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t5, 5, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t6, 6, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t7, 7, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t8, 8, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t9, 9, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t10, 10, 1)
+DCCL_DEV_KERNEL(dccl_kernel_ll_t11, 11, 1)
