@@ -64,21 +64,6 @@ __device__ __forceinline__ void dev_conns_in(dev_cta *cta) {
   }
 }
 
-// A running task's links by slot, in shared memory (task.recv/send point there too, but through a pointer the
-// compiler cannot tell is shared: every read of it a generic load).
-__device__ __forceinline__ dccl_dev_conn *dev_recv_link(dev_cta *cta, int i) { return &cta->conns[i]; }
-__device__ __forceinline__ dccl_dev_conn *dev_send_link(dev_cta *cta, int i) {
-  return &cta->conns[DCCL_DEV_CONN_SLOTS + i];
-}
-
-// The next link of a step's mask: the lowest set bit's slot, cleared from the mask. Steps name one to eight links of
-// sixteen slots; a loop over the set bits alone is what thread 0's bookkeeping runs at one warp's pace per step.
-__device__ __forceinline__ int dev_next_link(uint32_t *mask) {
-  int i = __ffs(*mask) - 1;
-  *mask &= *mask - 1;
-  return i;
-}
-
 // Threads below 2 * DCCL_DEV_CONN_SLOTS, as a task ends: each link's counters back to device memory, for the next
 // task or launch; the operation count moves on only when the task ran to its end.
 __device__ __forceinline__ void dev_conns_out(dev_cta *cta, int ended) {

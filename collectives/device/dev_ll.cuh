@@ -45,11 +45,12 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
 // (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
 __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
                                            uint64_t bytes, const dev_half &h) {
+  const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
   int ok = 1;
-  for (uint32_t m = rmask; m && ok;) {
-    int i = dev_next_link(&m);
-    const dccl_dev_conn *c = dev_recv_link(cta, i);
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
+    if (!((rmask >> i) & 1)) continue;
+    const dccl_dev_conn *c = t.recv[i];
     const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
     const uint64_t *bulk_unit0 =
         (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
@@ -94,9 +95,9 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
   int &go = go_of[half];
   if (h.tid == 0) {
     go = !cta->stop;
-    for (uint32_t m = rmask; m;) {
-      int i = dev_next_link(&m);
-      const dccl_dev_conn *c = dev_recv_link(cta, i);
+    for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+      if (!((rmask >> i) & 1)) continue;
+      const dccl_dev_conn *c = t.recv[i];
       if (cta->ll_bulk_came[i]) {
         go = dev_bulk_came(w, cta, c, cta->ll_in_pos[i], cta->seq[half][i], bytes);
         break;
@@ -116,8 +117,8 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
 __device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
                                          const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
-  for (uint32_t m = smask; m;) {
-    int i = dev_next_link(&m);
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((smask >> i) & 1)) continue;
     uint64_t *units = (uint64_t *)cta->ll_out_slot[odd][i];
     uint64_t pos = cta->ll_out_pos[odd][i];
     uint32_t flag = dccl_ll_flag(pos);
@@ -147,15 +148,19 @@ __device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32
 // barrier), so nothing is left for a fence to order before the producer may write the slot again. A release
 // here was a fence per step, at system scope on staged links.
 __device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
-  for (uint32_t m = smask; m;) {
-    dccl_dev_conn *c = dev_send_link(cta, dev_next_link(&m));
-    *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.tail) = c->pos + 1;
-    c->pos++;
-  }
-  for (uint32_t m = rmask; m;) {
-    dccl_dev_conn *c = dev_recv_link(cta, dev_next_link(&m));
-    *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
-    c->pos++;
+  const dccl_dev_task &t = cta->task;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if ((smask >> i) & 1) {
+      dccl_dev_conn *c = t.send[i];
+      uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
+      *(volatile uint64_t *)tail = c->pos + 1;
+      c->pos++;
+    }
+    if ((rmask >> i) & 1) {
+      dccl_dev_conn *c = t.recv[i];
+      *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
+      c->pos++;
+    }
   }
 }
 

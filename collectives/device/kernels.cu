@@ -41,9 +41,9 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     a.srcs[a.nsrcs++] = in;
   }
   int own_rank_placed = !(st.flags & DCCL_PRIM_RANK_ORDER);
-  for (uint32_t m = rmask; m;) {
-    int i = dev_next_link(&m);
-    dccl_dev_conn *c = dev_recv_link(cta, i);
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((rmask >> i) & 1)) continue;
+    dccl_dev_conn *c = t.recv[i];
     uint64_t pos = c->pos;
     if (!own_rank_placed && c->peer > t.rank) { // one-shot: the own input at its rank's place
       a.own = a.nsrcs;
@@ -79,9 +79,9 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   if (st.flags & DCCL_PRIM_RANK_ORDER) a.round_own = 1;
   if (st.flags & DCCL_PRIM_OUTPUT) a.dsts[a.ndsts++] = t.recvbuff + st.out_off * t.esize;
   int ll_staged = 0;
-  for (uint32_t m = smask; m;) {
-    int i = dev_next_link(&m);
-    dccl_dev_conn *c = dev_send_link(cta, i);
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((smask >> i) & 1)) continue;
+    dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos, nslots = c->desc.nslots;
     int gpu = c->same_gpu;
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
@@ -116,12 +116,14 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
   // Every thread's slot writes (seen through the barrier) before the counters: a fence at the widest scope any of
   // the step's links needs.
   int all_gpu = 1;
-  for (uint32_t m = smask; m;) all_gpu &= dev_send_link(cta, dev_next_link(&m))->same_gpu;
-  for (uint32_t m = rmask; m;) all_gpu &= dev_recv_link(cta, dev_next_link(&m))->same_gpu;
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if ((smask >> i) & 1) all_gpu &= t.send[i]->same_gpu;
+    if ((rmask >> i) & 1) all_gpu &= t.recv[i]->same_gpu;
+  }
   dev_fence(all_gpu);
-  for (uint32_t m = smask; m;) {
-    int i = dev_next_link(&m);
-    dccl_dev_conn *c = dev_send_link(cta, i);
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((smask >> i) & 1)) continue;
+    dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos;
     char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
     dccl_slot_header h = t.call;
@@ -136,8 +138,9 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
     conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.tail), pos + 1);
     c->pos = pos + 1;
   }
-  for (uint32_t m = rmask; m;) {
-    dccl_dev_conn *c = dev_recv_link(cta, dev_next_link(&m));
+  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
+    if (!((rmask >> i) & 1)) continue;
+    dccl_dev_conn *c = t.recv[i];
     conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
     c->pos++;
   }
