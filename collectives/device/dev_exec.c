@@ -18,6 +18,7 @@
 #include "collectives/device/cta_plan.h"
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
+#include "collectives/device/kernel_choice.h"
 #include "collectives/device/launch_notes.h"
 #include "collectives/device/stream_order.h"
 #include "util/cuda_api.h"
@@ -41,17 +42,11 @@ struct work_block {
   struct work_block *next;
 };
 
-#define NTYPES 12 /* enum dccl_elem_type */
-/* The kernels, in this order: one per element type, the one for groups mixing types, one per element type for
- * launches of LL steps only (ll_only). */
-#define KERNEL_ANY NTYPES
-#define KERNEL_LL(type) (NTYPES + 1 + (type))
-#define NKERNELS (2 * NTYPES + 1)
 
 struct dccl_dev_comm {
   CUcontext ctx;
   int ranks_in_process; /* ranks of the communicator in this process: more than one may not share a stream */
-  CUfunction kernels[NKERNELS];
+  CUfunction kernels[DCCL_NKERNELS];
   int ordinal;
   int resident;  /* CTAs the GPU holds at once (of this kernel) */
   int max_ctas;  /* channels a collective may plan: the resident CTAs over the communicator's ranks on the GPU */
@@ -86,20 +81,15 @@ struct dccl_dev_comm {
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   CUmodule module;
-  CUfunction kernels[NKERNELS];
+  CUfunction kernels[DCCL_NKERNELS];
   int resident_ctas;
 } modules[MAX_DEVICES];
 
 static CUresult get_kernels(CUmodule mod, CUfunction *fns) {
   CUresult r = CUDA_SUCCESS;
-  for (int k = 0; k < NKERNELS && r == CUDA_SUCCESS; k++) {
+  for (int k = 0; k < DCCL_NKERNELS && r == CUDA_SUCCESS; k++) {
     char name[32];
-    if (k < KERNEL_ANY)
-      snprintf(name, sizeof(name), "dccl_kernel_t%d", k);
-    else if (k == KERNEL_ANY)
-      snprintf(name, sizeof(name), "dccl_kernel_any");
-    else
-      snprintf(name, sizeof(name), "dccl_kernel_ll_t%d", k - KERNEL_LL(0));
+    dccl_kernel_name(k, name, sizeof(name));
     r = dccl_cu.module_get_function(&fns[k], mod, name);
   }
   return r;
@@ -111,13 +101,13 @@ static ncclResult_t load_kernels(int ordinal, CUfunction *kernels, int *resident
   pthread_mutex_lock(&modules_lock);
   if (!modules[ordinal].module) {
     CUmodule mod;
-    CUfunction fns[NKERNELS];
+    CUfunction fns[DCCL_NKERNELS];
     CUdevice dev;
     int per_sm = 0, sms = 0;
     CUresult r = dccl_cu.module_load_data(&mod, dccl_kernels_fatbin);
     if (r == CUDA_SUCCESS) r = get_kernels(mod, fns);
     /* The generic kernel uses the most of each SM: what it allows, the others allow too. */
-    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fns[KERNEL_ANY], DCCL_DEV_THREADS, 0);
+    if (r == CUDA_SUCCESS) r = dccl_cu.occupancy(&per_sm, fns[DCCL_KERNEL_ANY], DCCL_DEV_THREADS, 0);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get(&dev, ordinal);
     if (r == CUDA_SUCCESS) r = dccl_cu.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     if (r != CUDA_SUCCESS) {
@@ -529,13 +519,6 @@ static void count_launch(struct dccl_dev_comm *dev, const struct dccl_op *first,
   dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
 }
 
-/* Whether every task runs LL steps on one stream: the LL kernels (collectives/device/kernels.cu) run those only. */
-static int ll_only(const struct dccl_dev_task *tasks, int ntasks) {
-  for (int t = 0; t < ntasks; t++)
-    if (tasks[t].proto != DCCL_PROTO_LL || tasks[t].nsteps[1] > 0 || tasks[t].sched.algo == DCCL_SCHED_DIRECT) return 0;
-  return 1;
-}
-
 /* The kernel part of a copy-engine collective's round (ce_collectives.h): CTAs for 256 KiB each, up to the GPU's
  * resident ones (the part never waits, so it need not share them). */
 struct ce_launch {
@@ -560,7 +543,7 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   w->ce = *cw;
   void *args[] = {w};
   int type = (int)l->op->type;
-  CUfunction kernel = dev->kernels[type >= 0 && type < NTYPES ? type : KERNEL_ANY];
+  CUfunction kernel = dev->kernels[type >= 0 && type < DCCL_KERNEL_NTYPES ? type : DCCL_KERNEL_ANY];
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel (copy engines)");
   count_launch(dev, l->op, nctas);
@@ -616,7 +599,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   int type = -1;
   for (const struct dccl_op *op = list; op; op = op->next)
     if (op->comm == comm && op->on_device && !op->finished)
-      type = type == -1 || type == (int)op->type ? (int)op->type : KERNEL_ANY; /* a mix */
+      type = type == -1 || type == (int)op->type ? (int)op->type : DCCL_KERNEL_ANY; /* a mix */
   struct dccl_cta_plan *plan = &dev->cta_plan;
   DCCLCHECK(dccl_cta_plan(plan, list, comm, launch_share(dev)));
   int ntasks = plan->ntasks;
@@ -662,8 +645,7 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   w->nctas = (uint32_t)nctas;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {w};
-  CUfunction kernel = dev->kernels[type < 0 || type >= NTYPES ? KERNEL_ANY : ll_only(tasks, ntasks) ? KERNEL_LL(type)
-                                                                                                 : type];
+  CUfunction kernel = dev->kernels[dccl_kernel_for(type, tasks, ntasks)];
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
                                      args, NULL),
                "launching DCCL's kernel");

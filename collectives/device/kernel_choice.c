@@ -1,0 +1,25 @@
+/* Which kernel runs a launch (collectives/device/kernel_choice.h). */
+#include "collectives/device/kernel_choice.h"
+
+#include <stdio.h>
+
+#include "pure/reduce_math.h"
+
+_Static_assert(DCCL_ELEM_E5M2 + 1 == DCCL_KERNEL_NTYPES, "a kernel per element type (enum dccl_elem_type)");
+
+void dccl_kernel_name(int k, char *name, size_t len) {
+  if (k < DCCL_KERNEL_ANY)
+    snprintf(name, len, "dccl_kernel_t%d", k);
+  else if (k == DCCL_KERNEL_ANY)
+    snprintf(name, len, "dccl_kernel_any");
+  else
+    snprintf(name, len, "dccl_kernel_ll_t%d", k - DCCL_KERNEL_LL(0));
+}
+
+int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks) {
+  if (type < 0 || type >= DCCL_KERNEL_NTYPES) return DCCL_KERNEL_ANY;
+  for (int t = 0; t < ntasks; t++)
+    if (tasks[t].proto != DCCL_PROTO_LL || tasks[t].nsteps[1] > 0 || tasks[t].sched.algo == DCCL_SCHED_DIRECT)
+      return type;
+  return DCCL_KERNEL_LL(type);
+}

@@ -1,0 +1,25 @@
+/* Which of the module's kernels (collectives/device/kernels.cu) runs a launch, and their names. Each element type
+ * has a generic kernel, which runs every kind of task, and an LL kernel, built for single-stream LL steps only
+ * (a small operation's path, compact: its time is not spent fetching code); groups mixing types take the generic
+ * kernel for any type. Plain host code, so the choice is unit-tested without a GPU. */
+#ifndef DCCL_KERNEL_CHOICE_H_
+#define DCCL_KERNEL_CHOICE_H_
+
+#include <stddef.h>
+
+#include "collectives/device/dev_work.h"
+
+#define DCCL_KERNEL_NTYPES 12 /* enum dccl_elem_type */
+/* Kernel indices: 0..NTYPES-1 the generic kernel of each type, then the one for any type, then the LL kernels. */
+#define DCCL_KERNEL_ANY DCCL_KERNEL_NTYPES
+#define DCCL_KERNEL_LL(type) (DCCL_KERNEL_NTYPES + 1 + (type))
+#define DCCL_NKERNELS (2 * DCCL_KERNEL_NTYPES + 1)
+
+/* The name kernels.cu gives kernel `k`, into name[len]. */
+void dccl_kernel_name(int k, char *name, size_t len);
+
+/* The kernel for a launch of `tasks` whose element type is `type` (an enum dccl_elem_type; anything else: a mix):
+ * the LL kernel where every task runs LL steps on one stream (no tree, no direct path), else the generic one. */
+int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);
+
+#endif

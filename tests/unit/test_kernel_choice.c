@@ -1,0 +1,76 @@
+/* Which kernel runs a launch (collectives/device/kernel_choice.h): the LL kernel of the type only where every task
+ * runs LL steps on one stream (the LL kernel has no second stream, no bulk steps, no direct path: a tree or a bulk
+ * task there would hang or lose data), the generic kernel of the type otherwise, the one for any type for a mix;
+ * and the names the host asks the module for. */
+#include <stdio.h>
+#include <string.h>
+
+#include "unit_check.h"
+
+#ifdef DCCL_HAVE_DEVICE_CODE
+#include "collectives/device/kernel_choice.h"
+#include "pure/reduce_math.h"
+
+static struct dccl_dev_task task(uint32_t proto, enum dccl_sched_algo algo, uint64_t nsteps1) {
+  struct dccl_dev_task t;
+  memset(&t, 0, sizeof(t));
+  t.proto = proto;
+  t.sched.algo = algo;
+  t.nsteps[0] = 2;
+  t.nsteps[1] = nsteps1;
+  return t;
+}
+
+static void choices(void) {
+  const int f32 = DCCL_ELEM_F32;
+  struct dccl_dev_task ll_ring = task(DCCL_PROTO_LL, DCCL_SCHED_RING_ALLREDUCE, 0);
+  struct dccl_dev_task ll_oneshot = task(DCCL_PROTO_LL, DCCL_SCHED_ONESHOT_ALLREDUCE, 0);
+  struct dccl_dev_task ll_tree = task(DCCL_PROTO_LL, DCCL_SCHED_TREE_ALLREDUCE, 3);
+  struct dccl_dev_task bulk_ring = task(DCCL_PROTO_BULK, DCCL_SCHED_RING_ALLREDUCE, 0);
+  struct dccl_dev_task ll_direct = task(DCCL_PROTO_LL, DCCL_SCHED_DIRECT, 0);
+
+  struct dccl_dev_task all_ll[] = {ll_oneshot, ll_ring, ll_oneshot};
+  check(dccl_kernel_for(f32, all_ll, 3) == DCCL_KERNEL_LL(f32), "LL one-shot and ring tasks: the LL kernel (got %d)",
+        dccl_kernel_for(f32, all_ll, 3));
+  check(dccl_kernel_for(DCCL_ELEM_I8, all_ll, 1) == DCCL_KERNEL_LL(DCCL_ELEM_I8), "int8: its own LL kernel");
+  check(dccl_kernel_for(DCCL_ELEM_E5M2, all_ll, 1) == DCCL_NKERNELS - 1, "the last type's LL kernel is the last");
+
+  struct dccl_dev_task with_tree[] = {ll_oneshot, ll_tree};
+  check(dccl_kernel_for(f32, with_tree, 2) == f32, "a tree's two streams: the generic kernel (got %d)",
+        dccl_kernel_for(f32, with_tree, 2));
+  struct dccl_dev_task with_bulk[] = {bulk_ring, ll_ring};
+  check(dccl_kernel_for(f32, with_bulk, 2) == f32, "a bulk task among LL ones: the generic kernel (got %d)",
+        dccl_kernel_for(f32, with_bulk, 2));
+  check(dccl_kernel_for(f32, &ll_direct, 1) == f32, "the direct path: the generic kernel (got %d)",
+        dccl_kernel_for(f32, &ll_direct, 1));
+  check(dccl_kernel_for(DCCL_KERNEL_ANY, all_ll, 3) == DCCL_KERNEL_ANY, "mixed types: the kernel for any type");
+  check(dccl_kernel_for(-1, all_ll, 3) == DCCL_KERNEL_ANY, "no type: the kernel for any type");
+}
+
+static void names(void) {
+  char name[32];
+  dccl_kernel_name(0, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_t0") == 0, "kernel 0: %s", name);
+  dccl_kernel_name(DCCL_ELEM_F32, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_t7") == 0, "float32's generic kernel (type 7): %s", name);
+  dccl_kernel_name(DCCL_KERNEL_ANY, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_any") == 0, "the kernel for any type: %s", name);
+  dccl_kernel_name(DCCL_KERNEL_LL(0), name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_ll_t0") == 0, "the first LL kernel: %s", name);
+  dccl_kernel_name(DCCL_KERNEL_LL(DCCL_KERNEL_NTYPES - 1), name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_ll_t11") == 0, "the last LL kernel: %s", name);
+}
+#endif
+
+int main(void) {
+#ifdef DCCL_HAVE_DEVICE_CODE
+  choices();
+  names();
+  printf("test_kernel_choice: %d passed, %d failed\n", checks_passed, checks_failed);
+  return checks_failed != 0;
+#else
+  (void)check;
+  printf("test_kernel_choice: no device code in this build\n");
+  return 77;
+#endif
+}
