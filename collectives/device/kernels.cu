@@ -270,9 +270,9 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   DEV_STAGES_END(&cta);
 }
 
-// The kernels: one per element type, and one for groups that mix types, and the LL kernels, one per element type.
-// The host finds them by these names. The launch comes by value; __grid_constant__ lets the body address it in
-// place instead of copying it per thread.
+// The kernels: one per element type, one for groups that mix types, and an LL kernel per element type. The host
+// finds them by these names (collectives/device/kernel_choice.c). The launch comes by value; __grid_constant__ lets
+// the body address it in place instead of copying it per thread.
 #define DCCL_DEV_KERNEL(name, type, ll)                                                              \
   extern "C" __global__ void __launch_bounds__(DCCL_DEV_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
     dev_kernel_body<type, ll>(&w);                                                                   \
