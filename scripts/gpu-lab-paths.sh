@@ -70,8 +70,9 @@
 #   ab:     a kernel change against the code before it, on one GPU in one call: the 8-byte all-reduce of 2 ranks in
 #           processes under MPS (dev_latency: ar+sync, ar b2b, empty+sync) and of 2 ranks of one process
 #           (inproc_allreduce 8 B: the default, direct, and DCCL_ALGO=oneshot, the FIFOs' LL step), and the bulk
-#           ring's steps (all_reduce_perf DCCL_ALGO=ring 8 B-1 MiB, 2 processes under MPS), with the library
-#           of PATHS_AB_BASE (another build's libdccl.so.0: a folder, or the base-lib.tar.gz scripts/gpu-carry.sh
+#           ring's steps and bandwidth (all_reduce_perf DCCL_ALGO=ring 8 B-128 MiB, 2 processes under MPS; 8 B,
+#           32 KiB and 128 MiB reported: a change to the steps' bookkeeping must not cost the bulk loop), with the
+#           library of PATHS_AB_BASE (another build's libdccl.so.0: a folder, or the base-lib.tar.gz scripts/gpu-carry.sh
 #           packs with GPU_CARRY_BASE) against this build's, alternated over ROUNDS (4 or more: the machine swings).
 #           The perf tools are this build's; LD_LIBRARY_PATH puts the base library before their RUNPATH.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
@@ -392,9 +393,9 @@ done
         name=ab.$lib.ring.r$round # bulk ring steps, where each step's bookkeeping shows
         fits 30 "$name" || continue
         DCCL_TRANSPORT= DCCL_ALGO=ring LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
-          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 -n 50 -w 5 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/all_reduce_perf" -b 8 -e 128M -f 8 -c 1 -n 50 -w 5 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-        awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 1048576) {
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 134217728) {
           printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log"
         for algo in default direct oneshot; do
           name=ab.$lib.inproc-$algo.r$round
