@@ -211,7 +211,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
-// LL: the kernel for launches whose tasks all run LL steps on one stream (dccl_dev_task_small): only that path's
+// LL: the kernel for launches whose tasks all run LL steps on one stream (kernel_choice.c): only that path's
 // code, compact, so that the few microseconds of a small operation are not spent fetching instructions. Each part
 // of a launch's path runs once, on an SM whose instruction cache has not seen it: the generic kernel's path
 // jumps across some 300 KiB of code.
