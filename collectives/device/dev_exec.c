@@ -42,7 +42,6 @@ struct work_block {
   struct work_block *next;
 };
 
-
 struct dccl_dev_comm {
   CUcontext ctx;
   int ranks_in_process; /* ranks of the communicator in this process: more than one may not share a stream */
@@ -543,7 +542,7 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   w->ce = *cw;
   void *args[] = {w};
   int type = (int)l->op->type;
-  CUfunction kernel = dev->kernels[type >= 0 && type < DCCL_KERNEL_NTYPES ? type : DCCL_KERNEL_ANY];
+  CUfunction kernel = dev->kernels[dccl_kernel_generic(type)];
   DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel (copy engines)");
   count_launch(dev, l->op, nctas);

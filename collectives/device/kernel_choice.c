@@ -16,8 +16,10 @@ void dccl_kernel_name(int k, char *name, size_t len) {
     snprintf(name, len, "dccl_kernel_ll_t%d", k - DCCL_KERNEL_LL(0));
 }
 
+int dccl_kernel_generic(int type) { return type >= 0 && type < DCCL_KERNEL_NTYPES ? type : DCCL_KERNEL_ANY; }
+
 int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks) {
-  if (type < 0 || type >= DCCL_KERNEL_NTYPES) return DCCL_KERNEL_ANY;
+  if (dccl_kernel_generic(type) == DCCL_KERNEL_ANY) return DCCL_KERNEL_ANY;
   for (int t = 0; t < ntasks; t++)
     if (tasks[t].proto != DCCL_PROTO_LL || tasks[t].nsteps[1] > 0 || tasks[t].sched.algo == DCCL_SCHED_DIRECT)
       return type;

@@ -18,6 +18,10 @@
 /* The name kernels.cu gives kernel `k`, into name[len]. */
 void dccl_kernel_name(int k, char *name, size_t len);
 
+/* The generic kernel of `type` (an enum dccl_elem_type; anything else: a mix), which runs every kind of task: the
+ * copy-engine collectives' launches take it. */
+int dccl_kernel_generic(int type);
+
 /* The kernel for a launch of `tasks` whose element type is `type` (an enum dccl_elem_type; anything else: a mix):
  * the LL kernel where every task runs LL steps on one stream (no tree, no direct path), else the generic one. */
 int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);

@@ -45,6 +45,8 @@ static void choices(void) {
         dccl_kernel_for(f32, &ll_direct, 1));
   check(dccl_kernel_for(DCCL_KERNEL_ANY, all_ll, 3) == DCCL_KERNEL_ANY, "mixed types: the kernel for any type");
   check(dccl_kernel_for(-1, all_ll, 3) == DCCL_KERNEL_ANY, "no type: the kernel for any type");
+  check(dccl_kernel_generic(f32) == f32, "a copy-engine launch of float32: its generic kernel");
+  check(dccl_kernel_generic(DCCL_KERNEL_ANY) == DCCL_KERNEL_ANY, "a copy-engine launch mixing types: any type");
 }
 
 static void names(void) {
