@@ -220,12 +220,17 @@ DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t n
 DCCL_CONN_FN uint64_t *dccl_conn_word(char *const *regions, struct dccl_conn_loc l) {
   return (uint64_t *)(regions[l.region] + l.off);
 }
+/* The slot index of FIFO position `pos`, on 32 bits while `pos` fits: a 64-bit remainder is a long software
+ * routine on a GPU, and a kernel's thread 0 takes it on every step of a small operation. */
+DCCL_CONN_FN uint64_t dccl_conn_index(const struct dccl_conn_desc *d, uint64_t pos) {
+  return pos >> 32 ? pos % d->nslots : (uint32_t)pos % d->nslots;
+}
 DCCL_CONN_FN char *dccl_conn_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
-  return regions[d->slots.region] + d->slots.off + (pos % d->nslots) * d->slot_stride;
+  return regions[d->slots.region] + d->slots.off + dccl_conn_index(d, pos) * d->slot_stride;
 }
 /* The LL slot of FIFO position `pos` (links that carry LL). */
 DCCL_CONN_FN char *dccl_conn_ll_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
-  return regions[d->ll_slots.region] + d->ll_slots.off + (pos % d->nslots) * d->ll_stride;
+  return regions[d->ll_slots.region] + d->ll_slots.off + dccl_conn_index(d, pos) * d->ll_stride;
 }
 
 /* A 16-byte line of two units, as one access on the device (each half still carries its own flag, since only

@@ -44,24 +44,28 @@ struct dev_cta {
 #endif
 };
 
-// All threads, as a task starts: its links into shared memory (8 bytes per thread), its recv/send pointed at the
-// copies, and each link's operation count, the sequence number its slots carry, before any half moves it.
+// All threads, as a task starts: its links into shared memory (8 bytes per thread), found through the task where
+// it lies (`src`), so that these loads go out with the task's own copy, under one barrier.
 static_assert(sizeof(dccl_dev_conn) % 8 == 0, "links are copied 8 bytes at a time");
-__device__ __forceinline__ void dev_conns_in(dev_cta *cta) {
+__device__ __forceinline__ void dev_conns_in(dev_cta *cta, const dccl_dev_task *src) {
   const unsigned words = sizeof(dccl_dev_conn) / 8;
   for (unsigned j = threadIdx.x; j < 2 * DCCL_DEV_CONN_SLOTS * words; j += blockDim.x) {
     unsigned i = j / words;
-    const dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+    const dccl_dev_conn *c = i < DCCL_DEV_CONN_SLOTS ? src->recv[i] : src->send[i - DCCL_DEV_CONN_SLOTS];
     if (c) ((uint64_t *)&cta->conns[i])[j % words] = ((const uint64_t *)c)[j % words];
   }
-  __syncthreads();
-  if (threadIdx.x < 2 * DCCL_DEV_CONN_SLOTS) {
-    int i = threadIdx.x;
-    dccl_dev_conn **at = i < DCCL_DEV_CONN_SLOTS ? &cta->task.recv[i] : &cta->task.send[i - DCCL_DEV_CONN_SLOTS];
-    cta->home[i] = *at;
-    if (*at) *at = &cta->conns[i];
-    cta->seq[0][i] = cta->seq[1][i] = cta->home[i] ? cta->conns[i].nops : 0;
-  }
+}
+
+// Threads below 2 * DCCL_DEV_CONN_SLOTS, after a barrier past dev_conns_in and the task's copy: the task's
+// recv/send pointed at the copies, and each link's operation count, the sequence number its slots carry, taken
+// before any half moves it.
+__device__ __forceinline__ void dev_conns_point(dev_cta *cta) {
+  if (threadIdx.x >= 2 * DCCL_DEV_CONN_SLOTS) return;
+  int i = threadIdx.x;
+  dccl_dev_conn **at = i < DCCL_DEV_CONN_SLOTS ? &cta->task.recv[i] : &cta->task.send[i - DCCL_DEV_CONN_SLOTS];
+  cta->home[i] = *at;
+  if (*at) *at = &cta->conns[i];
+  cta->seq[0][i] = cta->seq[1][i] = cta->home[i] ? cta->conns[i].nops : 0;
 }
 
 // Threads below 2 * DCCL_DEV_CONN_SLOTS, as a task ends: each link's counters back to device memory, for the next
@@ -146,6 +150,13 @@ __device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_con
     }
     if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200); // long waits leave the SM to co-tenants
   }
+}
+
+// The lowest link of `mask`, taken out of it: the steps' loops visit only the links their masks name.
+__device__ __forceinline__ int dev_next_link(uint32_t *mask) {
+  int i = __ffs(*mask) - 1;
+  *mask &= *mask - 1;
+  return i;
 }
 
 // The connection slots a step receives from and sends to, as bit masks.

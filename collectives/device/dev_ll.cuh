@@ -41,15 +41,16 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
 
 // The CTA polls the step's LL receptions into shared memory: thread j reads lines j, j + nthreads, ... of every
 // slot (the header is the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to
-// stop. This and dev_ll_send are out of line: inlined, their registers crowded the bulk steps' reduction loop
-// (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line).
-__device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+// stop. The generic kernels call this and dev_ll_send out of line (the _out forms below): inlined, their registers
+// crowded the bulk steps' reduction loop (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew;
+// 100 with them out of line). The LL kernels inline them: a call's cold jump costs a small operation more.
+__device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
                                            uint64_t bytes, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
   int ok = 1;
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS && ok; i++) {
-    if (!((rmask >> i) & 1)) continue;
+  for (uint32_t m = rmask; m && ok;) {
+    int i = dev_next_link(&m);
     const dccl_dev_conn *c = t.recv[i];
     const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
     const uint64_t *bulk_unit0 =
@@ -95,8 +96,8 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
   int &go = go_of[half];
   if (h.tid == 0) {
     go = !cta->stop;
-    for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-      if (!((rmask >> i) & 1)) continue;
+    for (uint32_t m = rmask; m;) {
+      int i = dev_next_link(&m);
       const dccl_dev_conn *c = t.recv[i];
       if (cta->ll_bulk_came[i]) {
         go = dev_bulk_came(w, cta, c, cta->ll_in_pos[i], cta->seq[half][i], bytes);
@@ -114,11 +115,11 @@ __device__ __noinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta,
 
 // The CTA writes the staged payload into every LL send's slot (of the step's parity), every unit with its flag:
 // nothing to fence.
-__device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
+__device__ __forceinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
                                          const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if (!((smask >> i) & 1)) continue;
+  for (uint32_t m = smask; m;) {
+    int i = dev_next_link(&m);
     uint64_t *units = (uint64_t *)cta->ll_out_slot[odd][i];
     uint64_t pos = cta->ll_out_pos[odd][i];
     uint32_t flag = dccl_ll_flag(pos);
@@ -142,6 +143,15 @@ __device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32
   }
 }
 
+__device__ __noinline__ int dev_ll_receive_out(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+                                               uint64_t bytes, const dev_half &h) {
+  return dev_ll_receive(w, cta, half, rmask, bytes, h);
+}
+__device__ __noinline__ void dev_ll_send_out(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
+                                             const dev_half &h) {
+  dev_ll_send(cta, half, odd, smask, bytes, h);
+}
+
 // Thread 0, after an LL step: the positions move on; `tail` follows the sends (relaxed: no consumer of this slot
 // reads it; a later bulk operation's consumer waits for that operation's own release), and the receptions go back,
 // `head` relaxed too: the CTA's loads of the slot are done (their values reached shared memory before the
@@ -149,18 +159,15 @@ __device__ __noinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32
 // here was a fence per step, at system scope on staged links.
 __device__ void dev_ll_release(dev_cta *cta, uint32_t smask, uint32_t rmask) {
   const dccl_dev_task &t = cta->task;
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if ((smask >> i) & 1) {
-      dccl_dev_conn *c = t.send[i];
-      uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
-      *(volatile uint64_t *)tail = c->pos + 1;
-      c->pos++;
-    }
-    if ((rmask >> i) & 1) {
-      dccl_dev_conn *c = t.recv[i];
-      *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
-      c->pos++;
-    }
+  for (uint32_t m = smask; m;) {
+    dccl_dev_conn *c = t.send[dev_next_link(&m)];
+    *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.tail) = c->pos + 1;
+    c->pos++;
+  }
+  for (uint32_t m = rmask; m;) {
+    dccl_dev_conn *c = t.recv[dev_next_link(&m)];
+    *(volatile uint64_t *)dccl_conn_word((char *const *)c->regions, c->desc.head) = c->pos + 1;
+    c->pos++;
   }
 }
 

@@ -41,8 +41,8 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     a.srcs[a.nsrcs++] = in;
   }
   int own_rank_placed = !(st.flags & DCCL_PRIM_RANK_ORDER);
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if (!((rmask >> i) & 1)) continue;
+  for (uint32_t m = rmask; m;) {
+    int i = dev_next_link(&m);
     dccl_dev_conn *c = t.recv[i];
     uint64_t pos = c->pos;
     if (!own_rank_placed && c->peer > t.rank) { // one-shot: the own input at its rank's place
@@ -79,8 +79,8 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
   if (st.flags & DCCL_PRIM_RANK_ORDER) a.round_own = 1;
   if (st.flags & DCCL_PRIM_OUTPUT) a.dsts[a.ndsts++] = t.recvbuff + st.out_off * t.esize;
   int ll_staged = 0;
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if (!((smask >> i) & 1)) continue;
+  for (uint32_t m = smask; m;) {
+    int i = dev_next_link(&m);
     dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos, nslots = c->desc.nslots;
     int gpu = c->same_gpu;
@@ -116,13 +116,11 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
   // Every thread's slot writes (seen through the barrier) before the counters: a fence at the widest scope any of
   // the step's links needs.
   int all_gpu = 1;
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if ((smask >> i) & 1) all_gpu &= t.send[i]->same_gpu;
-    if ((rmask >> i) & 1) all_gpu &= t.recv[i]->same_gpu;
-  }
+  for (uint32_t m = smask; m;) all_gpu &= t.send[dev_next_link(&m)]->same_gpu;
+  for (uint32_t m = rmask; m;) all_gpu &= t.recv[dev_next_link(&m)]->same_gpu;
   dev_fence(all_gpu);
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if (!((smask >> i) & 1)) continue;
+  for (uint32_t m = smask; m;) {
+    int i = dev_next_link(&m);
     dccl_dev_conn *c = t.send[i];
     uint64_t pos = c->pos;
     char *slot = dccl_conn_slot(&c->desc, (char *const *)c->regions, pos);
@@ -138,12 +136,29 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
     conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.tail), pos + 1);
     c->pos = pos + 1;
   }
-  for (int i = 0; i < DCCL_DEV_CONN_SLOTS; i++) {
-    if (!((rmask >> i) & 1)) continue;
-    dccl_dev_conn *c = t.recv[i];
+  for (uint32_t m = rmask; m;) {
+    dccl_dev_conn *c = t.recv[dev_next_link(&m)];
     conn_release(c->same_gpu, dccl_conn_word((char *const *)c->regions, c->desc.head), c->pos + 1);
     c->pos++;
   }
+}
+
+// An LL step's receptions and sends: inlined in the LL kernels, out of line in the generic ones (dev_ll.cuh).
+template <int LL>
+__device__ __forceinline__ int dev_ll_in(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
+                                         const dev_half &h) {
+  if constexpr (LL)
+    return dev_ll_receive(w, cta, half, rmask, bytes, h);
+  else
+    return dev_ll_receive_out(w, cta, half, rmask, bytes, h);
+}
+template <int LL>
+__device__ __forceinline__ void dev_ll_out(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
+                                           const dev_half &h) {
+  if constexpr (LL)
+    dev_ll_send(cta, half, odd, smask, bytes, h);
+  else
+    dev_ll_send_out(cta, half, odd, smask, bytes, h);
 }
 
 template <int TYPE, int LL>
@@ -173,7 +188,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
-      if (rmask && !dev_ll_receive(w, cta, s, rmask, st.nelem * t.esize, h)) return;
+      if (rmask && !dev_ll_in<LL>(w, cta, s, rmask, st.nelem * t.esize, h)) return;
       if (rmask) DEV_STAGE(cta, DEV_STAGE_DATA_IN);
     }
     if (st.nelem > 0) {
@@ -189,9 +204,9 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
       // slots go to the other parity (one slot set for both let a lagging warp write into the next position's
       // slot, and the receiver waited at this one forever). Two steps on, the step's first barrier has passed.
       if (smask) {
-        dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
+        dev_ll_out<LL>(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h);
         DEV_STAGE(cta, DEV_STAGE_SENT);
-        DEV_AGAIN(cta, dev_ll_send(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h));
+        DEV_AGAIN(cta, dev_ll_out<LL>(cta, s, (int)(idx & 1), smask, st.nelem * t.esize, h));
       }
       if (h.tid == 0) {
         dev_ll_release(cta, smask, rmask);
@@ -206,6 +221,49 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     if (h.tid == 0) {
       dev_step_release(cta, s, st);
       if (s == 0) cta->up_done = idx + 1;
+      DEV_STAGE(cta, DEV_STAGE_RELEASED);
+    }
+  }
+}
+
+// LL kernels, the one-shot all-reduce: each chunk's send step and receive step (pure/schedule.h) run as one, with
+// one acquire, one schedule lookup and one release instead of two each (a small operation's time is mostly these).
+// Taking both steps' links at once cannot stall: an LL receive's acquire waits for nothing, its lines are polled
+// once this rank's own are out. The send step's operands go to args[0], the receive step's to args[1] (seq[1]
+// holds the same counts as seq[0]).
+template <int TYPE>
+__device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_half &h) {
+  const dccl_dev_task &t = cta->task;
+  __shared__ int go;
+  for (uint64_t idx = 0; idx + 1 < t.nsteps[0]; idx += 2) {
+    DEV_STAGE(cta, DEV_STAGE_STEP);
+    dccl_prim_step out, in;
+    dccl_sched_step(&t.sched, 0, idx, &out);
+    dccl_sched_step(&t.sched, 0, idx + 1, &in);
+    DEV_STAGE(cta, DEV_STAGE_SCHED);
+    const int odd = (int)(idx / 2 & 1);
+    if (h.tid == 0) {
+      go = !cta->stop && dev_step_acquire<1>(w, cta, 0, odd, out) && dev_step_acquire<1>(w, cta, 1, odd, in);
+      DEV_STAGE(cta, DEV_STAGE_T0_READY);
+    }
+    half_barrier(h);
+    if (!go) return;
+    DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
+    uint32_t rmask, smask, none;
+    dev_step_masks(out, t.sched.npeers, &none, &smask);
+    dev_step_masks(in, t.sched.npeers, &rmask, &none);
+    const uint64_t bytes = out.nelem * t.esize;
+    if (out.nelem > 0) dev_reduce_small<TYPE>(cta->args[0], t.esize, h.tid, h.nthreads); // the input, staged
+    half_barrier(h);
+    dev_ll_send(cta, 0, odd, smask, bytes, h);
+    DEV_STAGE(cta, DEV_STAGE_SENT);
+    if (rmask && !dev_ll_receive(w, cta, 1, rmask, bytes, h)) return;
+    DEV_STAGE(cta, DEV_STAGE_DATA_IN);
+    if (in.nelem > 0) dev_reduce_small<TYPE>(cta->args[1], t.esize, h.tid, h.nthreads);
+    half_barrier(h); // every thread is done with the operands before thread 0 refills them
+    DEV_STAGE(cta, DEV_STAGE_REDUCED);
+    if (h.tid == 0) {
+      dev_ll_release(cta, smask, rmask);
       DEV_STAGE(cta, DEV_STAGE_RELEASED);
     }
   }
@@ -229,14 +287,20 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {
-    // The task into shared memory, a word per thread (from the parameter, or from host memory).
+    // The task into shared memory, a word per thread (from the parameter, or from host memory), and its links
+    // with it where the parameter holds it (from host memory their addresses are read once, from the copy).
     const uint32_t *src = (const uint32_t *)&tasks[first + k];
     for (unsigned i = threadIdx.x; i < sizeof(dccl_dev_task) / 4; i += blockDim.x) ((uint32_t *)&cta.task)[i] = src[i];
+    if (!w->tasks) dev_conns_in(&cta, &tasks[first + k]);
     if (threadIdx.x == 0) {
       cta.up_done = 0;
       cta.stop = 0;
     }
     __syncthreads();
+    if (w->tasks) {
+      dev_conns_in(&cta, &cta.task);
+      __syncthreads();
+    }
     // A scalar in GPU memory (ncclScalarDevice) is read once per task, as the operation starts: every step scales
     // by the same value, and no step's acquire waits for a load from global memory.
     if (threadIdx.x == 0 && cta.task.redop.pre_ptr) {
@@ -244,7 +308,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       memcpy(&cta.task.redop.pre, (const void *)cta.task.redop.pre_ptr, cta.task.esize);
       cta.task.redop.pre_ptr = 0;
     }
-    dev_conns_in(&cta);
+    dev_conns_point(&cta);
     __syncthreads();
     DEV_STAGE(&cta, DEV_STAGE_TASK);
     if (!LL && cta.task.sched.algo == DCCL_SCHED_DIRECT) {
@@ -259,7 +323,14 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     h.nthreads = two ? blockDim.x / 2 : blockDim.x;
     h.tid = threadIdx.x - s * h.nthreads;
     h.bar = 1 + s;
-    dev_run_stream<TYPE, LL>(w, &cta, s, h);
+    if constexpr (LL) {
+      if (cta.task.sched.algo == DCCL_SCHED_ONESHOT_ALLREDUCE)
+        dev_run_oneshot<TYPE>(w, &cta, h);
+      else
+        dev_run_stream<TYPE, LL>(w, &cta, s, h);
+    } else {
+      dev_run_stream<TYPE, LL>(w, &cta, s, h);
+    }
     __syncthreads();
     dev_conns_out(&cta, !cta.stop);
     __syncthreads(); // the links written back before the next task reads them, or before the exit count
