@@ -227,7 +227,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 }
 
 // LL kernels, the one-shot all-reduce: each chunk's send step and receive step (pure/schedule.h) run as one, with
-// one acquire, one schedule lookup and one release instead of two each (a small operation's time is mostly these).
+// one acquire and one pass of the step loop instead of two (a small operation's time is mostly such bookkeeping).
 // Taking both steps' links at once cannot stall: an LL receive's acquire waits for nothing, its lines are polled
 // once this rank's own are out. The send step's operands go to args[0], the receive step's to args[1] (seq[1]
 // holds the same counts as seq[0]).
@@ -256,6 +256,9 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     if (out.nelem > 0) dev_reduce_small<TYPE>(cta->args[0], t.esize, h.tid, h.nthreads); // the input, staged
     half_barrier(h);
     dev_ll_send(cta, 0, odd, smask, bytes, h);
+    // The sends' `tail` before the receptions, as the send step's release came before: a peer that expected bulk
+    // sees the LL slot come (and reports the mismatch) though this rank may stop at its own receive.
+    if (h.tid == 0) dev_ll_release(cta, smask, 0);
     DEV_STAGE(cta, DEV_STAGE_SENT);
     if (rmask && !dev_ll_receive(w, cta, 1, rmask, bytes, h)) return;
     DEV_STAGE(cta, DEV_STAGE_DATA_IN);
@@ -263,7 +266,7 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     half_barrier(h); // every thread is done with the operands before thread 0 refills them
     DEV_STAGE(cta, DEV_STAGE_REDUCED);
     if (h.tid == 0) {
-      dev_ll_release(cta, smask, rmask);
+      dev_ll_release(cta, 0, rmask);
       DEV_STAGE(cta, DEV_STAGE_RELEASED);
     }
   }
