@@ -198,8 +198,25 @@ static void test_abort_word(void) {
   pair_free(&p);
 }
 
+/* The slot index takes 32 bits while the position fits and 64 past it: the same index either way, across the
+ * boundary, for slot counts that do and do not divide 2^32. */
+static void test_slot_index(void) {
+  struct dccl_conn_desc d;
+  const uint32_t counts[] = {1, 3, 4, 7, 8, 1000};
+  const uint64_t around[] = {0, 1, 5, (1ull << 32) - 3, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5,
+                             (7ull << 40) + 11, UINT64_MAX};
+  int wrong = 0;
+  for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    dccl_conn_desc_layout(&d, counts[c], 64, 0, DCCL_REGION_RECV);
+    for (unsigned i = 0; i < sizeof(around) / sizeof(around[0]); i++)
+      if (dccl_conn_index(&d, around[i]) != around[i] % counts[c]) wrong++;
+  }
+  check(wrong == 0, "slot index = position %% slots on both sides of 2^32 (%d wrong)", wrong);
+}
+
 int main(void) {
   test_layout();
+  test_slot_index();
   test_ll_flags();
   test_stale_bulk_payload();
   test_mixed_protocols();
