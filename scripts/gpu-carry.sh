@@ -7,7 +7,7 @@
 # gpu_graphs, gpu_ce_bits and coll_suite (run with LD_LIBRARY_PATH=/tmp/c). Then, on the device:
 #   run(command="mkdir -p /tmp/c && tar -xzf build-carry/dropin.tar.gz -C /tmp/c &&
 #                bash scripts/gpu-lab-dropin.sh /tmp/c /tmp/c/nccl-tests $OUT/dropin", carry=["build-carry"])
-# Usage: [GPU_CARRY_BASE=BASE_BUILD_DIR] scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
+# Usage: [GPU_CARRY_BASE=BASE_BUILD_DIR] [GPU_CARRY_STAGES=STAGES_BUILD_DIR] scripts/gpu-carry.sh [BUILD_DIR=build] [CARRY=build-carry]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
@@ -65,5 +65,18 @@ if [ -n "${GPU_CARRY_BASE:-}" ]; then
   git -C "$base_src" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
   tar -czf "$carry/base-lib.tar.gz" -C "$stage" .
   du -sh "$carry/base-lib.tar.gz"
+fi
+# GPU_CARRY_STAGES=BUILD_DIR: a build configured with -DDCCL_DEV_STAGES=ON; its library as CARRY/stages-lib.tar.gz,
+# for the paths part `stages` (PATHS_STAGES_LIB=build-carry/stages-lib.tar.gz) instead of a build on the device.
+if [ -n "${GPU_CARRY_STAGES:-}" ]; then
+  grep -q '^DCCL_DEV_STAGES:BOOL=ON' "$GPU_CARRY_STAGES/CMakeCache.txt" ||
+    { echo "gpu-carry: $GPU_CARRY_STAGES is not configured with -DDCCL_DEV_STAGES=ON"; exit 1; }
+  ninja -C "$GPU_CARRY_STAGES" dccl > /dev/null
+  rm -rf "$stage" && mkdir -p "$stage"
+  cp "$(readlink -f "$GPU_CARRY_STAGES/libdccl.so.0")" "$stage/libdccl.so.0"
+  strip --strip-unneeded "$stage/libdccl.so.0"
+  git -C "$repo" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
+  tar -czf "$carry/stages-lib.tar.gz" -C "$stage" .
+  du -sh "$carry/stages-lib.tar.gz"
 fi
 du -sh "$carry/dropin.tar.gz"

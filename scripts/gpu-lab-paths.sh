@@ -61,20 +61,21 @@
 #           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
 #           skew, the time after both started, the synchronise's wake-up and the host's gap.
 #   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
-#           H100 2026-12-05):
-#           builds BUILD_DIR-stages with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of CTA 0
-#           stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the mean
-#           time of each since the one before; about 2
-#           minutes of the call) and runs the trace's cases with it: dev_latency ar+sync (2 ranks under MPS) and
-#           inproc_allreduce 8 B (2 ranks of one process: the default, direct, and DCCL_ALGO=oneshot).
+#           H100 2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of
+#           CTA 0 stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the
+#           mean time of each since the one before), PATHS_STAGES_LIB (packed by scripts/gpu-carry.sh with
+#           GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of the call), runs the trace's
+#           cases: dev_latency ar+sync (2 ranks under MPS) and inproc_allreduce 8 B (2 ranks of one process: the
+#           default, direct, and DCCL_ALGO=oneshot).
 #   ab:     a kernel change against the code before it, on one GPU in one call: the 8-byte all-reduce of 2 ranks in
 #           processes under MPS (dev_latency: ar+sync, ar b2b, empty+sync) and of 2 ranks of one process
 #           (inproc_allreduce 8 B: the default, direct, and DCCL_ALGO=oneshot, the FIFOs' LL step), and the bulk
-#           ring's steps and bandwidth (all_reduce_perf DCCL_ALGO=ring 8 B-128 MiB, 2 processes under MPS; 8 B,
-#           32 KiB and 128 MiB reported: a change to the steps' bookkeeping must not cost the bulk loop), with the
-#           library of PATHS_AB_BASE (another build's libdccl.so.0: a folder, or the base-lib.tar.gz scripts/gpu-carry.sh
-#           packs with GPU_CARRY_BASE) against this build's, alternated over ROUNDS (4 or more: the machine swings).
-#           The perf tools are this build's; LD_LIBRARY_PATH puts the base library before their RUNPATH.
+#           steps of the generic kernel (all_reduce_perf DCCL_ALGO=ring and tree 8 B-128 MiB, 2 processes under MPS,
+#           8 B, 32 KiB and 128 MiB reported; the direct path at 128 MiB in one process): a change to the steps'
+#           bookkeeping must not cost the bulk loops. Each library of PATHS_AB_BASE (space-separated: folders, or
+#           base-lib.tar.gz files as scripts/gpu-carry.sh packs them with GPU_CARRY_BASE) and this build's run in
+#           turn, over ROUNDS (3 or more: the machine swings); each is named by the code it was built from. The perf
+#           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -351,63 +352,92 @@ done
     done
   fi
 }
-[[ " $parts " == *" stages "* ]] && fits 200 stages && {
-  staged_build=$build-stages
-  { cmake -S "$(dirname "${BASH_SOURCE[0]}")/.." -B "$staged_build" -G Ninja -DDCCL_DEV_STAGES=ON \
-      -DDCCL_BUILD_TESTS=OFF &&
-    ninja -C "$staged_build" dev_latency inproc_allreduce; } > "$out/stages.build.log" 2>&1 ||
-    { status=1; echo "FAIL: stages build"; tail -5 "$out/stages.build.log"; }
-  for what in ar+sync inproc inproc-oneshot; do
+# A library packed by scripts/gpu-carry.sh (a .tar.gz) or a folder: the folder holding its libdccl.so.0.
+lib_dir() { # lib_dir PATH NAME
+  local dir=$1
+  if [[ $dir == *.tar.gz ]]; then
+    mkdir -p "$out/$2" && tar -xzf "$dir" -C "$out/$2" && dir=$out/$2
+  fi
+  [ -f "$dir/libdccl.so.0" ] && echo "$dir"
+}
+[[ " $parts " == *" stages "* ]] && fits 60 stages && {
+  # PATHS_STAGES_LIB: a stage-timing library built elsewhere (scripts/gpu-carry.sh, GPU_CARRY_STAGES) saves the
+  # call the build's 2 minutes; this build's tools run with it first on LD_LIBRARY_PATH.
+  stages_lib=
+  if [ -n "${PATHS_STAGES_LIB:-}" ]; then
+    stages_lib=$(lib_dir "$PATHS_STAGES_LIB" stages-lib) || { status=1; echo "FAIL: stages: no library in $PATHS_STAGES_LIB"; }
+    stages_tools=$build
+  elif fits 200 stages; then
+    stages_tools=$build-stages
+    stages_lib=$stages_tools
+    { cmake -S "$(dirname "${BASH_SOURCE[0]}")/.." -B "$stages_tools" -G Ninja -DDCCL_DEV_STAGES=ON \
+        -DDCCL_BUILD_TESTS=OFF &&
+      ninja -C "$stages_tools" dev_latency inproc_allreduce; } > "$out/stages.build.log" 2>&1 ||
+      { status=1; stages_lib=; echo "FAIL: stages build"; tail -5 "$out/stages.build.log"; }
+  fi
+  [ -n "$stages_lib" ] && for what in ar+sync inproc inproc-oneshot; do
     name=stages.$what
     fits 40 "$name" || continue
     if [[ $what == inproc* ]]; then
-      DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) timeout 60 \
-        "$staged_build/perf/inproc_allreduce" 2 8 8 4096 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) \
+        LD_LIBRARY_PATH=$stages_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
+        "$stages_tools/perf/inproc_allreduce" 2 8 8 4096 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     else
-      DCCL_TRANSPORT= DCCL_ALGO= timeout 60 "${mpi[@]}" -np 2 "$staged_build/perf/dev_latency" -n 4096 -r 1 \
-        -m ar+sync > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$stages_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
+        "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$stages_tools/perf/dev_latency" -n 4096 -r 1 -m ar+sync \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     fi
     grep -E "ar\+sync|^ +8 " "$out/$name.log" | sed "s/^/$name: /" | head -2
     grep "dccl kernel stages" "$out/$name.log" | tail -1 | sed "s/^/$name: /"
   done
 }
 [[ " $parts " == *" ab "* ]] && {
-  base=${PATHS_AB_BASE:-}
-  if [[ $base == *.tar.gz ]]; then
-    mkdir -p "$out/ab-base" && tar -xzf "$base" -C "$out/ab-base" && base=$out/ab-base
-  fi
-  if [ ! -f "$base/libdccl.so.0" ]; then
-    status=1; echo "FAIL: ab: PATHS_AB_BASE ('${PATHS_AB_BASE:-}') holds no libdccl.so.0"
-  else
-    [ -f "$base/carried-from" ] && echo "ab: base $(tail -1 "$base/carried-from"), new $(git -C "$(dirname \
-      "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null)"
-    for round in $(seq "$rounds"); do
-      for lib in base new; do
-        libdir=$([ $lib = base ] && echo "$base" || echo "$build")
-        name=ab.$lib.mps.r$round
+  # Every library of PATHS_AB_BASE (space-separated), then this build's, named by the code each was built from.
+  names=() dirs=() k=0
+  for b in ${PATHS_AB_BASE:-}; do
+    k=$((k + 1))
+    if ! d=$(lib_dir "$b" "ab-base$k"); then
+      status=1; echo "FAIL: ab: $b holds no libdccl.so.0"; continue
+    fi
+    names+=("$( [ -f "$d/carried-from" ] && tail -1 "$d/carried-from" || echo "base$k")") dirs+=("$d")
+  done
+  names+=("$(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo new)")
+  dirs+=("$build")
+  [ ${#dirs[@]} -gt 1 ] || { status=1; echo "FAIL: ab: PATHS_AB_BASE ('${PATHS_AB_BASE:-}') names no library"; }
+  echo "ab: ${names[*]} (the last is this build)"
+  [ ${#dirs[@]} -gt 1 ] && for round in $(seq "$rounds"); do
+    for k in "${!dirs[@]}"; do
+      lib=${names[$k]} libdir=${dirs[$k]}
+      LD_LIBRARY_PATH_AB=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      name=ab.$lib.mps.r$round
+      fits 30 "$name" || continue
+      DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+        "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m empty+sync,ar+sync,ar\ b2b \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      grep -E "empty\+sync|ar\+sync|ar b2b" "$out/$name.log" | sed "s/^/$name: /"
+      for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
+        name=ab.$lib.$algo.r$round
         fits 30 "$name" || continue
-        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
-          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m empty+sync,ar+sync,ar\ b2b \
-          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-        grep -E "empty\+sync|ar\+sync|ar b2b" "$out/$name.log" | sed "s/^/$name: /"
-        name=ab.$lib.ring.r$round # bulk ring steps, where each step's bookkeeping shows
-        fits 30 "$name" || continue
-        DCCL_TRANSPORT= DCCL_ALGO=ring LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
+        DCCL_TRANSPORT= DCCL_ALGO=$algo LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/all_reduce_perf" -b 8 -e 128M -f 8 -c 1 -n 50 -w 5 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 134217728) {
           printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log"
-        for algo in default direct oneshot; do
-          name=ab.$lib.inproc-$algo.r$round
-          fits 20 "$name" || continue
-          DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) \
-            LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 30 \
-            "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-          awk -v n="$name" '$1 == 8 {printf "%s: 8 B %s us back to back, %s us synchronised after each\n", n, $2,
-            $6}' "$out/$name.log"
-        done
       done
+      for algo in default direct oneshot; do
+        name=ab.$lib.inproc-$algo.r$round
+        fits 20 "$name" || continue
+        DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB \
+          timeout 30 "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        awk -v n="$name" '$1 == 8 {printf "%s: 8 B %s us back to back, %s us synchronised after each\n", n, $2,
+          $6}' "$out/$name.log"
+      done
+      name=ab.$lib.inproc-direct-bulk.r$round # the direct path's bulk loop (generic kernel), 128 MiB
+      fits 30 "$name" || continue
+      DCCL_TRANSPORT= DCCL_ALGO=direct LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+        "$build/perf/inproc_allreduce" 2 128M 128M 20 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $2}' "$out/$name.log"
     done
-  fi
+  done
 }
 exit $status

@@ -226,11 +226,78 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
   }
 }
 
+// Warp 0 (h.tid < 32), a one-shot chunk's links and the receive step's operands in the LL kernel: what
+// dev_step_acquire does for the send step (INPUT | SEND_ALL) and the receive step (RECV_ALL | INPUT | RANK_ORDER |
+// POST | OUTPUT), lane i taking link i's reception and send, lane 31 the operands. Thread 0 alone walked every link
+// in turn: 1.2 us at 2 ranks, growing with the peers. The sources go in rank order, the own one before the first
+// link whose peer ranks above this one; the own one is the staged input (dev_oneshot_stage), its premultiply
+// applied and rounded to the type there exactly as the reduction would. Returns 0 to stop, in every lane.
+__device__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd, const dccl_prim_step &in) {
+  const dccl_dev_task &t = cta->task;
+  const int npeers = t.sched.npeers;
+  int ok = !cta->stop, above = 0;
+  if (lane < npeers) {
+    const dccl_dev_conn *r = t.recv[lane];
+    cta->ll_in_slot[lane] = dccl_conn_ll_slot(&r->desc, (char *const *)r->regions, r->pos);
+    cta->ll_in_pos[lane] = r->pos;
+    cta->ll_bulk_came[lane] = 0;
+    above = r->peer > t.rank;
+    dccl_dev_conn *c = t.send[lane];
+    uint64_t pos = c->pos, nslots = c->desc.nslots, seen = c->peer_seen; // `head` as last read
+    if (ok && pos - seen >= nslots) {
+      const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
+      int gpu = c->same_gpu;
+      ok = dev_wait(w, cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; });
+      if (ok) c->peer_seen = seen;
+    }
+    cta->ll_out_slot[odd][lane] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
+    cta->ll_out_pos[odd][lane] = pos;
+  }
+  const uint32_t above_mask = __ballot_sync(~0u, above);
+  const int own = above_mask ? __ffs(above_mask) - 1 : npeers;
+  dccl_dev_args &b = cta->args[1];
+  if (lane < npeers) b.srcs[lane + (lane >= own)] = cta->ll_recv[lane];
+  if (lane == 31) {
+    b.srcs[own] = cta->ll_send[0];
+    b.nsrcs = npeers + 1;
+    b.own = own;
+    b.round_own = b.pre_all = b.has_pre = 0;
+    b.dsts[0] = t.recvbuff + in.out_off * t.esize;
+    b.ndsts = 1;
+    b.n = in.nelem;
+    b.kind = t.redop.kind;
+    b.post_div = t.redop.post_div;
+  }
+  return __all_sync(~0u, ok);
+}
+
+// Warps 1 and up (h.tid >= 32), meanwhile: the chunk's input into shared memory with its premultiply, the payload
+// of every send and the own source of the reduction. It needs no link, so it runs beside warp 0's acquire.
+template <int TYPE>
+__device__ __forceinline__ void dev_oneshot_stage(dev_cta *cta, const dccl_prim_step &out, const dev_half &h) {
+  const dccl_dev_task &t = cta->task;
+  dccl_dev_args &a = cta->args[0];
+  if (h.tid == 32) {
+    a.srcs[0] = t.sendbuff + out.in_off * t.esize;
+    a.nsrcs = 1;
+    a.own = 0;
+    a.dsts[0] = cta->ll_send[0];
+    a.ndsts = 1;
+    a.round_own = a.pre_all = a.post_div = 0;
+    a.n = out.nelem;
+    a.kind = t.redop.kind;
+    a.pre = t.redop.pre;
+    a.has_pre = t.redop.has_pre;
+  }
+  asm volatile("bar.sync 3, %0;" ::"r"(h.nthreads - 32) : "memory"); // barrier 3: warps 1 and up
+  dev_reduce_small<TYPE>(a, t.esize, h.tid - 32, h.nthreads - 32);
+}
+
 // LL kernels, the one-shot all-reduce: each chunk's send step and receive step (pure/schedule.h) run as one, with
 // one acquire and one pass of the step loop instead of two (a small operation's time is mostly such bookkeeping).
 // Taking both steps' links at once cannot stall: an LL receive's acquire waits for nothing, its lines are polled
-// once this rank's own are out. The send step's operands go to args[0], the receive step's to args[1] (seq[1]
-// holds the same counts as seq[0]).
+// once this rank's own are out. Warp 0 takes the links while the other warps stage the input; the send step's
+// operands are in args[0], the receive step's in args[1] (seq[1] holds the same counts as seq[0]).
 template <int TYPE>
 __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
@@ -242,9 +309,12 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     dccl_oneshot_step(&t.sched, idx + 1, &in);
     DEV_STAGE(cta, DEV_STAGE_SCHED);
     const int odd = (int)(idx / 2 & 1);
-    if (h.tid == 0) {
-      go = !cta->stop && dev_step_acquire<1>(w, cta, 0, odd, out) && dev_step_acquire<1>(w, cta, 1, odd, in);
+    if (h.tid < 32) {
+      int ok = dev_oneshot_acquire(w, cta, h.tid, odd, in);
+      if (h.tid == 0) go = ok;
       DEV_STAGE(cta, DEV_STAGE_T0_READY);
+    } else {
+      dev_oneshot_stage<TYPE>(cta, out, h);
     }
     half_barrier(h);
     if (!go) return;
@@ -253,8 +323,6 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     dev_step_masks(out, t.sched.npeers, &none, &smask);
     dev_step_masks(in, t.sched.npeers, &rmask, &none);
     const uint64_t bytes = out.nelem * t.esize;
-    if (out.nelem > 0) dev_reduce_small<TYPE>(cta->args[0], t.esize, h.tid, h.nthreads); // the input, staged
-    half_barrier(h);
     dev_ll_send(cta, 0, odd, smask, bytes, h);
     // The sends' `tail` before the receptions, as the send step's release came before: a peer that expected bulk
     // sees the LL slot come (and reports the mismatch) though this rank may stop at its own receive.
@@ -262,8 +330,8 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     DEV_STAGE(cta, DEV_STAGE_SENT);
     if (rmask && !dev_ll_receive(w, cta, 1, rmask, bytes, h)) return;
     DEV_STAGE(cta, DEV_STAGE_DATA_IN);
-    if (in.nelem > 0) dev_reduce_small<TYPE>(cta->args[1], t.esize, h.tid, h.nthreads);
-    half_barrier(h); // every thread is done with the operands before thread 0 refills them
+    dev_reduce_small<TYPE>(cta->args[1], t.esize, h.tid, h.nthreads);
+    half_barrier(h); // every thread is done with the operands and the staged input before they are refilled
     DEV_STAGE(cta, DEV_STAGE_REDUCED);
     if (h.tid == 0) {
       dev_ll_release(cta, 0, rmask);
