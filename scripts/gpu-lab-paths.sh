@@ -401,10 +401,12 @@ lib_dir() { # lib_dir PATH NAME
     fi
     names+=("$( [ -f "$d/carried-from" ] && tail -1 "$d/carried-from" || echo "base$k")") dirs+=("$d")
   done
-  names+=("$(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo new)")
+  names+=("$( [ -f "$build/carried-from" ] && sed -n 3p "$build/carried-from" ||
+    git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo new)")
   dirs+=("$build")
   [ ${#dirs[@]} -gt 1 ] || { status=1; echo "FAIL: ab: PATHS_AB_BASE ('${PATHS_AB_BASE:-}') names no library"; }
   echo "ab: ${names[*]} (the last is this build)"
+  keep() { tee -a "$out/ab.txt"; } # every figure, for the medians at the end (perf/ab_report.py)
   [ ${#dirs[@]} -gt 1 ] && for round in $(seq "$rounds"); do
     for k in "${!dirs[@]}"; do
       lib=${names[$k]} libdir=${dirs[$k]}
@@ -412,9 +414,9 @@ lib_dir() { # lib_dir PATH NAME
       name=ab.$lib.mps.r$round
       fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
-        "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 -m empty+sync,ar+sync,ar\ b2b \
-        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-      grep -E "empty\+sync|ar\+sync|ar b2b" "$out/$name.log" | sed "s/^/$name: /"
+        "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
+        -m empty+sync,ar+sync,ar\ b2b,ar\ issue,graph+sync > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      grep -E "empty\+sync|ar\+sync|ar b2b|ar issue|graph\+sync" "$out/$name.log" | sed "s/^/$name: /" | keep
       for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
         name=ab.$lib.$algo.r$round
         fits 30 "$name" || continue
@@ -422,7 +424,7 @@ lib_dir() { # lib_dir PATH NAME
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/all_reduce_perf" -b 8 -e 128M -f 8 -c 1 -n 50 -w 5 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ && ($1 == 8 || $1 == 32768 || $1 == 134217728) {
-          printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log"
+          printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
       done
       for algo in default direct oneshot; do
         name=ab.$lib.inproc-$algo.r$round
@@ -430,14 +432,15 @@ lib_dir() { # lib_dir PATH NAME
         DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB \
           timeout 30 "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 == 8 {printf "%s: 8 B %s us back to back, %s us synchronised after each\n", n, $2,
-          $6}' "$out/$name.log"
+          $6}' "$out/$name.log" | keep
       done
       name=ab.$lib.inproc-direct-bulk.r$round # the direct path's bulk loop (generic kernel), 128 MiB
       fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO=direct LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
         "$build/perf/inproc_allreduce" 2 128M 128M 20 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $2}' "$out/$name.log"
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $2}' "$out/$name.log" | keep
     done
   done
+  [ -s "$out/ab.txt" ] && python3 "$(dirname "${BASH_SOURCE[0]}")/../perf/ab_report.py" < "$out/ab.txt"
 }
 exit $status
