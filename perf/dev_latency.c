@@ -9,6 +9,9 @@
  *                passing the work by value adds to every launch;
  *   ar issue     the calls alone, in batches of 100 with a synchronise between batches that is not counted (the
  *                host's cost per call; longer batches fill the stream's queue and time the GPU instead);
+ *   empty issue, fat issue   the same for the empty kernel's launch and the large parameter's: what of ar issue
+ *                the driver's launch takes;
+ *   ptr query    one cudaPointerGetAttributes on a device buffer (DCCL asks the driver about each buffer of a call);
  *   graph+sync   a CUDA graph holding one ncclAllReduce, launched and synchronised n times;
  *   graph b2b    a CUDA graph holding 100 ncclAllReduce, launched n/100 times, one synchronise.
  * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
@@ -29,9 +32,10 @@ cudaError_t perf_launch_fat(cudaStream_t stream);
 size_t perf_fat_bytes(void);
 
 #define GRAPH_OPS 100
-enum { EMPTY, EMPTY_B2B, FAT_SYNC, AR_SYNC, AR_B2B, AR_ISSUE, GRAPH_SYNC, GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "empty b2b",  "fat+sync", "ar+sync",
-                                         "ar b2b",     "ar issue",   "graph+sync", "graph b2b"};
+enum { EMPTY, EMPTY_B2B, FAT_SYNC, AR_SYNC, AR_B2B, AR_ISSUE, EMPTY_ISSUE, FAT_ISSUE, PTR_QUERY, GRAPH_SYNC,
+       GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "fat+sync",  "ar+sync",    "ar b2b",   "ar issue",
+                                         "empty issue", "fat issue", "ptr query", "graph+sync", "graph b2b"};
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -77,6 +81,22 @@ static cudaGraphExec_t capture(struct bench *b, int ops) {
   return exec;
 }
 
+/* The host's time per issue of `mode` (AR_ISSUE, EMPTY_ISSUE, FAT_ISSUE) in batches of GRAPH_OPS, each followed
+ * by a synchronise that is not counted. */
+static double issue_us(struct bench *b, int mode, int n) {
+  double issuing = 0;
+  for (int done = 0; done + GRAPH_OPS <= n; done += GRAPH_OPS) {
+    double start = now_us();
+    for (int i = 0; i < GRAPH_OPS; i++) {
+      if (mode == AR_ISSUE) all_reduce(b);
+      else check_cuda(mode == FAT_ISSUE ? perf_launch_fat(b->stream) : perf_launch_empty(b->stream), "launching");
+    }
+    issuing += now_us() - start;
+    check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+  }
+  return issuing / (n / GRAPH_OPS * GRAPH_OPS);
+}
+
 /* Runs `mode` n times; returns this rank's microseconds per operation. */
 static double run_mode(struct bench *b, int mode, int n) {
   MPI_Barrier(MPI_COMM_WORLD);
@@ -108,16 +128,16 @@ static double run_mode(struct bench *b, int mode, int n) {
       for (int i = 0; i < n; i++) all_reduce(b);
       check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       break;
-    case AR_ISSUE: {
-      double issuing = 0;
-      for (int done = 0; done + GRAPH_OPS <= n; done += GRAPH_OPS) {
-        double start = now_us();
-        for (int i = 0; i < GRAPH_OPS; i++) all_reduce(b);
-        issuing += now_us() - start;
-        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+    case AR_ISSUE:
+    case EMPTY_ISSUE:
+    case FAT_ISSUE: return issue_us(b, mode, n);
+    case PTR_QUERY:
+      for (int i = 0; i < n; i++) {
+        struct cudaPointerAttributes attr;
+        check_cuda(cudaPointerGetAttributes(&attr, i % 2 ? b->recv : b->send), "cudaPointerGetAttributes");
+        if (attr.type != cudaMemoryTypeDevice) check_cuda(cudaErrorInvalidValue, "a buffer is not device memory");
       }
-      return issuing / (n / GRAPH_OPS * GRAPH_OPS);
-    }
+      break;
     case GRAPH_SYNC:
       for (int i = 0; i < n; i++) {
         check_cuda(cudaGraphLaunch(b->one, b->stream), "cudaGraphLaunch");

@@ -231,9 +231,8 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 // POST | OUTPUT), lane i taking link i's reception and send, lane 31 the operands. Thread 0 alone walked every link
 // in turn: 1.2 us at 2 ranks, growing with the peers. The sources go in rank order, the own one before the first
 // link whose peer ranks above this one; the own one is the staged input (dev_oneshot_stage), its premultiply
-// applied and rounded to the type there exactly as the reduction would. Returns 0 to stop, in every lane. Out of
-// line, so that a stage build's second run of it (DEV_AGAIN) runs the same code, warm.
-__device__ __noinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd, const dccl_prim_step &in) {
+// applied and rounded to the type there exactly as the reduction would. Returns 0 to stop, in every lane.
+__device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd, const dccl_prim_step &in) {
   const dccl_dev_task &t = cta->task;
   const int npeers = t.sched.npeers;
   int ok = !cta->stop, above = 0;
@@ -312,9 +311,8 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     const int odd = (int)(idx / 2 & 1);
     if (h.tid < 32) {
       int ok = dev_oneshot_acquire(w, cta, h.tid, odd, in);
-      DEV_STAGE(cta, DEV_STAGE_T0_READY);
-      DEV_AGAIN(cta, ok = ok && dev_oneshot_acquire(w, cta, h.tid, odd, in));
       if (h.tid == 0) go = ok;
+      DEV_STAGE(cta, DEV_STAGE_T0_READY);
     } else {
       dev_oneshot_stage<TYPE>(cta, out, h);
     }

@@ -58,11 +58,13 @@ struct call {
   const char *name;
   cudaStream_t stream;
   int on_device, known;
+  const void *asked; /* the buffer the driver was last asked about: an in-place call's second is not asked again */
 };
 
 static ncclResult_t check_buffer(struct call *c, const char *which, const void *buf, size_t count) {
   if (!buf && count > 0) return dccl_error(ncclInvalidArgument, "%s: %s is NULL with count %zu", c->name, which, count);
-  if (!buf || count == 0) return ncclSuccess;
+  if (!buf || count == 0 || (c->known && buf == c->asked)) return ncclSuccess;
+  c->asked = buf;
   int dev = dccl_cuda_is_device_ptr(buf);
   if (c->known && dev != c->on_device)
     return dccl_error(ncclInvalidUsage, "%s: %s %p is %s memory, the other buffer %s memory: pass both in one kind",
@@ -170,7 +172,7 @@ static ncclResult_t submit(struct dccl_comm *comm, const struct call *c, int kin
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclAllReduce", stream, 0, 0};
+  struct call c = {.name = "ncclAllReduce", .stream = stream};
   size_t es;
   struct dccl_redop r;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
@@ -182,7 +184,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclBroadcast", stream, 0, 0};
+  struct call c = {.name = "ncclBroadcast", .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
   DCCLCHECK(check_root(comm, c.name, root));
@@ -198,7 +200,7 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclReduce", stream, 0, 0};
+  struct call c = {.name = "ncclReduce", .stream = stream};
   size_t es;
   struct dccl_redop r;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
@@ -211,7 +213,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclAllGather", stream, 0, 0};
+  struct call c = {.name = "ncclAllGather", .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, sendcount, 1, &es));
   DCCLCHECK(check_buffer(&c, "sendbuff", sendbuff, sendcount));
@@ -221,7 +223,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclReduceScatter", stream, 0, 0};
+  struct call c = {.name = "ncclReduceScatter", .stream = stream};
   size_t es;
   struct dccl_redop r;
   DCCLCHECK(check_common(comm, c.name, datatype, recvcount, 1, &es));
@@ -233,7 +235,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 
 static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                         int peer, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {dccl_op_name(kind), stream, 0, 0};
+  struct call c = {.name = dccl_op_name(kind), .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 0, &es));
   if (peer < 0 || peer >= comm->nranks)
@@ -276,7 +278,7 @@ static ncclResult_t check_composite(struct call *c, const void *sendbuff, size_t
 
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclAlltoAll", stream, 0, 0};
+  struct call c = {.name = "ncclAlltoAll", .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
   size_t all = count * (size_t)comm->nranks;
@@ -292,7 +294,7 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, nc
 
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclGather", stream, 0, 0};
+  struct call c = {.name = "ncclGather", .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
   DCCLCHECK(check_root(comm, c.name, root));
@@ -308,7 +310,7 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nccl
 
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {"ncclScatter", stream, 0, 0};
+  struct call c = {.name = "ncclScatter", .stream = stream};
   size_t es;
   DCCLCHECK(check_common(comm, c.name, datatype, count, 1, &es));
   DCCLCHECK(check_root(comm, c.name, root));
