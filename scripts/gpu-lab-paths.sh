@@ -415,8 +415,9 @@ lib_dir() { # lib_dir PATH NAME
       fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
         "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
-        -m empty+sync,ar+sync,ar\ b2b,ar\ issue,graph+sync > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-      grep -E "empty\+sync|ar\+sync|ar b2b|ar issue|graph\+sync" "$out/$name.log" | sed "s/^/$name: /" | keep
+        -m empty+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync > "$out/$name.log" \
+        2>&1 || { status=1; echo "FAIL: $name"; }
+      grep -E "empty\+sync|ar\+sync|ar b2b|issue|ptr query|graph\+sync" "$out/$name.log" | sed "s/^/$name: /" | keep
       for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
         name=ab.$lib.$algo.r$round
         fits 30 "$name" || continue

@@ -232,7 +232,8 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 // in turn: 1.2 us at 2 ranks, growing with the peers. The sources go in rank order, the own one before the first
 // link whose peer ranks above this one; the own one is the staged input (dev_oneshot_stage), its premultiply
 // applied and rounded to the type there exactly as the reduction would. Returns 0 to stop, in every lane.
-__device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd, const dccl_prim_step &in) {
+__device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd,
+                                                   const dccl_prim_step &in) {
   const dccl_dev_task &t = cta->task;
   const int npeers = t.sched.npeers;
   int ok = !cta->stop, above = 0;
