@@ -171,6 +171,16 @@ static int device_ring_channels(int nch, uint64_t bytes) {
   return nch;
 }
 
+/* Deterministic mode's ordered schedules on device links: at most DCCL_DEV_ORDERED_CHANNELS channels, each linking
+ * every pair of ranks (a ring channel links two neighbours), so their FIFOs leave GPU memory to the rings. Ranks of
+ * one process reduce by the direct collectives, and what those cannot take (a premultiply that differs by rank)
+ * keeps to the one-shot's links of channel 0, which creation makes. */
+#define DCCL_DEV_ORDERED_CHANNELS 8
+static int ordered_channels(const struct dccl_coll_comm *comm) {
+  if (comm->direct_ok == DCCL_DIRECT_ONE_PROCESS) return 1;
+  return comm->dev_nchannels < DCCL_DEV_ORDERED_CHANNELS ? comm->dev_nchannels : DCCL_DEV_ORDERED_CHANNELS;
+}
+
 static void plan_ring(struct dccl_op *op, uint64_t range) {
   struct dccl_coll_comm *comm = op->comm;
   int nch = op->on_device ? device_ring_channels(comm->dev_nchannels, range * op->esize) : comm->nchannels;
@@ -271,6 +281,18 @@ static ncclResult_t plan_ordered(struct dccl_op *op) {
       else if (ch->send_peer[i] != op->root) ch->send_peer[i] = -1;
       if (comm->rank != op->root) ch->recv_peer[i] = -1;
     }
+  /* On the device each channel is a CTA, and one moves about 10 GB/s through the FIFOs: the range is split over
+   * channels as the ring's is, each with links to every peer on its own lane. An element's bits depend only on
+   * the rank order its owner reduces it in, not on which channel carries it. */
+  int nch = op->on_device ? device_ring_channels(ordered_channels(comm), op->count * op->esize) : 1;
+  for (int c = 0; c < nch; c++) {
+    if (c > 0) {
+      op->ch[c] = *ch;
+      op->ch[c].lane = c;
+    }
+    channel_range(op->count, nch, c, &op->ch[c].sched.begin, &op->ch[c].sched.count);
+  }
+  op->nchannels = nch;
   return ncclSuccess;
 }
 
@@ -496,6 +518,9 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_TREE, -1, reqs, n, cap);
   if (res == ncclSuccess && (any || forced_algo == DCCL_ALGO_ONESHOT || comm->deterministic))
     res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_ONESHOT, -1, reqs, n, cap);
+  /* Deterministic device reductions run the ordered schedules over several channels (plan_ordered). */
+  if (res == ncclSuccess && comm->deterministic && on_device)
+    res = add_plan_links(comm, op, on_device, DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, -1, reqs, n, cap);
   /* Only a forced tree runs broadcast and reduce on trees, one rooted at each root. */
   for (int root = 0; root < comm->nranks && res == ncclSuccess && forced_algo == DCCL_ALGO_TREE; root++) {
     res = add_plan_links(comm, op, on_device, DCCL_OP_BROADCAST, DCCL_ALGO_TREE, root, reqs, n, cap);
