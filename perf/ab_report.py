@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The medians of scripts/gpu-lab-paths.sh's `ab` part: reads its printed lines (`ab.LIB.CASE.rN: ...`) on stdin
 and prints one markdown row per case and figure, each library's median over the rounds in the order they first
-appear, and the last library's over the first's (the last is the build under test, the first its base).
+appear, and the last library's over the first's (the last is the build under test, the first its base); and the
+all-reduce with a synchronise less the empty kernel with one, round by round (the kernel's own part).
 Usage: ... | python3 perf/ab_report.py"""
 import re
 import statistics
@@ -37,6 +38,13 @@ def main():
             rows.setdefault(label, {}).setdefault(lib, []).append(value)
     if not libs:
         sys.exit("ab_report: no ab lines on stdin")
+    # The kernel's part: each round's all-reduce over the same run's empty kernel (both with a synchronise), which
+    # cancels the launch and wake-up costs that swing between machines and minutes.
+    ar, empty = rows.get("mps ar+sync", {}), rows.get("mps empty+sync", {})
+    for lib in libs:
+        if lib in ar and lib in empty:
+            over = [a - e for a, e in zip(ar[lib], empty[lib])]
+            rows.setdefault("mps ar+sync - empty+sync (per round)", {})[lib] = over
     print("| case (us, median) | " + " | ".join(libs) + f" | {libs[-1]} / {libs[0]} |")
     print("| --- |" + " ---: |" * (len(libs) + 1))
     for label, by_lib in rows.items():

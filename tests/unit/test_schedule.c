@@ -356,6 +356,72 @@ static void test_deterministic_device(void) {
   free_comms(&comm, 1);
 }
 
+/* Deterministic mode over device links across processes: the ordered schedules split their range over up to 8
+ * channels, each on its own lane with links to every peer, together covering every element once, and every link
+ * they use is one that creation makes. Ranks of one process keep what the direct collectives cannot take (a per-rank
+ * premultiply) on channel 0, whose links creation makes for the one-shot. */
+static void test_deterministic_channels(void) {
+  struct dccl_comm comm;
+  four_rank_device_comm(&comm);
+  comm.coll.deterministic = 1;
+  comm.coll.dev_nchannels = 16;
+  comm.coll.direct_ok = DCCL_DIRECT_NONE;
+  struct dccl_conn_req *made = NULL, *used = NULL;
+  int nmade = 0, madecap = 0, usedcap = 0;
+  CHECK(dccl_coll_creation_links(&comm.coll, 1, DCCL_ALGO_AUTO, &made, &nmade, &madecap) == ncclSuccess,
+        "deterministic: the links made at creation");
+  const int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_REDUCE, DCCL_OP_REDUCESCATTER};
+  const int scheds[] = {DCCL_SCHED_ORDERED_ALLREDUCE, DCCL_SCHED_ORDERED_REDUCE, DCCL_SCHED_ORDERED_REDUCESCATTER};
+  const uint64_t counts[] = {100000, 2 << 20, 12345677};
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 3; i++) {
+      struct dccl_op op = {.comm = &comm.coll, .kind = kinds[k], .count = counts[i], .type = ncclFloat32, .esize = 4,
+                           .algo = DCCL_ALGO_AUTO, .root = 1, .peer = -1, .on_device = 1, .send_win = -1,
+                           .recv_win = -1};
+      dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+      CHECK(dccl_op_plan(&op) == ncclSuccess && op.algo == DCCL_ALGO_ORDERED, "deterministic %s of %llu: ordered",
+            dccl_op_name(kinds[k]), (unsigned long long)counts[i]);
+      CHECK(op.nchannels >= 2 && op.nchannels <= 8 && (counts[i] < (2 << 20) || op.nchannels == 8),
+            "deterministic %s of %llu: %d channels (2-8; 8 from 8 MiB)", dccl_op_name(kinds[k]),
+            (unsigned long long)counts[i], op.nchannels);
+      uint64_t next = 0;
+      for (int c = 0; c < op.nchannels; c++) {
+        const struct dccl_op_channel *ch = &op.ch[c];
+        CHECK(ch->sched.begin == next && ch->sched.count > 0 && ch->sched.algo == scheds[k] &&
+                  ch->lane == DCCL_LANE_DEVICE + c && ch->sched.npeers == 3,
+              "deterministic %s of %llu, channel %d: begins %llu (want %llu), %llu elements, lane %d",
+              dccl_op_name(kinds[k]), (unsigned long long)counts[i], c, (unsigned long long)ch->sched.begin,
+              (unsigned long long)next, (unsigned long long)ch->sched.count, ch->lane);
+        next = ch->sched.begin + ch->sched.count;
+      }
+      CHECK(next == counts[i], "deterministic %s of %llu: the channels cover %llu elements",
+            dccl_op_name(kinds[k]), (unsigned long long)counts[i], (unsigned long long)next);
+      int nused = 0;
+      CHECK(dccl_op_conn_reqs(&op, &used, &nused, &usedcap) == ncclSuccess && nused > 0, "its links");
+      for (int u = 0; u < nused; u++) {
+        int found = 0;
+        for (int m = 0; m < nmade && !found; m++)
+          found = made[m].peer == used[u].peer && made[m].is_send == used[u].is_send && made[m].lane == used[u].lane;
+        CHECK(found, "deterministic %s of %llu: the link to %d (%s, lane %d) is made at creation",
+              dccl_op_name(kinds[k]), (unsigned long long)counts[i], used[u].peer, used[u].is_send ? "send" : "recv",
+              used[u].lane);
+      }
+    }
+  comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
+  struct dccl_op op = {.comm = &comm.coll, .kind = DCCL_OP_ALLREDUCE, .count = 2 << 20, .type = ncclFloat32,
+                       .esize = 4, .algo = DCCL_ALGO_AUTO, .root = -1, .peer = -1, .on_device = 1, .send_win = -1,
+                       .recv_win = -1};
+  dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+  op.redop.has_pre = 1, op.redop.called = DCCL_CALLED_PREMULSUM;
+  CHECK(dccl_op_plan(&op) == ncclSuccess && op.algo == DCCL_ALGO_ORDERED && op.nchannels == 1,
+        "deterministic per-rank premultiply in one process: ordered on one channel (%s, %d)", dccl_algo_name(op.algo),
+        op.nchannels);
+  free(made);
+  free(used);
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 /* DCCL_DIRECT_PIECE_BYTES (64 KiB here): the direct all-reduce, broadcast and reduce give channel c the pieces c,
  * c + channels, ..., and every rank's slices of every piece (as the kernel walks them, dccl_direct_next_piece)
  * cover each element exactly once; the block operations keep one range per channel. */
@@ -477,6 +543,7 @@ int main(void) {
   test_direct_choice();
   test_direct_pieces();
   test_deterministic_device();
+  test_deterministic_channels();
   test_tree_shapes();
   for (int n = 1; n <= 9; n++)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
