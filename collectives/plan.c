@@ -171,14 +171,16 @@ static int device_ring_channels(int nch, uint64_t bytes) {
   return nch;
 }
 
-/* Deterministic mode's ordered schedules on device links: at most DCCL_DEV_ORDERED_CHANNELS channels, each linking
- * every pair of ranks (a ring channel links two neighbours), so their FIFOs leave GPU memory to the rings. Ranks of
- * one process reduce by the direct collectives, and what those cannot take (a premultiply that differs by rank)
- * keeps to the one-shot's links of channel 0, which creation makes. */
+/* Deterministic mode's ordered schedules on device links: each channel links every pair of ranks where a ring
+ * channel links two neighbours, so beyond 2 ranks (where the two are the same links) they take at most
+ * DCCL_DEV_ORDERED_CHANNELS, and their FIFOs leave GPU memory to the rings. Ranks of one process reduce by the direct
+ * collectives, and what those cannot take (a premultiply that differs by rank) keeps to the one-shot's links of
+ * channel 0, which creation makes. */
 #define DCCL_DEV_ORDERED_CHANNELS 8
 static int ordered_channels(const struct dccl_coll_comm *comm) {
   if (comm->direct_ok == DCCL_DIRECT_ONE_PROCESS) return 1;
-  return comm->dev_nchannels < DCCL_DEV_ORDERED_CHANNELS ? comm->dev_nchannels : DCCL_DEV_ORDERED_CHANNELS;
+  if (comm->nranks == 2 || comm->dev_nchannels < DCCL_DEV_ORDERED_CHANNELS) return comm->dev_nchannels;
+  return DCCL_DEV_ORDERED_CHANNELS;
 }
 
 static void plan_ring(struct dccl_op *op, uint64_t range) {
