@@ -357,9 +357,9 @@ static void test_deterministic_device(void) {
 }
 
 /* Deterministic mode over device links across processes: the ordered schedules split their range over up to 8
- * channels, each on its own lane with links to every peer, together covering every element once, and every link
- * they use is one that creation makes. Ranks of one process keep what the direct collectives cannot take (a per-rank
- * premultiply) on channel 0, whose links creation makes for the one-shot. */
+ * channels (every channel at 2 ranks), each on its own lane with links to every peer, together covering every
+ * element once, and every link they use is one that creation makes. Ranks of one process keep what the direct
+ * collectives cannot take (a per-rank premultiply) on channel 0, whose links creation makes for the one-shot. */
 static void test_deterministic_channels(void) {
   struct dccl_comm comm;
   four_rank_device_comm(&comm);
@@ -407,6 +407,16 @@ static void test_deterministic_channels(void) {
               used[u].lane);
       }
     }
+  /* At 2 ranks the ordered links are the rings': every device channel. */
+  comm.nranks = comm.coll.nranks = 2;
+  struct dccl_op two = {.comm = &comm.coll, .kind = DCCL_OP_ALLREDUCE, .count = 2 << 20, .type = ncclFloat32,
+                        .esize = 4, .algo = DCCL_ALGO_AUTO, .root = -1, .peer = -1, .on_device = 1, .send_win = -1,
+                        .recv_win = -1};
+  dccl_redop_builtin(&two.redop, ncclSum, ncclFloat32, 2);
+  CHECK(dccl_op_plan(&two) == ncclSuccess && two.algo == DCCL_ALGO_ORDERED && two.nchannels == 16,
+        "deterministic all-reduce of 8 MiB at 2 ranks: ordered on all 16 channels (%s, %d)", dccl_algo_name(two.algo),
+        two.nchannels);
+  comm.nranks = comm.coll.nranks = 4;
   comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
   struct dccl_op op = {.comm = &comm.coll, .kind = DCCL_OP_ALLREDUCE, .count = 2 << 20, .type = ncclFloat32,
                        .esize = 4, .algo = DCCL_ALGO_AUTO, .root = -1, .peer = -1, .on_device = 1, .send_win = -1,
