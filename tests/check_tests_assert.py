@@ -26,11 +26,21 @@ SHELLS = {"sh", "bash", "dash"}
 
 
 def is_script(path):
+    """A shell script: named .sh, or its #! line names a shell (a Python test is judged as a program: it fails by
+    its exit status, and an uncaught exception exits nonzero)."""
     try:
         with open(path, "rb") as f:
-            return f.read(2) == b"#!" or path.endswith(".sh")
+            first = f.readline(200)
     except OSError:
         return False
+    if path.endswith(".sh"):
+        return True
+    if not first.startswith(b"#!"):
+        return False
+    words = first[2:].decode(errors="replace").split()
+    interpreter = os.path.basename(words[1] if words and os.path.basename(words[0]) == "env" and len(words) > 1
+                                   else words[0] if words else "")
+    return interpreter in SHELLS
 
 
 def script_stops_on_failure(path):
