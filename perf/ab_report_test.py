@@ -6,39 +6,27 @@ import os
 import subprocess
 import sys
 
-LINES = """
-ab.base.mps.r1:   empty+sync         9.00       9.00       1.00
-ab.base.mps.r1:   ar+sync           19.00      19.00       2.11
-ab.base.mps.r1:   ar b2b            10.00      10.00       1.11
-ab.new.mps.r1:   empty+sync        10.00      10.00       1.00
-ab.new.mps.r1:   ar+sync           18.00      18.00       1.80
-ab.new.mps.r1:   ar b2b             8.00       8.00       0.80
-ab.base.ring.r1: 8 B 22.00 us
-ab.new.ring.r1: 8 B 21.00 us
-ab.base.inproc-oneshot.r1: 8 B 9.00 us back to back, 20.00 us synchronised after each
-ab.new.inproc-oneshot.r1: 8 B 8.00 us back to back, 19.00 us synchronised after each
-ab.base.mps.r2:   empty+sync         8.00       8.00       1.00
-ab.base.mps.r2:   ar+sync           18.50      18.50       2.31
-ab.base.mps.r2:   ar b2b            11.00      11.00       1.38
-ab.new.mps.r2:   empty+sync         9.00       9.00       1.00
-ab.new.mps.r2:   ar+sync           17.00      17.00       1.89
-ab.new.mps.r2:   ar b2b             9.00       9.00       1.00
-ab.base.ring.r2: 8 B 24.00 us
-ab.new.ring.r2: 8 B 20.00 us
-ab.base.inproc-oneshot.r2: 8 B 11.00 us back to back, 22.00 us synchronised after each
-ab.new.inproc-oneshot.r2: 8 B 7.00 us back to back, 18.00 us synchronised after each
-ab.base.mps.r3:   empty+sync        10.00      10.00       1.00
-ab.base.mps.r3:   ar+sync           21.00      21.00       2.10
-ab.base.mps.r3:   ar b2b             9.00       9.00       0.90
-ab.new.mps.r3:   empty+sync         8.00       8.00       1.00
-ab.new.mps.r3:   ar+sync           16.50      16.50       2.06
-ab.new.mps.r3:   ar b2b             8.50       8.50       1.06
-ab.base.ring.r3: 8 B 23.00 us
-ab.new.ring.r3: 8 B 25.00 us
-ab.base.inproc-oneshot.r3: 8 B 10.00 us back to back, 21.00 us synchronised after each
-ab.new.inproc-oneshot.r3: 8 B 9.00 us back to back, 20.00 us synchronised after each
-not an ab line: ignored
-"""
+# Per library, per round: empty+sync, ar+sync, ar b2b, ring 8 B, one-shot 8 B back to back and synchronised.
+ROUNDS = {
+    "base": [(9, 19, 10, 22, 9, 20), (8, 18.5, 11, 24, 11, 22), (10, 21, 9, 23, 10, 21)],
+    "new": [(10, 18, 8, 21, 8, 19), (9, 17, 9, 20, 7, 18), (8, 16.5, 8.5, 25, 9, 20)],
+}
+
+
+def fixture():
+    """The lines gpu-lab-paths.sh prints, rounds interleaved as it runs them, and one line that is not its."""
+    lines = []
+    for r in range(3):
+        for lib, rounds in ROUNDS.items():
+            empty, ar, b2b, ring, ob2b, osync = rounds[r]
+            tag = f"ab.{lib}.%s.r{r + 1}:"
+            lines += [f"{tag % 'mps'}   empty+sync {empty:10.2f} {empty:10.2f} 1.00",
+                      f"{tag % 'mps'}   ar+sync {ar:10.2f} {ar:10.2f} 2.00",
+                      f"{tag % 'mps'}   ar b2b {b2b:10.2f} {b2b:10.2f} 1.00",
+                      f"{tag % 'ring'} 8 B {ring:.2f} us",
+                      f"{tag % 'inproc-oneshot'} 8 B {ob2b:.2f} us back to back, {osync:.2f} us synchronised after each"]
+    return "\n".join(lines + ["not an ab line: ignored", ""])
+
 
 WANT = {  # case: (base median, new median, new / base)
     "mps empty+sync": ("9.00", "9.00", "1.000"),
@@ -54,7 +42,7 @@ WANT = {  # case: (base median, new median, new / base)
 
 def main():
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ab_report.py")
-    out = subprocess.run([sys.executable, script], input=LINES, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, script], input=fixture(), capture_output=True, text=True, check=True).stdout
     rows = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
