@@ -24,7 +24,8 @@ def fixture():
                       f"{tag % 'mps'}   ar+sync {ar:10.2f} {ar:10.2f} 2.00",
                       f"{tag % 'mps'}   ar b2b {b2b:10.2f} {b2b:10.2f} 1.00",
                       f"{tag % 'ring'} 8 B {ring:.2f} us",
-                      f"{tag % 'inproc-oneshot'} 8 B {ob2b:.2f} us back to back, {osync:.2f} us synchronised after each"]
+                      f"{tag % 'inproc-oneshot'} 8 B {ob2b:.2f} us back to back, {osync:.2f} us synchronised"
+                      " after each"]
     return "\n".join(lines + ["not an ab line: ignored", ""])
 
 
