@@ -48,10 +48,10 @@
 #   proto:  issue 10's LL past the one-shot: 2 and 4 ranks in processes under MPS (PROTO_NP, "2 4"), the ring
 #           all-reduce (DCCL_ALGO=ring), all-gather and send/recv 8 B-1 MiB, DCCL_PROTO=bulk against the default (LL
 #           where every step fits 4 KiB) against ll (4 KiB LL steps at every size), alternated: where LL stops paying.
-#   det:    issue 11's deterministic mode on the kernels' FIFO paths: 2 ranks in processes under MPS with nothing
-#           mapped on first use (DCCL_LAZY_MAP_BYTES=-1: no direct collectives), all-reduce, reduce-scatter and
-#           reduce 8 B-256 MiB, DCCL_DETERMINISTIC=1 (one-shot and ordered schedules) against 0 (ring, one-shot),
-#           alternated: what the same bits everywhere cost there.
+#   det:    issue 11's deterministic mode on the kernels' FIFO paths: DET_NP ranks (default 2; "2 4": both) in
+#           processes under MPS with nothing mapped on first use (DCCL_LAZY_MAP_BYTES=-1: no direct collectives),
+#           all-reduce, reduce-scatter and reduce 8 B-256 MiB, DCCL_DETERMINISTIC=1 (one-shot and ordered schedules)
+#           against 0 (ring, one-shot), alternated: what the same bits everywhere cost there.
 #   trace:  where the 8-byte all-reduce's time goes (issue 10's 15 us and issue 11's 10 us with a synchronise):
 #           perf/gpu/kernel_trace (CUPTI, injected by CUDA_INJECTION64_PATH) records every kernel and launch call of
 #           dev_latency (2 ranks in processes under MPS: ar+sync, then empty+sync and fat+sync (an empty kernel with
@@ -295,14 +295,16 @@ done
   done
 done
 [[ " $parts " == *" det "* ]] && for round in $(seq "$rounds"); do
-  for tool in all_reduce reduce_scatter reduce; do
-    for det in 0 1; do
-      name=det.np2.$tool.d$det.r$round
-      fits 60 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO= DCCL_LAZY_MAP_BYTES=-1 DCCL_DETERMINISTIC=$det timeout 90 "${mpi[@]}" -np 2 \
-        "$build/perf/${tool}_perf" -b 8 -e 256M -f 32 -c 1 -n 20 -w 3 -T 80 -J "$out/$name.json" \
-        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
-      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, busbw %s GB/s\n", n, $1, $6, $8}' "$out/$name.log"
+  for np in ${DET_NP:-2}; do
+    for tool in all_reduce reduce_scatter reduce; do
+      for det in 0 1; do
+        name=det.np$np.$tool.d$det.r$round
+        fits 60 "$name" || continue
+        DCCL_TRANSPORT= DCCL_ALGO= DCCL_LAZY_MAP_BYTES=-1 DCCL_DETERMINISTIC=$det timeout 90 "${mpi[@]}" -np "$np" \
+          "$build/perf/${tool}_perf" -b 8 -e 256M -f 32 -c 1 -n 20 -w 3 -T 80 -J "$out/$name.json" \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, busbw %s GB/s\n", n, $1, $6, $8}' "$out/$name.log"
+      done
     done
   done
 done
