@@ -54,29 +54,26 @@ printf '%s\n%s\n%s\n' "$repo" "$(realpath --relative-to="$repo" "$build")" \
 tar -czf "$carry/gpu-build.tar.gz" -C "$stage" .
 du -sh "$carry/gpu-build.tar.gz"
 
-# GPU_CARRY_BASE=BUILD_DIR: another build's library (the code before a kernel change) as CARRY/base-lib.tar.gz, for
-# the paths part `ab` (scripts/gpu-lab-paths.sh: PATHS_AB_BASE=build-carry/base-lib.tar.gz).
-if [ -n "${GPU_CARRY_BASE:-}" ]; then
-  base_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$GPU_CARRY_BASE/CMakeCache.txt")
-  ninja -C "$GPU_CARRY_BASE" dccl > /dev/null
+# Another build's library alone, stripped, with the code it was built from, as CARRY/NAME.
+pack_lib() { # pack_lib BUILD_DIR NAME
+  local src
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$1/CMakeCache.txt")
+  ninja -C "$1" dccl > /dev/null
   rm -rf "$stage" && mkdir -p "$stage"
-  cp "$(readlink -f "$GPU_CARRY_BASE/libdccl.so.0")" "$stage/libdccl.so.0"
+  cp "$(readlink -f "$1/libdccl.so.0")" "$stage/libdccl.so.0"
   strip --strip-unneeded "$stage/libdccl.so.0"
-  git -C "$base_src" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
-  tar -czf "$carry/base-lib.tar.gz" -C "$stage" .
-  du -sh "$carry/base-lib.tar.gz"
-fi
-# GPU_CARRY_STAGES=BUILD_DIR: a build configured with -DDCCL_DEV_STAGES=ON; its library as CARRY/stages-lib.tar.gz,
-# for the paths part `stages` (PATHS_STAGES_LIB=build-carry/stages-lib.tar.gz) instead of a build on the device.
+  git -C "$src" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
+  tar -czf "$carry/$2" -C "$stage" .
+  du -sh "$carry/$2"
+}
+# GPU_CARRY_BASE=BUILD_DIR: the code before a kernel change, as CARRY/base-lib.tar.gz, for the paths part `ab`
+# (scripts/gpu-lab-paths.sh: PATHS_AB_BASE=build-carry/base-lib.tar.gz).
+[ -n "${GPU_CARRY_BASE:-}" ] && pack_lib "$GPU_CARRY_BASE" base-lib.tar.gz
+# GPU_CARRY_STAGES=BUILD_DIR: a build configured with -DDCCL_DEV_STAGES=ON, as CARRY/stages-lib.tar.gz, for the
+# paths part `stages` (PATHS_STAGES_LIB=build-carry/stages-lib.tar.gz) instead of a build on the device.
 if [ -n "${GPU_CARRY_STAGES:-}" ]; then
   grep -q '^DCCL_DEV_STAGES:BOOL=ON' "$GPU_CARRY_STAGES/CMakeCache.txt" ||
     { echo "gpu-carry: $GPU_CARRY_STAGES is not configured with -DDCCL_DEV_STAGES=ON"; exit 1; }
-  ninja -C "$GPU_CARRY_STAGES" dccl > /dev/null
-  rm -rf "$stage" && mkdir -p "$stage"
-  cp "$(readlink -f "$GPU_CARRY_STAGES/libdccl.so.0")" "$stage/libdccl.so.0"
-  strip --strip-unneeded "$stage/libdccl.so.0"
-  git -C "$repo" describe --always --dirty > "$stage/carried-from" 2>/dev/null || echo unknown > "$stage/carried-from"
-  tar -czf "$carry/stages-lib.tar.gz" -C "$stage" .
-  du -sh "$carry/stages-lib.tar.gz"
+  pack_lib "$GPU_CARRY_STAGES" stages-lib.tar.gz
 fi
 du -sh "$carry/dropin.tar.gz"
