@@ -36,6 +36,10 @@
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
 #           the floor; ncclMemAlloc 85-91%).
+#   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
+#           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default, direct
+#           and DCCL_ALGO=oneshot, alternated: back to back, synchronised after each, replayed as one CUDA graph and
+#           synchronised, and the empty kernel on every rank's stream + synchronise of the same run.
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
 #           back by copy engines and by kernels, one way and both ways at once.
 #   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
@@ -108,6 +112,18 @@ fits() { # fits SECONDS NAME
         $1 == 1073741824) {printf "%s %s B: %s us, busbw %s, 2NS/t %s GB/s, synchronised after each %s us\n", n, $1,
         $2, $4, $5, $6}' "$out/$name.log"
     done
+  done
+done
+
+[[ " $parts " == *" latency "* ]] && for round in $(seq "$rounds"); do
+  for case in 1.default $(for np in ${LATENCY_NP:-2 4}; do echo $np.default $np.direct $np.oneshot; done); do
+    np=${case%%.*} algo=${case#*.} name=latency.np${case}.r$round
+    fits 20 "$name" || continue
+    DCCL_TRANSPORT= DCCL_ALGO=$([ "$algo" = default ] || echo "$algo") timeout 30 \
+      "$build/perf/inproc_allreduce" "$np" 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+    awk -v n="$name" '/^# empty kernel/ {e = $(NF-1)} /^# graph\+sync/ {g = $(NF-1)}
+      $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, back to back %s, synchronised %s, graph+sync %s us\n",
+      n, e, b, s, g}' "$out/$name.log"
   done
 done
 
