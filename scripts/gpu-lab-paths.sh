@@ -37,8 +37,9 @@
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
 #           the floor; ncclMemAlloc 85-91%).
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
-#           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default, direct
-#           and DCCL_ALGO=oneshot, alternated: back to back, synchronised after each, replayed as one CUDA graph and
+#           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
+#           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
+#           1 and 0), alternated: back to back, synchronised after each, replayed as one CUDA graph and
 #           synchronised, and the empty kernel on every rank's stream + synchronise of the same run.
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
 #           back by copy engines and by kernels, one way and both ways at once.
@@ -116,10 +117,13 @@ fits() { # fits SECONDS NAME
 done
 
 [[ " $parts " == *" latency "* ]] && for round in $(seq "$rounds"); do
-  for case in 1.default $(for np in ${LATENCY_NP:-2 4}; do echo $np.default $np.direct $np.oneshot; done); do
-    np=${case%%.*} algo=${case#*.} name=latency.np${case}.r$round
+  for case in 1.default.shared $(for np in ${LATENCY_NP:-2 4}; do
+      for algo in ${LATENCY_ALGOS:-default oneshot}; do echo $np.$algo.shared $np.$algo.apart; done; done); do
+    IFS=. read -r np algo launch <<< "$case"
+    name=latency.np$case.r$round
     fits 20 "$name" || continue
-    DCCL_TRANSPORT= DCCL_ALGO=$([ "$algo" = default ] || echo "$algo") timeout 30 \
+    DCCL_TRANSPORT= DCCL_ALGO=$([ "$algo" = default ] || echo "$algo") \
+      DCCL_DEV_SHARED_LAUNCH=$([ "$launch" = shared ] && echo 1 || echo 0) timeout 30 \
       "$build/perf/inproc_allreduce" "$np" 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     awk -v n="$name" '/^# empty kernel/ {e = $(NF-1)} /^# graph\+sync/ {g = $(NF-1)}
       $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, back to back %s, synchronised %s, graph+sync %s us\n",

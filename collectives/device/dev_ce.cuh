@@ -21,12 +21,13 @@ __device__ int dev_ce_calls_match(const dccl_dev_work *w, const dccl_ce_work &c)
     if ((int32_t)q == c.own || (c.peer_only && (int32_t)q != c.peer_only - 1) ||
         (got.count == c.call.count && got.what == c.call.what && got.kind == c.call.kind && got.root == c.call.root))
       continue;
-    if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
-      w->status->peer = (int32_t)q;
-      w->status->want = c.call;
-      w->status->got = got;
+    dccl_dev_status *status = w->rank[0].status; // a copy-engine collective's launch is one rank's
+    if (atomicCAS_system(&status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
+      status->peer = (int32_t)q;
+      status->want = c.call;
+      status->got = got;
       __threadfence_system();
-      atomicExch_system(&w->status->error, (uint32_t)DCCL_DEV_MISMATCH);
+      atomicExch_system(&status->error, (uint32_t)DCCL_DEV_MISMATCH);
     }
     return 0;
   }

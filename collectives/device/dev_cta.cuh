@@ -100,6 +100,12 @@ __device__ __forceinline__ void dev_fence(int gpu) {
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
+// The words this CTA's rank checks and reports through: a launch may run the CTAs of several ranks of one process
+// (launch_merge.h), each naming its rank's slot.
+__device__ __forceinline__ const dccl_dev_rank_words &dev_words(const dccl_dev_work *w) {
+  return w->rank[w->cta_rank[blockIdx.x]];
+}
+
 // Thread 0, as its CTA leaves (after a barrier): one more CTA of the launch has exited. The host learns from the
 // count that the CTA's reads of the launch's memory are over (it reuses the block and may order a next launch
 // after no event) and that the links' counters are written back. What a kernel writes for the host to read has its
@@ -121,12 +127,13 @@ __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_co
   cta->stop = 1;
   // The record before the links' abort words: the ranks this stops, and the host threads that act on it (a link
   // pump closing network links), find this rank's reason complete.
-  if (atomicCAS_system(&w->status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
-    w->status->peer = c ? c->peer : peer;
-    if (want) w->status->want = *want;
-    if (got) w->status->got = *got;
+  dccl_dev_status *status = dev_words(w).status;
+  if (atomicCAS_system(&status->error, 0u, (uint32_t)DCCL_DEV_RECORDING) == 0u) {
+    status->peer = c ? c->peer : peer;
+    if (want) status->want = *want;
+    if (got) status->got = *got;
     __threadfence_system();
-    atomicExch_system(&w->status->error, code);
+    atomicExch_system(&status->error, code);
   }
   for (int i = 0; c && i < 2 * DCCL_DEV_CONN_SLOTS; i++) {
     const dccl_dev_conn *l = i < DCCL_DEV_CONN_SLOTS ? cta->task.recv[i] : cta->task.send[i - DCCL_DEV_CONN_SLOTS];
@@ -148,7 +155,7 @@ __device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_con
       dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED); // and passes it on along this task's other links
       return 0;
     }
-    if (*(volatile const uint32_t *)w->abort_flag) {
+    if (*(volatile const uint32_t *)dev_words(w).abort_flag) {
       dev_fail(w, cta, c, DCCL_DEV_ABORTED);
       return 0;
     }

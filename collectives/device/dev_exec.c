@@ -19,6 +19,7 @@
 #include "collectives/device/cta_share.h"
 #include "collectives/device/dev_work.h"
 #include "collectives/device/kernel_choice.h"
+#include "collectives/device/launch_merge.h"
 #include "collectives/device/launch_notes.h"
 #include "collectives/device/stream_order.h"
 #include "util/cuda_api.h"
@@ -57,6 +58,7 @@ struct dccl_dev_comm {
   uint32_t launched_ctas;          /* CTAs of uncaptured launches so far: the device is idle when the two agree */
   int captured_any;                /* a launch went into a CUDA graph: replays start kernels unannounced */
   struct dccl_stream_order order;  /* its launches' streams, kept in issue order */
+  CUevent join_event;              /* a launch shared with other ranks of the process orders its stream by it */
   struct dccl_launch_notes notes;  /* the uncaptured launches, for stall reports */
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
@@ -188,6 +190,7 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
             "rank kernels that may run at once on the GPU: %.0f, a launch's share %d CTAs",
             ordinal, dev->resident, ranks_on_gpu, dev->max_ctas, dccl_cta_share_load(ordinal), launch_share(dev));
   DCCL_CUCHECK(dccl_cu.event_create(&dev->order.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  DCCL_CUCHECK(dccl_cu.event_create(&dev->join_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   DCCLCHECK(pinned(dev, &dev->abort_word, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->done_ctas, sizeof(uint32_t)));
   DCCLCHECK(pinned(dev, &dev->status, sizeof(struct dccl_dev_status)));
@@ -389,6 +392,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
     free(b);
   }
   if (dev->order.event) dccl_cu.event_destroy(dev->order.event);
+  if (dev->join_event) dccl_cu.event_destroy(dev->join_event);
   if (dev->abort_word) dccl_cu.mem_free_host(dev->abort_word);
   if (dev->done_ctas) dccl_cu.mem_free_host(dev->done_ctas);
   if (dev->status) dccl_cu.mem_free_host(dev->status);
@@ -535,9 +539,9 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   int nctas = want < 1 ? 1 : want > (uint64_t)cap ? cap : (int)want;
   struct dccl_dev_work *w = &dev->launch;
   memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
-  w->abort_flag = dev->abort_word;
-  w->status = dev->status;
-  w->done_ctas = dev->done_ctas;
+  w->rank[0].abort_flag = dev->abort_word;
+  w->rank[0].status = dev->status;
+  w->rank[0].done_ctas = dev->done_ctas;
   w->nctas = (uint32_t)nctas;
   w->ce = *cw;
   void *args[] = {w};
@@ -576,8 +580,18 @@ static ncclResult_t ce_ops(struct dccl_coll_comm *comm, struct dccl_op *list, vo
   return res;
 }
 
-ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+/* A launch built and not yet made (prepare, then submit or dccl_dev_launch_ranks). */
+struct prepared {
+  int kernel;                   /* index into dev->kernels; -1: nothing to launch */
+  int captured;
+  const struct dccl_op *first;  /* what a stall report names */
+  struct work_block *block;     /* the tasks' pinned block, or NULL: inline */
+};
+
+/* Everything of `comm`'s launch of `list` on `stream` but the launch itself: the work is in dev->launch. */
+static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream, struct prepared *p) {
   struct dccl_dev_comm *dev = comm->dev;
+  p->kernel = -1;
   if (!dev) return dccl_error(ncclInvalidUsage, "device buffers: rank %d's communicator has no CUDA device", comm->rank);
   DCCLCHECK(enter(dev->ctx));
   /* The legacy default stream orders every kernel of the process after the last: two ranks' kernels there would run
@@ -610,16 +624,16 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
               dev->ordinal, dev->resident);
   }
   dev->captured_any |= captured;
-  const struct dccl_op *first = NULL; /* what a stall report names */
-  for (const struct dccl_op *op = list; op && !first; op = op->next)
-    if (op->comm == comm && op->on_device && !op->finished) first = op;
+  p->first = NULL;
+  for (const struct dccl_op *op = list; op && !p->first; op = op->next)
+    if (op->comm == comm && op->on_device && !op->finished) p->first = op;
   struct work_block *b = NULL;
   if (ntasks > DCCL_DEV_INLINE_TASKS) DCCLCHECK(get_block(dev, (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
   struct dccl_dev_work *w = &dev->launch;
   memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
-  w->abort_flag = dev->abort_word;
-  w->status = dev->status;
-  w->done_ctas = captured ? NULL : dev->done_ctas;
+  w->rank[0].abort_flag = dev->abort_word;
+  w->rank[0].status = dev->status;
+  w->rank[0].done_ctas = captured ? NULL : dev->done_ctas;
   w->tasks = b ? b->tasks : NULL;
   struct dccl_dev_task *tasks = b ? b->tasks : w->inline_tasks;
   /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
@@ -642,17 +656,95 @@ ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, 
   }
   w->ntasks = (uint32_t)ntasks;
   w->nctas = (uint32_t)nctas;
+  p->captured = captured;
+  p->block = b;
+  p->kernel = dccl_kernel_for(type, tasks, ntasks);
+  return ncclSuccess;
+}
+
+/* After the launch of `comm`'s prepared work: its CTAs counted, its block's reuse tied to their exit. */
+static void launched(struct dccl_dev_comm *dev, const struct prepared *p, int nctas) {
+  if (!p->captured) count_launch(dev, p->first, nctas);
+  if (p->block) {
+    p->block->captured = p->captured;
+    p->block->ticket = dev->launched_ctas;
+  }
+}
+
+static ncclResult_t launch_work(CUfunction kernel, struct dccl_dev_work *w, CUstream stream) {
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {w};
-  CUfunction kernel = dev->kernels[dccl_kernel_for(type, tasks, ntasks)];
-  DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, (unsigned)nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, (CUstream)stream,
-                                     args, NULL),
+  DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, w->nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel");
-  if (!captured) count_launch(dev, first, nctas);
-  if (b) {
-    b->captured = captured;
-    b->ticket = dev->launched_ctas;
+  return ncclSuccess;
+}
+
+static ncclResult_t submit(struct dccl_coll_comm *comm, const struct prepared *p, void *stream) {
+  if (p->kernel < 0) return ncclSuccess;
+  struct dccl_dev_comm *dev = comm->dev;
+  DCCLCHECK(launch_work(dev->kernels[p->kernel], &dev->launch, (CUstream)stream));
+  launched(dev, p, (int)dev->launch.nctas);
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  struct prepared p;
+  DCCLCHECK(prepare(comm, list, stream, &p));
+  return submit(comm, &p, stream);
+}
+
+/* Whether the ranks' launches may become one (launch_merge.h): all of this process, on one GPU (one context), more
+ * than one rank each, none on the copy engines, the setting on. */
+static int may_share(struct dccl_coll_comm *const *comms, int n) {
+  if (n < 2 || n > DCCL_DEV_LAUNCH_RANKS || !dccl_param_int(DCCL_PARAM_DEV_SHARED_LAUNCH)) return 0;
+  for (int i = 0; i < n; i++) {
+    const struct dccl_dev_comm *dev = comms[i]->dev;
+    if (!dev || dev->ce || comms[i]->nranks == 1 || dev->ctx != comms[0]->dev->ctx) return 0;
   }
+  return 1;
+}
+
+/* One launch on streams[0] for the merged work: every other stream's queued work before it, and its work after
+ * it, through events (a stream shared with streams[0] needs none). */
+static ncclResult_t launch_shared(struct dccl_coll_comm *const *comms, void *const *streams, int n, CUfunction kernel,
+                                  struct dccl_dev_work *w) {
+  CUstream first = (CUstream)streams[0];
+  for (int i = 1; i < n; i++) {
+    if (streams[i] == streams[0]) continue;
+    DCCL_CUCHECK(dccl_cu.event_record(comms[i]->dev->join_event, (CUstream)streams[i]), "cuEventRecord");
+    DCCL_CUCHECK(dccl_cu.stream_wait_event(first, comms[i]->dev->join_event, 0), "cuStreamWaitEvent");
+  }
+  DCCLCHECK(launch_work(kernel, w, first));
+  int recorded = 0;
+  for (int i = 1; i < n; i++) {
+    if (streams[i] == streams[0]) continue;
+    if (!recorded++) DCCL_CUCHECK(dccl_cu.event_record(comms[0]->dev->join_event, first), "cuEventRecord");
+    DCCL_CUCHECK(dccl_cu.stream_wait_event((CUstream)streams[i], comms[0]->dev->join_event, 0), "cuStreamWaitEvent");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *const *streams, int n,
+                                   struct dccl_op *list) {
+  if (!may_share(comms, n)) {
+    for (int i = 0; i < n; i++) DCCLCHECK(dccl_dev_launch(comms[i], list, streams[i]));
+    return ncclSuccess;
+  }
+  struct prepared p[DCCL_DEV_LAUNCH_RANKS];
+  const struct dccl_dev_work *works[DCCL_DEV_LAUNCH_RANKS];
+  int shared = 1;
+  for (int i = 0; i < n; i++) {
+    DCCLCHECK(prepare(comms[i], list, streams[i], &p[i]));
+    works[i] = &comms[i]->dev->launch;
+    shared &= p[i].kernel >= 0 && !p[i].captured && p[i].kernel == p[0].kernel;
+  }
+  struct dccl_dev_work merged;
+  if (!shared || !dccl_dev_work_merge(&merged, works, n)) {
+    for (int i = 0; i < n; i++) DCCLCHECK(submit(comms[i], &p[i], streams[i]));
+    return ncclSuccess;
+  }
+  DCCLCHECK(launch_shared(comms, streams, n, comms[0]->dev->kernels[p[0].kernel], &merged));
+  for (int i = 0; i < n; i++) launched(comms[i]->dev, &p[i], (int)works[i]->nctas);
   return ncclSuccess;
 }
 

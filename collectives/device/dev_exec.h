@@ -63,6 +63,11 @@ void dccl_dev_comm_wait(struct dccl_coll_comm *comm);
 /* Launches the device ops of the list that belong to `comm` (linked by next, bound, in issue order) as one kernel
  * on `stream`. Returns at once. */
 ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream);
+/* Launches the device ops of the list for each of comms[0..n), rank i's on streams[i]: one kernel for them all
+ * where they are ranks of this process on one GPU and their work fits one launch (launch_merge.h,
+ * DCCL_DEV_SHARED_LAUNCH), else one each. Returns at once. */
+ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *const *streams, int n,
+                                   struct dccl_op *list);
 /* Copies device memory on `stream` (a send to oneself). */
 ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes, void *stream);
 /* Times `n` rounds of device work: each calls issue(arg, stream, scratch) on a stream of its own (scratch: 64
@@ -130,6 +135,11 @@ static inline int dccl_dev_ce_on(const struct dccl_coll_comm *comm) {
 }
 static inline ncclResult_t dccl_dev_launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
   (void)comm, (void)list, (void)stream;
+  return ncclInvalidUsage;
+}
+static inline ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *const *streams,
+                                                 int n, struct dccl_op *list) {
+  (void)comms, (void)streams, (void)n, (void)list;
   return ncclInvalidUsage;
 }
 static inline ncclResult_t dccl_dev_copy(struct dccl_coll_comm *comm, void *dst, const void *src, size_t bytes,

@@ -118,18 +118,25 @@ struct dccl_ce_work {
  * CTA b runs tasks [cta_first[b], cta_first[b] + cta_ntasks[b]) in order: the channel c tasks of a communicator's
  * collectives share links, so one CTA runs them one after the other; point-to-point tasks of different peers get
  * CTAs of their own, so a send never waits behind a receive. Up to DCCL_DEV_INLINE_TASKS tasks travel inside the
- * parameter; a larger group's tasks lie in pinned host memory (`tasks`). */
+ * parameter; a larger group's tasks lie in pinned host memory (`tasks`). One launch may run the CTAs of several
+ * ranks of this process on one GPU (launch_merge.h): CTA b is rank slot cta_rank[b]'s, and checks and reports
+ * through rank[cta_rank[b]]. */
 #define DCCL_DEV_MAX_TASKS 1024
 #define DCCL_DEV_MAX_CTAS 64
 #define DCCL_DEV_INLINE_TASKS 8
-struct dccl_dev_work {
+#define DCCL_DEV_LAUNCH_RANKS 8
+struct dccl_dev_rank_words {
   const uint32_t *abort_flag;     /* host-mapped: nonzero stops every wait */
   struct dccl_dev_status *status; /* host-mapped */
   uint32_t *done_ctas; /* host-mapped: each CTA adds 1 as it exits; NULL when captured (a replay is not counted) */
+};
+struct dccl_dev_work {
+  struct dccl_dev_rank_words rank[DCCL_DEV_LAUNCH_RANKS];
   const struct dccl_dev_task *tasks; /* host-mapped, or NULL: the tasks are `inline_tasks` */
   uint32_t ntasks, nctas;
   struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine collective's launches */
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
+  uint8_t cta_rank[DCCL_DEV_MAX_CTAS];
   struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
 

@@ -351,7 +351,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   if (!LL && w->ce.mode != DCCL_CE_NONE) {
     dev_ce<TYPE>(w);
     __syncthreads();
-    if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
+    if (threadIdx.x == 0 && w->rank[0].done_ctas) dev_count_exit(w->rank[0].done_ctas);
     return;
   }
   DEV_STAGES_BEGIN(&cta);
@@ -409,7 +409,8 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     if (cta.stop) break;
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
-  if (threadIdx.x == 0 && w->done_ctas) dev_count_exit(w->done_ctas);
+  uint32_t *done_ctas = dev_words(w).done_ctas;
+  if (threadIdx.x == 0 && done_ctas) dev_count_exit(done_ctas);
   DEV_STAGES_END(&cta);
 }
 

@@ -180,29 +180,41 @@ static ncclResult_t post_and_wait(struct dccl_op *head) {
   return res == ncclSuccess && detached ? ncclInProgress : res;
 }
 
-/* One kernel for `comm`'s device operations in `list`; a pump moving its network links hears of it, and so does
- * the monitor thread that notes stalled kernels. */
-static ncclResult_t launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
-  ncclResult_t res = dccl_dev_launch(comm, list, stream);
+/* After a launch of `comm`'s: a pump moving its network links hears of it, and so does the monitor thread that
+ * notes stalled kernels. */
+static void note_launch(struct dccl_coll_comm *comm) {
   dccl_comm_pump_launched(dccl_comm_of_coll(comm));
   dccl_stall_launched(dccl_comm_of_coll(comm));
+}
+
+/* One kernel for `comm`'s device operations in `list`. */
+static ncclResult_t launch(struct dccl_coll_comm *comm, struct dccl_op *list, void *stream) {
+  ncclResult_t res = dccl_dev_launch(comm, list, stream);
+  note_launch(comm);
   return res;
 }
 
-/* Launches the group's device operations, one kernel per communicator on its operations' stream, and takes them
- * out of the list (the kernels' work holds what they need). Returns at once. */
+/* Launches the group's device operations, one kernel per communicator on its operations' stream (or one for
+ * several ranks of this process on one GPU: dccl_dev_launch_ranks), and takes them out of the list (the kernels'
+ * work holds what they need). Returns at once. */
 static ncclResult_t launch_device_ops(struct dccl_op **head) {
   ncclResult_t res = ncclSuccess;
   /* Sends to oneself were copied already (match_self): they are not part of the kernel. */
+  int ncomms = 0;
   for (struct dccl_op **p = head; *p;) {
     struct dccl_op *op = *p;
     if (op->on_device && op->finished) {
       *p = op->next;
       dccl_op_put(op);
     } else {
+      ncomms += op->on_device && !comm_seen_before(*head, op);
       p = &op->next;
     }
   }
+  struct dccl_coll_comm **comms = ncomms ? malloc((size_t)ncomms * sizeof(*comms)) : NULL;
+  void **streams = ncomms ? malloc((size_t)ncomms * sizeof(*streams)) : NULL;
+  if (ncomms && (!comms || !streams)) res = dccl_error(ncclSystemError, "out of memory");
+  int n = 0;
   for (struct dccl_op *op = *head; op && res == ncclSuccess; op = op->next) {
     if (!op->on_device || comm_seen_before(*head, op)) continue;
     for (struct dccl_op *o = op->next; o && res == ncclSuccess; o = o->next)
@@ -211,8 +223,15 @@ static ncclResult_t launch_device_ops(struct dccl_op **head) {
                          "%s and %s of one communicator in one group are on different streams: DCCL launches a "
                          "group's device operations of a communicator as one kernel on one stream",
                          dccl_op_name(op->kind), dccl_op_name(o->kind));
-    if (res == ncclSuccess) res = launch(op->comm, *head, op->stream);
+    comms[n] = op->comm;
+    streams[n++] = op->stream;
   }
+  if (res == ncclSuccess && n) {
+    res = dccl_dev_launch_ranks(comms, streams, n, *head);
+    for (int i = 0; i < n; i++) note_launch(comms[i]);
+  }
+  free(comms);
+  free(streams);
   for (struct dccl_op **p = head; *p;) {
     struct dccl_op *op = *p;
     if (!op->on_device) {

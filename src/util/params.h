@@ -103,6 +103,11 @@
   X(MAX_CTAS, INT, 0, "The CTAs each device launch uses; 0: the GPU's resident CTAs over the rank kernels that "   \
                       "may run at once there (every rank on the GPU of every live communicator of the process, "    \
                       "other processes assumed alike). Channels beyond it share CTAs.")                             \
+  X(DEV_SHARED_LAUNCH, INT, 1, "1: the device operations of several ranks of this process on one GPU, called "   \
+                               "in one group (ncclCommInitAll's ranks driven by one thread), run as one kernel "   \
+                               "launch on the first rank's stream, the others' streams ordered before and after "  \
+                               "it by events, so no rank's CTAs wait a launch call for their peers'. 0: a launch " \
+                               "per rank.")                                                                        \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
   X(DEV_P2P_NCHANNELS, INT, 1, "Most channels of a device send/recv (each a link of its own and a CTA of the "    \
