@@ -35,7 +35,8 @@
 #           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
-#           the floor; ncclMemAlloc 85-91%).
+#           the floor; ncclMemAlloc 85-91%). The floor's rate is measured first on the machine at hand
+#           (perf/gpu/hbm_ceiling), and each line gives both times as % of it.
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
@@ -236,6 +237,13 @@ done
   done
 done
 
+# The HBM floor's rate on this machine (perf/gpu/hbm_ceiling: a device-to-device copy's read + write traffic).
+hbm_tbps=
+[[ " $parts " == *" alloc "* ]] && {
+  timeout 60 "$build/perf/gpu/hbm_ceiling" 1024 5 > "$out/hbm_ceiling.log" 2>&1 || { status=1; echo "FAIL: hbm_ceiling"; }
+  cat "$out/hbm_ceiling.log"
+  hbm_tbps=$(awk '/HBM traffic/ {print $(NF-1)}' "$out/hbm_ceiling.log")
+}
 [[ " $parts " == *" alloc "* ]] && for round in $(seq "$rounds"); do
   for reg in ${PATHS_ALLOC_REG:-windows lazy}; do
     for alloc in ${PATHS_ALLOC_KINDS:-cudamalloc memalloc}; do
@@ -249,8 +257,11 @@ done
           -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = cudamalloc ] || echo "--$alloc") -T 150 \
           -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
         grep -m 3 "stall report\|waits for" "$out/$name.log"
-        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
-          n, $1, $6, $8, $10}' "$out/$name.log"
+        awk -v n="$name" -v r="${hbm_tbps:-0}" '$1 ~ /^[0-9]+$/ {
+          printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us", n, $1, $6, $8, $10
+          if (r > 0) printf "; of the 2NS floor at %s TB/s: %.0f%%, %.0f%%", r, 100 * 8 * $1 / ($6 * 1e6 * r),
+            100 * 8 * $1 / ($10 * 1e6 * r)
+          printf "\n"}' "$out/$name.log"
       done
     done
   done
