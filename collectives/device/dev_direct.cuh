@@ -25,8 +25,8 @@ __device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *
       return 0;
     }
     // Another channel of this rank failed (a peer that called with another count may lack this channel): stop.
-    const dccl_dev_rank_words &words = dev_words(w);
-    if (*(volatile const uint32_t *)words.abort_flag || cta->stop || *(volatile const uint32_t *)&words.status->error) {
+    if (*(volatile const uint32_t *)cta->words.abort_flag || cta->stop ||
+        *(volatile const uint32_t *)&cta->words.status->error) {
       dev_fail(w, cta, NULL, DCCL_DEV_ABORTED, NULL, NULL, peer);
       return 0;
     }

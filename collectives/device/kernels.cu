@@ -356,6 +356,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   }
   DEV_STAGES_BEGIN(&cta);
   DEV_AGAIN(&cta, (void)0); // what a mark itself costs
+  dev_words_in(w, &cta);
   int first = w->cta_first[blockIdx.x], ntasks = w->cta_ntasks[blockIdx.x];
   const dccl_dev_task *tasks = w->tasks ? w->tasks : w->inline_tasks;
   for (int k = 0; k < ntasks; k++) {
@@ -409,8 +410,8 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     if (cta.stop) break;
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
-  uint32_t *done_ctas = dev_words(w).done_ctas;
-  if (threadIdx.x == 0 && done_ctas) dev_count_exit(done_ctas);
+  if (ntasks == 0) __syncthreads(); // the words (a task's first barrier shows them otherwise)
+  if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);
   DEV_STAGES_END(&cta);
 }
 
