@@ -3,8 +3,9 @@
 # it with cuModuleLoadData when a communicator gets a device: no runtime library, no file beside the .so.
 set(DCCL_FATBIN ${PROJECT_BINARY_DIR}/dccl_kernels.fatbin)
 set(DCCL_FATBIN_C ${PROJECT_BINARY_DIR}/dccl_kernels_fatbin.c)
+# Every header the kernels may include (dev_work.h, the launch's layout, among them): a change rebuilds them.
 file(GLOB DCCL_DEVICE_HEADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/collectives/device/*.cuh
-     ${PROJECT_SOURCE_DIR}/pure/*.h)
+     ${PROJECT_SOURCE_DIR}/collectives/device/*.h ${PROJECT_SOURCE_DIR}/pure/*.h)
 set(DCCL_NVCC_WERROR "")
 # Diagnostics: kernels that time their stages and print the means (collectives/device/dev_stages.cuh).
 option(DCCL_DEV_STAGES "Kernels time a launch's stages and print their means (diagnostics; slower)" OFF)
