@@ -538,7 +538,7 @@ static ncclResult_t ce_launch(void *arg, const struct dccl_ce_work *cw, CUstream
   int cap = dev->resident < DCCL_DEV_MAX_CTAS ? dev->resident : DCCL_DEV_MAX_CTAS;
   int nctas = want < 1 ? 1 : want > (uint64_t)cap ? cap : (int)want;
   struct dccl_dev_work *w = &dev->launch;
-  dccl_dev_work_clear(w);
+  memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
   w->rank[0].abort_flag = dev->abort_word;
   w->rank[0].status = dev->status;
   w->rank[0].done_ctas = dev->done_ctas;
@@ -630,7 +630,7 @@ static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, v
   struct work_block *b = NULL;
   if (ntasks > DCCL_DEV_INLINE_TASKS) DCCLCHECK(get_block(dev, (size_t)ntasks * sizeof(struct dccl_dev_task), &b));
   struct dccl_dev_work *w = &dev->launch;
-  dccl_dev_work_clear(w);
+  memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
   w->rank[0].abort_flag = dev->abort_word;
   w->rank[0].status = dev->status;
   w->rank[0].done_ctas = captured ? NULL : dev->done_ctas;

@@ -5,9 +5,7 @@
 #ifndef DCCL_DEV_WORK_H_
 #define DCCL_DEV_WORK_H_
 
-#include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "pure/dev_conn.h"
 #include "pure/schedule.h"
@@ -133,20 +131,13 @@ struct dccl_dev_rank_words {
   uint32_t *done_ctas; /* host-mapped: each CTA adds 1 as it exits; NULL when captured (a replay is not counted) */
 };
 struct dccl_dev_work {
+  struct dccl_dev_rank_words rank[DCCL_DEV_LAUNCH_RANKS];
   const struct dccl_dev_task *tasks; /* host-mapped, or NULL: the tasks are `inline_tasks` */
   uint32_t ntasks, nctas;
   struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine collective's launches */
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
-  struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
-  /* After the tasks, off the lines every CTA reads first (zeroed by dccl_dev_work_clear): */
   uint8_t cta_rank[DCCL_DEV_MAX_CTAS];
-  struct dccl_dev_rank_words rank[DCCL_DEV_LAUNCH_RANKS];
+  struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
-
-/* Zeroes a launch but its inline tasks (which are filled as placed). */
-static inline void dccl_dev_work_clear(struct dccl_dev_work *w) {
-  memset(w, 0, offsetof(struct dccl_dev_work, inline_tasks));
-  memset(w->cta_rank, 0, sizeof(*w) - offsetof(struct dccl_dev_work, cta_rank));
-}
 
 #endif

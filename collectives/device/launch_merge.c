@@ -13,7 +13,7 @@ int dccl_dev_work_merge(struct dccl_dev_work *out, const struct dccl_dev_work *c
     nctas += works[i]->nctas;
   }
   if (ntasks > DCCL_DEV_INLINE_TASKS || nctas > DCCL_DEV_MAX_CTAS) return 0;
-  dccl_dev_work_clear(out);
+  memset(out, 0, offsetof(struct dccl_dev_work, inline_tasks));
   for (int i = 0; i < n; i++) {
     const struct dccl_dev_work *w = works[i];
     out->rank[i] = w->rank[0];
