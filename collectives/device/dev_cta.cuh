@@ -27,7 +27,7 @@ struct dev_cta {
   uint64_t seq[2][2 * DCCL_DEV_CONN_SLOTS]; // nops of each connection at the task's start, per half
   volatile uint64_t up_done;              // steps stream 0 has finished (stream 1 may wait on it)
   volatile int stop;                      // a half hit an error: both stop
-  dccl_dev_rank_words words; // this CTA's rank's abort word, failure record and exit count (dev_words), read once
+  dccl_dev_rank_words words; // this CTA's rank's abort word, failure record and exit count (dev_words_in)
   // LL steps: each link's slot this step, the payload staged on its way out and in, the received headers (by link;
   // the two streams of a tree all-reduce use disjoint links, so only the outgoing staging is per half). The sends'
   // slots are kept per step parity: thread 0 fills the next step's while a lagging warp may still be writing its
