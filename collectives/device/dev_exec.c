@@ -724,9 +724,27 @@ static ncclResult_t launch_shared(struct dccl_coll_comm *const *comms, void *con
   return ncclSuccess;
 }
 
+/* Two ranks of one communicator on one stream, launched apart, would run one after the other, the first waiting
+ * for the second forever: refused, `why` saying why they are apart. */
+static ncclResult_t refuse_one_stream(struct dccl_coll_comm *const *comms, void *const *streams, int n,
+                                      const char *why) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (streams[i] == streams[j] && comms[i]->peers[0].comm_nonce == comms[j]->peers[0].comm_nonce)
+        return dccl_error(ncclInvalidUsage,
+                          "ranks %d and %d of one communicator call on one stream (%p) in this group, and %s: "
+                          "their kernels would run one after the other and the first would wait for the second "
+                          "forever. Give each rank a stream of its own",
+                          comms[i]->rank, comms[j]->rank, streams[i], why);
+  return ncclSuccess;
+}
+
 ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *const *streams, int n,
                                    struct dccl_op *list) {
   if (!may_share(comms, n)) {
+    DCCLCHECK(refuse_one_stream(comms, streams, n,
+                                "their launches are not shared (DCCL_DEV_SHARED_LAUNCH=0, more than 8 ranks, or the "
+                                "copy engines)"));
     for (int i = 0; i < n; i++) DCCLCHECK(dccl_dev_launch(comms[i], list, streams[i]));
     return ncclSuccess;
   }
@@ -740,6 +758,9 @@ ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *co
   }
   struct dccl_dev_work merged;
   if (!shared || !dccl_dev_work_merge(&merged, works, n)) {
+    DCCLCHECK(refuse_one_stream(comms, streams, n,
+                                "their work does not fit one shared launch (at most 8 tasks and 64 CTAs in all, "
+                                "none captured)"));
     for (int i = 0; i < n; i++) DCCLCHECK(submit(comms[i], &p[i], streams[i]));
     return ncclSuccess;
   }

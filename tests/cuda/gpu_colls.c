@@ -5,7 +5,8 @@
  * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each); then,
  * on fresh communicators, rank 0 passing another count, type or reduction than the others, which every rank's
  * ncclCommGetAsyncError must report as a failure, one at least as ncclInvalidUsage naming both calls; then
- * nonblocking communicators (creation polled without pause, then an all-reduce). Inputs
+ * nonblocking communicators (creation polled without pause, then an all-reduce); then every rank's all-reduce on one
+ * stream in one group (summed in a shared launch, or refused at the call where it does not fit one). Inputs
  * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
  * element by element.
  * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
@@ -510,6 +511,40 @@ static ncclResult_t settle(ncclComm_t comm, long *polls) {
   return state;
 }
 
+/* Every rank's all-reduce on one stream (rank 0's) in one group. Their kernels launched apart would run one after
+ * the other, the first waiting for the second: a small one shares one launch and must give the sum; a large one
+ * (more tasks than one launch holds) must give it too or be refused at the call with a reason naming the stream,
+ * and never hang. */
+static void one_stream_case(void) {
+  if (nranks < 2) return;
+  const struct tcase c = {ncclFloat32, ncclSum, "float32 sum"};
+  const size_t sizes[] = {1000, 1048579};
+  for (int k = 0; k < 2; k++) {
+    size_t n = sizes[k];
+    fill_inputs(&c, n);
+    ncclGroupStart();
+    for (int r = 0; r < nranks; r++) ncclAllReduce(dsend[r], drecv[r], n, ncclFloat32, ncclSum, comms[r], streams[0]);
+    ncclResult_t res = ncclGroupEnd();
+    char text[512];
+    snprintf(text, sizeof(text), "%s", res == ncclSuccess ? "" : ncclGetLastError(NULL));
+    int done = 0;
+    for (int polls = 0; !done && polls < 10000; polls++) { /* 10 s: a hang fails the case instead of blocking it */
+      done = cudaStreamQuery(streams[0]) != cudaErrorNotReady;
+      if (!done) usleep(1000);
+    }
+    int ok = done;
+    if (res == ncclSuccess) {
+      ok = ok && sync_all();
+      for (int r = 0; r < nranks && ok; r++) ok = compare("one-stream all-reduce", &c, r, drecv[r], n, want_allreduce);
+    } else {
+      ok = ok && k == 1 && res == ncclInvalidUsage && strstr(text, "one stream") != NULL;
+    }
+    printf("%s: %d ranks' all-reduce of %zu floats on one stream in one group: %s%s%s\n", ok ? "PASS" : "FAIL",
+           nranks, n, res == ncclSuccess ? "summed" : "refused: ", text, done ? "" : " (still running after 10 s)");
+    if (ok) n_passed++; else n_failed++;
+  }
+}
+
 /* Nonblocking communicators with a GPU (what TORCH_NCCL_USE_COMM_NONBLOCKING=1 makes): the creation's state is
  * polled without pause while its thread builds the device side, then a device all-reduce runs on them. */
 static void nonblocking_case(void) {
@@ -663,6 +698,7 @@ int main(int argc, char **argv) {
     device_mismatch_case(MISMATCH_TYPE, 4096, "4096 x int32 sum", "4096 x float32 sum");
     device_mismatch_case(MISMATCH_OP, 4096, "4096 x float32 max", "4096 x float32 sum");
     nonblocking_case();
+    one_stream_case();
   }
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
