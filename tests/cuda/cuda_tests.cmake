@@ -68,6 +68,12 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   # ncclCommRevoke while a receive's kernel waits for a send that never comes: the kernel exits and the
   # communicator settles (written 2026-12-05, not yet run on a GPU).
   dccl_gpu_test(colls_2ranks_revoke COMMAND gpu_colls 2 revoke)
+  # Ranks of one communicator on one stream: summed in a shared launch, or refused at the call (never a hang); the
+  # ring's 4 MiB all-reduce (32 channels a rank) cannot share one launch.
+  foreach(n 2 4)
+    dccl_gpu_test(colls_${n}ranks_one_stream COMMAND gpu_colls ${n} one_stream)
+  endforeach()
+  dccl_gpu_test(colls_2ranks_one_stream_ring COMMAND gpu_colls 2 one_stream ENV DCCL_ALGO=ring)
   # LL at every size, in 4 KiB steps (DCCL_PROTO=ll; by default only operations whose steps fit one): rings,
   # chains, trees (the double tree's two streams at once), sends, over p2p and staged links (passed on the H200
   # 2026-12-05; staged_ll hung until d6073ff fixed a race that hangs so, then passed 16 runs of 16).

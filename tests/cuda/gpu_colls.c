@@ -5,8 +5,7 @@
  * in GPU memory (read as the kernel runs: changed between calls, the operator destroyed right after each); then,
  * on fresh communicators, rank 0 passing another count, type or reduction than the others, which every rank's
  * ncclCommGetAsyncError must report as a failure, one at least as ncclInvalidUsage naming both calls; then
- * nonblocking communicators (creation polled without pause, then an all-reduce); then every rank's all-reduce on one
- * stream in one group (summed in a shared launch, or refused at the call where it does not fit one). Inputs
+ * nonblocking communicators (creation polled without pause, then an all-reduce). Inputs
  * are small integers, so every reduction order gives the exact answer, which is computed on the host and compared
  * element by element.
  * `big` instead runs float32 and bf16 sum all-reduces of 1 GiB per rank only.
@@ -16,8 +15,11 @@
  * rank waits to receive, so no fingerprint meets another: the stall report must name both calls on every rank
  * within 2.5 s, then an all-reduce on the first communicators works.
  * `revoke` instead revokes every rank while rank 0's receive waits in its kernel (ncclCommRevoke).
- * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch|premul|root_mismatch|revoke]  (DCCL_ALGO picks ring, tree, oneshot or direct; by default the
- * all-reduce is direct, since the ranks share this process and GPU; DCCL_TRANSPORT=shm stages the links)
+ * `one_stream` instead calls every rank's all-reduce on one stream in one group: summed in a shared launch, or
+ * refused at the call where the work does not fit one.
+ * Usage: gpu_colls [nranks=2] [memalloc|big|deterministic|path_mismatch|premul|root_mismatch|revoke|one_stream]
+ * (DCCL_ALGO picks ring, tree, oneshot or direct; by default the all-reduce is direct, since the ranks share this
+ * process and GPU; DCCL_TRANSPORT=shm stages the links)
  * Exit codes: 0 all passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -621,6 +623,7 @@ int main(int argc, char **argv) {
   int premul_only = argc > 2 && !strcmp(argv[2], "premul"); /* only the premulsum cases (to chase one alone) */
   int root_mismatch = argc > 2 && !strcmp(argv[2], "root_mismatch"); /* path_mismatch's broadcast alone */
   int revoke = argc > 2 && !strcmp(argv[2], "revoke");
+  int one_stream = argc > 2 && !strcmp(argv[2], "one_stream");
   const char *transport = getenv("DCCL_TRANSPORT");
   int staged = transport && (!strcmp(transport, "shm") || !strcmp(transport, "staged"));
   if (nranks < 1 || nranks > MAX_RANKS) return 2;
@@ -685,6 +688,8 @@ int main(int argc, char **argv) {
     path_mismatch_case(PATH_ROOT, "1024 x float32, root 1", "1024 x float32, root 0");
   } else if (revoke) {
     revoke_case();
+  } else if (one_stream) {
+    one_stream_case();
   } else if (big) {
     for (size_t k = 0; k < 3; k += 2) /* float32 sum, bf16 sum */
       big_allreduce(&cases[k], ((size_t)1 << 30) / esize(cases[k].type));
@@ -698,7 +703,6 @@ int main(int argc, char **argv) {
     device_mismatch_case(MISMATCH_TYPE, 4096, "4096 x int32 sum", "4096 x float32 sum");
     device_mismatch_case(MISMATCH_OP, 4096, "4096 x float32 max", "4096 x float32 sum");
     nonblocking_case();
-    one_stream_case();
   }
   for (int r = 0; r < nranks; r++) {
     ncclCommDestroy(comms[r]);
