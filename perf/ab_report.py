@@ -2,7 +2,8 @@
 """The medians of scripts/gpu-lab-paths.sh's `ab` part: reads its printed lines (`ab.LIB.CASE.rN: ...`) on stdin
 and prints one markdown row per case and figure, each library's median over the rounds in the order they first
 appear, and the last library's over the first's (the last is the build under test, the first its base); and the
-all-reduce with a synchronise less the empty kernel with one, round by round (the kernel's own part).
+all-reduce with a synchronise less the empty kernel with one, round by round (the kernel's own part), and less the
+kernels that only meet (what the all-reduce costs beyond the least any collective between the processes costs).
 Usage: ... | python3 perf/ab_report.py"""
 import re
 import statistics
@@ -40,11 +41,13 @@ def main():
         sys.exit("ab_report: no ab lines on stdin")
     # The kernel's part: each round's all-reduce over the same run's empty kernel (both with a synchronise), which
     # cancels the launch and wake-up costs that swing between machines and minutes.
-    ar, empty = rows.get("mps ar+sync", {}), rows.get("mps empty+sync", {})
-    for lib in libs:
-        if lib in ar and lib in empty:
-            over = [a - e for a, e in zip(ar[lib], empty[lib])]
-            rows.setdefault("mps ar+sync - empty+sync (per round)", {})[lib] = over
+    ar = rows.get("mps ar+sync", {})
+    for floor in ("empty+sync", "meet+sync"):
+        base = rows.get(f"mps {floor}", {})
+        for lib in libs:
+            if lib in ar and lib in base:
+                over = [a - e for a, e in zip(ar[lib], base[lib])]
+                rows.setdefault(f"mps ar+sync - {floor} (per round)", {})[lib] = over
     print("| case (us, median) | " + " | ".join(libs) + f" | {libs[-1]} / {libs[0]} |")
     print("| --- |" + " ---: |" * (len(libs) + 1))
     for label, by_lib in rows.items():

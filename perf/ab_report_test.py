@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ctest perf.ab_report: perf/ab_report.py on lines shaped as scripts/gpu-lab-paths.sh's `ab` part prints them (two
 libraries, three rounds, every kind of line): each library's median, the ratio of the last to the first, and the
-all-reduce less the empty kernel round by round, as the table prints them. Exit status 0 when all match."""
+all-reduce less the empty kernel and less the meeting kernels round by round, as the table prints them. Exit status 0
+when all match."""
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ def fixture():
             empty, ar, b2b, ring, ob2b, osync = rounds[r]
             tag = f"ab.{lib}.%s.r{r + 1}:"
             lines += [f"{tag % 'mps'}   empty+sync {empty:10.2f} {empty:10.2f} 1.00",
+                      f"{tag % 'mps'}   meet+sync {empty + 4:10.2f} {empty + 4:10.2f} 1.40",
                       f"{tag % 'mps'}   ar+sync {ar:10.2f} {ar:10.2f} 2.00",
                       f"{tag % 'mps'}   ar b2b {b2b:10.2f} {b2b:10.2f} 1.00",
                       f"{tag % 'ring'} 8 B {ring:.2f} us",
@@ -38,6 +40,8 @@ WANT = {  # case: (base median, new median, new / base)
     "inproc-oneshot 8 B sync": ("21.00", "19.00", "0.905"),
     # base: 10, 10.5, 11 -> 10.5; new: 8, 8, 8.5 -> 8
     "mps ar+sync - empty+sync (per round)": ("10.50", "8.00", "0.762"),
+    # the meeting is the empty kernel + 4 in every round: 4 less
+    "mps ar+sync - meet+sync (per round)": ("6.50", "4.00", "0.615"),
 }
 
 

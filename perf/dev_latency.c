@@ -7,6 +7,13 @@
  *   empty b2b    n empty kernels back to back, one synchronise at the end (the GPU's floor per kernel);
  *   fat+sync     as empty+sync with a parameter the size of DCCL's launch (struct dccl_dev_work, 3.5 KiB): what
  *                passing the work by value adds to every launch;
+ *   shape+sync   as fat+sync, launched in the shape of DCCL's kernels: DCCL_DEV_THREADS threads and the shared
+ *                memory of their CTA state (dev_cta): what the shape adds to a launch;
+ *   meet+sync    a one-thread kernel per rank that publishes the round on a flag in its GPU memory and waits until
+ *                every rank's flag (mapped by CUDA IPC) shows it, then a stream synchronise: it ends only once every
+ *                rank's kernel has started, so it is the least any collective between these processes costs (the
+ *                ranks' launches, the skew between them, a flag's trip); meet b2b the same back to back (at most 8
+ *                ranks, on one GPU);
  *   ar issue     the calls alone, in batches of 100 with a synchronise between batches that is not counted (the
  *                host's cost per call; longer batches fill the stream's queue and time the GPU instead);
  *   empty issue, fat issue   the same for the empty kernel's launch and the large parameter's: what of ar issue
@@ -30,12 +37,17 @@
 cudaError_t perf_launch_empty(cudaStream_t stream);
 cudaError_t perf_launch_fat(cudaStream_t stream);
 size_t perf_fat_bytes(void);
+cudaError_t perf_launch_shaped(cudaStream_t stream);
+size_t perf_shaped_smem(void);
+cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round);
 
 #define GRAPH_OPS 100
-enum { EMPTY, EMPTY_B2B, FAT_SYNC, AR_SYNC, AR_B2B, AR_ISSUE, EMPTY_ISSUE, FAT_ISSUE, PTR_QUERY, GRAPH_SYNC,
-       GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "fat+sync",  "ar+sync",    "ar b2b",   "ar issue",
-                                         "empty issue", "fat issue", "ptr query", "graph+sync", "graph b2b"};
+enum { EMPTY, EMPTY_B2B, FAT_SYNC, SHAPE_SYNC, MEET_SYNC, MEET_B2B, AR_SYNC, AR_B2B, AR_ISSUE, EMPTY_ISSUE,
+       FAT_ISSUE, PTR_QUERY, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "fat+sync",    "shape+sync", "meet+sync",
+                                         "meet b2b",   "ar+sync",   "ar b2b",      "ar issue",   "empty issue",
+                                         "fat issue",  "ptr query", "graph+sync", "graph b2b"};
+#define MEET_MAX_RANKS 8
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -63,7 +75,27 @@ struct bench {
   float *send, *recv;
   size_t count;
   cudaGraphExec_t one, hundred;
+  uint32_t *flags[MEET_MAX_RANKS]; /* every rank's meeting flag, this one's own among them */
+  int nranks, rank;
+  uint32_t round; /* meet kernels launched so far: every rank launches the same number */
 };
+
+static void meet(struct bench *b) {
+  check_cuda(perf_launch_meet(b->stream, b->flags, b->nranks, b->rank, ++b->round), "launching the meet kernel");
+}
+
+/* Each rank's flag in its GPU memory, mapped into every other rank's process by CUDA IPC. */
+static void map_flags(struct bench *b) {
+  cudaIpcMemHandle_t mine, all[MEET_MAX_RANKS];
+  check_cuda(cudaMalloc((void **)&b->flags[b->rank], sizeof(uint32_t)), "cudaMalloc");
+  check_cuda(cudaMemset(b->flags[b->rank], 0, sizeof(uint32_t)), "cudaMemset");
+  check_cuda(cudaIpcGetMemHandle(&mine, b->flags[b->rank]), "cudaIpcGetMemHandle");
+  MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 0; r < b->nranks; r++)
+    if (r != b->rank)
+      check_cuda(cudaIpcOpenMemHandle((void **)&b->flags[r], all[r], cudaIpcMemLazyEnablePeerAccess),
+                 "cudaIpcOpenMemHandle");
+}
 
 static void all_reduce(struct bench *b) {
   check_nccl(ncclAllReduce(b->send, b->recv, b->count, ncclFloat, ncclSum, b->comm, b->stream), b->comm,
@@ -117,6 +149,22 @@ static double run_mode(struct bench *b, int mode, int n) {
         check_cuda(perf_launch_fat(b->stream), "launching the kernel with a large parameter");
         check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       }
+      break;
+    case SHAPE_SYNC:
+      for (int i = 0; i < n; i++) {
+        check_cuda(perf_launch_shaped(b->stream), "launching the kernel in DCCL's shape");
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      break;
+    case MEET_SYNC:
+      for (int i = 0; i < n; i++) {
+        meet(b);
+        check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      }
+      break;
+    case MEET_B2B:
+      for (int i = 0; i < n; i++) meet(b);
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       break;
     case AR_SYNC:
       for (int i = 0; i < n; i++) {
@@ -194,12 +242,18 @@ int main(int argc, char **argv) {
   int local_rank;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &local_rank);
+  int local_size;
+  MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
   check_cuda(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
   check_cuda(cudaSetDevice(local_rank % ndev), "cudaSetDevice");
 
   struct bench b = {0};
   b.count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
+  b.nranks = nranks;
+  b.rank = rank;
+  if (local_size == nranks && ndev == 1 && nranks <= MEET_MAX_RANKS) map_flags(&b);
+  else on[MEET_SYNC] = on[MEET_B2B] = 0; /* the meeting is on one GPU only */
   check_cuda(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cuda(cudaMalloc((void **)&b.send, b.count * sizeof(float)), "cudaMalloc");
   check_cuda(cudaMalloc((void **)&b.recv, b.count * sizeof(float)), "cudaMalloc");
@@ -235,8 +289,8 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&bad, &bad_all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     printf("# dev_latency: %d ranks, %zu bytes float32 sum, %d operations per round, %d rounds (slowest rank); "
-           "fat+sync's parameter %zu bytes\n",
-           nranks, b.count * sizeof(float), iters, rounds, perf_fat_bytes());
+           "fat+sync's parameter %zu bytes, shape+sync's shared memory %zu bytes\n",
+           nranks, b.count * sizeof(float), iters, rounds, perf_fat_bytes(), perf_shaped_smem());
     printf("# %-12s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
     double empty_median = 0;
     for (int m = 0; m < NMODES; m++) {
@@ -251,6 +305,12 @@ int main(int argc, char **argv) {
   }
   cudaGraphExecDestroy(b.one);
   cudaGraphExecDestroy(b.hundred);
+  if (b.flags[b.rank]) { /* every rank's meetings are over (the checks' reduction above): unmapped, then freed */
+    for (int r = 0; r < b.nranks; r++)
+      if (r != b.rank) cudaIpcCloseMemHandle(b.flags[r]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaFree(b.flags[b.rank]);
+  }
   ncclCommDestroy(b.comm);
   free(host);
   MPI_Finalize();

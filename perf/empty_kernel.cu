@@ -1,8 +1,11 @@
 // The references for dev_latency: a kernel that does nothing, so its launch + synchronise is what any kernel costs;
 // and one that does nothing with a parameter the size of DCCL's launch (struct dccl_dev_work, the work passed by
-// value), so the two differ by what passing that much costs.
+// value), so the two differ by what passing that much costs; one launched in DCCL's whole shape (that parameter,
+// DCCL_DEV_THREADS threads and the shared memory of its CTA state), so what the shape costs is apart from what DCCL's
+// kernel does; and kernels that meet once (perf_meet_kernel), the least any collective between processes costs.
 #include <cuda_runtime.h>
 
+#include "collectives/device/dev_cta.cuh"
 #include "collectives/device/dev_work.h"
 
 struct perf_fat_param {
@@ -11,6 +14,7 @@ struct perf_fat_param {
 
 __global__ void perf_empty_kernel() {}
 __global__ void perf_fat_kernel(const __grid_constant__ perf_fat_param p) {}
+__global__ void perf_shaped_kernel(const __grid_constant__ perf_fat_param p) {}
 
 extern "C" cudaError_t perf_launch_empty(cudaStream_t stream) {
   perf_empty_kernel<<<1, 1, 0, stream>>>();
@@ -24,3 +28,38 @@ extern "C" cudaError_t perf_launch_fat(cudaStream_t stream) {
 }
 
 extern "C" size_t perf_fat_bytes(void) { return sizeof(perf_fat_param); }
+
+extern "C" cudaError_t perf_launch_shaped(cudaStream_t stream) {
+  static perf_fat_param p;
+  perf_shaped_kernel<<<1, DCCL_DEV_THREADS, sizeof(dev_cta), stream>>>(p);
+  return cudaGetLastError();
+}
+
+extern "C" size_t perf_shaped_smem(void) { return sizeof(dev_cta); }
+
+// One thread of each rank's kernel publishes `round` on its own flag and waits until every rank's flag shows it (the
+// flags are words in each rank's GPU memory, mapped by CUDA IPC; one GPU, so GPU scope orders them): a kernel ends
+// only once every rank's kernel of the round has started.
+struct perf_meet_flags {
+  uint32_t *flag[8];
+  int n, me;
+};
+__global__ void perf_meet_kernel(const perf_meet_flags f, uint32_t round) {
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(f.flag[f.me]), "r"(round) : "memory");
+  for (int r = 0; r < f.n; r++) {
+    uint32_t v;
+    do {
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(f.flag[r]) : "memory");
+    } while (v < round);
+  }
+}
+
+extern "C" cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round) {
+  perf_meet_flags f = {};
+  if (n > 8) return cudaErrorInvalidValue;
+  for (int r = 0; r < n; r++) f.flag[r] = flags[r];
+  f.n = n;
+  f.me = me;
+  perf_meet_kernel<<<1, 1, 0, stream>>>(f, round);
+  return cudaGetLastError();
+}

@@ -6,8 +6,10 @@
  * docs/design.md (every input read once and every output written once), and up to 1 MiB the time per call with
  * every rank's stream synchronised after each (issue 11's 8-byte bar; "-" above 1 MiB). Beside it, in the same
  * run: the floor of that shape (an empty kernel on every rank's stream, then every stream synchronised) in the
- * header, and up to 1 MiB a line "# graph+sync": the group captured once as one CUDA graph across the ranks'
- * streams, replayed and synchronised after each (its result checked after the replays).
+ * header, and of a shared launch's (one empty kernel, every other rank's stream ordered before and after it by
+ * events, as DCCL's ranks of one process share a launch), and up to 1 MiB a line "# graph+sync": the group
+ * captured once as one CUDA graph across the ranks' streams, replayed and synchronised after each (its result
+ * checked after the replays).
  * Usage: inproc_allreduce [nranks=2] [min bytes=8] [max bytes=1G] [iterations=20] [factor=8] */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -60,6 +62,26 @@ static double empty_sync_us(int iters) {
     if (!sync_all()) return -1;
   }
   return (now_us() - t0) / iters;
+}
+
+/* One empty kernel on stream 0, every other stream's work ordered before it and its end before theirs by events,
+ * then every stream synchronised: a shared launch's shape with no work. */
+static double joined_sync_us(int iters) {
+  cudaEvent_t ev[MAX_RANKS];
+  int ok = 1;
+  for (int r = 0; r < nranks; r++) ok = ok && cudaEventCreateWithFlags(&ev[r], cudaEventDisableTiming) == cudaSuccess;
+  double t0 = now_us();
+  for (int i = 0; i < iters && ok; i++) {
+    for (int r = 1; r < nranks; r++)
+      ok = ok && cudaEventRecord(ev[r], streams[r]) == cudaSuccess &&
+           cudaStreamWaitEvent(streams[0], ev[r], 0) == cudaSuccess;
+    ok = ok && perf_launch_empty(streams[0]) == cudaSuccess && cudaEventRecord(ev[0], streams[0]) == cudaSuccess;
+    for (int r = 1; r < nranks; r++) ok = ok && cudaStreamWaitEvent(streams[r], ev[0], 0) == cudaSuccess;
+    ok = ok && sync_all();
+  }
+  double us = (now_us() - t0) / iters;
+  for (int r = 0; r < nranks; r++) cudaEventDestroy(ev[r]);
+  return ok ? us : -1;
 }
 
 /* The group of every rank's all-reduce captured as one graph: stream 0 forks to the others through an event and
@@ -160,6 +182,8 @@ int main(int argc, char **argv) {
          nranks, algo && *algo ? algo : "(default)", iters, "size (B)", "time (us)", "algbw", "busbw", "2NS/t GB/s",
          "sync each");
   printf("# empty kernel on every rank's stream, then every stream synchronised: %.2f us\n", empty_sync_us(iters));
+  printf("# one empty kernel, the other streams joined to it by events, every stream synchronised: %.2f us\n",
+         joined_sync_us(iters));
   int status = 0;
   for (size_t bytes = lo; bytes <= hi; bytes *= (size_t)factor) {
     size_t n = bytes / sizeof(float);

@@ -81,7 +81,7 @@ DCCL_CONN_FN uint32_t dccl_ld_acquire_u32(const uint32_t *p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
 }
-#ifdef __CUDA_ARCH__
+#ifdef __CUDACC__ /* device code only, declared in nvcc's host pass too (a .cu file's host code may include it) */
 /* The same at GPU scope, for a counter whose writer and reader are kernels on one GPU (one process or several
  * under MPS): the order is kept inside the GPU and no system-wide fence is paid. */
 __device__ static inline uint64_t dccl_ld_acquire_gpu_u64(const uint64_t *p) {

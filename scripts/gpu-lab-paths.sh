@@ -82,6 +82,12 @@
 #           base-lib.tar.gz files as scripts/gpu-carry.sh packs them with GPU_CARRY_BASE) and this build's run in
 #           turn, over ROUNDS (3 or more: the machine swings); each is named by the code it was built from. The perf
 #           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH.
+#   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
+#           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8"; none: the part is
+#           skipped), each
+#           running dev_latency (2 ranks in processes under MPS: every mode, the empty kernel in DCCL's launch shape
+#           among them) and inproc_allreduce (2 ranks of one process under MPS, 8 B: the default and
+#           DCCL_ALGO=oneshot).
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -126,9 +132,9 @@ done
     DCCL_TRANSPORT= DCCL_ALGO=$([ "$algo" = default ] || echo "$algo") \
       DCCL_DEV_SHARED_LAUNCH=$([ "$launch" = shared ] && echo 1 || echo 0) timeout 30 \
       "$build/perf/inproc_allreduce" "$np" 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-    awk -v n="$name" '/^# empty kernel/ {e = $(NF-1)} /^# graph\+sync/ {g = $(NF-1)}
-      $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, back to back %s, synchronised %s, graph+sync %s us\n",
-      n, e, b, s, g}' "$out/$name.log"
+    awk -v n="$name" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)} /^# graph\+sync/ {g = $(NF-1)}
+      $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, joined+sync %s, back to back %s, synchronised %s, " \
+      "graph+sync %s us\n", n, e, j, b, s, g}' "$out/$name.log"
   done
 done
 
@@ -164,7 +170,7 @@ done
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
    " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ||
-   " $parts " == *" ab "* ]] || exit $status
+   " $parts " == *" ab "* || " $parts " == *" knob "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -339,6 +345,26 @@ done
     done
   done
 done
+[[ " $parts " == *" knob "* ]] && for round in $(seq "$rounds"); do
+  [ -n "${PATHS_KNOB:-}" ] || { echo "skipped knob: PATHS_KNOB names no setting"; break; }
+  for setting in $PATHS_KNOB; do
+    var=${setting%%=*}
+    name=knob.$setting.r$round
+    fits 40 "$name" || continue
+    env DCCL_TRANSPORT= DCCL_ALGO= "$setting" timeout 60 "${mpi[@]}" -x "$var" -np 2 "$build/perf/dev_latency" \
+      -n 2000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+    sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue|check:"
+    for algo in default oneshot; do
+      env DCCL_TRANSPORT= DCCL_ALGO="$([ $algo = default ] || echo $algo)" "$setting" timeout 30 \
+        "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.inproc.$algo.log" 2>&1 ||
+        { status=1; echo "FAIL: $name inproc $algo"; }
+      awk -v n="$name inproc $algo" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)}
+        /^# graph\+sync/ {g = $(NF-1)} $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, joined+sync %s, " \
+        "back to back %s, synchronised %s, graph+sync %s us\n", n, e, j, b, s, g}' "$out/$name.inproc.$algo.log"
+    done
+  done
+done
+
 [[ " $parts " == *" check "* ]] && for round in $(seq "$rounds"); do
   for checks in on off; do
     name=check.$checks.r$round
@@ -448,9 +474,10 @@ lib_dir() { # lib_dir PATH NAME
       fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
         "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
-        -m empty+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync > "$out/$name.log" \
-        2>&1 || { status=1; echo "FAIL: $name"; }
-      grep -E "empty\+sync|ar\+sync|ar b2b|issue|ptr query|graph\+sync" "$out/$name.log" | sed "s/^/$name: /" | keep
+        -m empty+sync,meet+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      grep -E "empty\+sync|meet\+sync|ar\+sync|ar b2b|issue|ptr query|graph\+sync" "$out/$name.log" |
+        sed "s/^/$name: /" | keep
       for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
         name=ab.$lib.$algo.r$round
         fits 30 "$name" || continue
