@@ -671,10 +671,13 @@ static void launched(struct dccl_dev_comm *dev, const struct prepared *p, int nc
   }
 }
 
-static ncclResult_t launch_work(CUfunction kernel, struct dccl_dev_work *w, CUstream stream) {
+/* Launches `w` by kernel `k` of `dev`, on the tiny path where it qualifies (one warp a CTA). */
+static ncclResult_t launch_work(const struct dccl_dev_comm *dev, int k, struct dccl_dev_work *w, CUstream stream) {
+  w->tiny = dccl_param_int(DCCL_PARAM_DEV_TINY) && dccl_kernel_tiny(k, w);
+  unsigned threads = w->tiny ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {w};
-  DCCL_CUCHECK(dccl_cu.launch_kernel(kernel, w->nctas, 1, 1, DCCL_DEV_THREADS, 1, 1, 0, stream, args, NULL),
+  DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[k], w->nctas, 1, 1, threads, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel");
   return ncclSuccess;
 }
@@ -682,7 +685,7 @@ static ncclResult_t launch_work(CUfunction kernel, struct dccl_dev_work *w, CUst
 static ncclResult_t submit(struct dccl_coll_comm *comm, const struct prepared *p, void *stream) {
   if (p->kernel < 0) return ncclSuccess;
   struct dccl_dev_comm *dev = comm->dev;
-  DCCLCHECK(launch_work(dev->kernels[p->kernel], &dev->launch, (CUstream)stream));
+  DCCLCHECK(launch_work(dev, p->kernel, &dev->launch, (CUstream)stream));
   launched(dev, p, (int)dev->launch.nctas);
   return ncclSuccess;
 }
@@ -706,7 +709,7 @@ static int may_share(struct dccl_coll_comm *const *comms, int n) {
 
 /* One launch on streams[0] for the merged work: every other stream's queued work before it, and its work after
  * it, through events (a stream shared with streams[0] needs none). */
-static ncclResult_t launch_shared(struct dccl_coll_comm *const *comms, void *const *streams, int n, CUfunction kernel,
+static ncclResult_t launch_shared(struct dccl_coll_comm *const *comms, void *const *streams, int n, int kernel,
                                   struct dccl_dev_work *w) {
   CUstream first = (CUstream)streams[0];
   for (int i = 1; i < n; i++) {
@@ -714,7 +717,7 @@ static ncclResult_t launch_shared(struct dccl_coll_comm *const *comms, void *con
     DCCL_CUCHECK(dccl_cu.event_record(comms[i]->dev->join_event, (CUstream)streams[i]), "cuEventRecord");
     DCCL_CUCHECK(dccl_cu.stream_wait_event(first, comms[i]->dev->join_event, 0), "cuStreamWaitEvent");
   }
-  DCCLCHECK(launch_work(kernel, w, first));
+  DCCLCHECK(launch_work(comms[0]->dev, kernel, w, first));
   int recorded = 0;
   for (int i = 1; i < n; i++) {
     if (streams[i] == streams[0]) continue;
@@ -764,7 +767,7 @@ ncclResult_t dccl_dev_launch_ranks(struct dccl_coll_comm *const *comms, void *co
     for (int i = 0; i < n; i++) DCCLCHECK(submit(comms[i], &p[i], streams[i]));
     return ncclSuccess;
   }
-  DCCLCHECK(launch_shared(comms, streams, n, comms[0]->dev->kernels[p[0].kernel], &merged));
+  DCCLCHECK(launch_shared(comms, streams, n, p[0].kernel, &merged));
   for (int i = 0; i < n; i++) launched(comms[i]->dev, &p[i], (int)works[i]->nctas);
   return ncclSuccess;
 }

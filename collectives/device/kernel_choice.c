@@ -25,3 +25,18 @@ int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks) {
       return type;
   return DCCL_KERNEL_LL(type);
 }
+
+int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w) {
+  if (kernel < DCCL_KERNEL_LL(0) || kernel >= DCCL_NKERNELS || w->tasks || w->ce.mode != DCCL_CE_NONE) return 0;
+  if (w->nctas == 0 || w->ntasks != w->nctas) return 0;
+  for (uint32_t b = 0; b < w->nctas; b++)
+    if (w->cta_ntasks[b] != 1) return 0;
+  for (uint32_t i = 0; i < w->ntasks; i++) {
+    const struct dccl_dev_task *t = &w->inline_tasks[i];
+    if (t->proto != DCCL_PROTO_LL || t->sched.algo != DCCL_SCHED_ONESHOT_ALLREDUCE || t->nsteps[0] != 2 ||
+        t->nsteps[1] != 0 || t->sched.npeers < 1 || t->sched.npeers > DCCL_DEV_CONN_SLOTS ||
+        t->sched.count * t->esize > DCCL_DEV_TINY_BYTES)
+      return 0;
+  }
+  return 1;
+}

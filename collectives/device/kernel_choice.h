@@ -26,4 +26,12 @@ int dccl_kernel_generic(int type);
  * the LL kernel where every task runs LL steps on one stream (no tree, no direct path), else the generic one. */
 int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);
 
+/* Whether LL kernel `kernel` runs launch `w` on its tiny path (collectives/device/dev_tiny.cuh: one warp per CTA,
+ * none of the LL path's task copy, schedule or CTA barriers): the tasks travel in the parameter, every CTA runs one,
+ * and each is a one-shot all-reduce of a single step of at most DCCL_DEV_TINY_BYTES with at most
+ * DCCL_DEV_CONN_SLOTS peers. A generic kernel never does. */
+#define DCCL_DEV_TINY_BYTES 128
+#define DCCL_DEV_TINY_THREADS 32
+int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w);
+
 #endif

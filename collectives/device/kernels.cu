@@ -17,6 +17,7 @@
 #include "collectives/device/dev_cta.cuh"
 #include "collectives/device/dev_direct.cuh"
 #include "collectives/device/dev_ll.cuh"
+#include "collectives/device/dev_tiny.cuh"
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
 // next; the sends' under the step's parity `odd`). Returns 0 to stop. LL: built for LL steps only.
@@ -348,6 +349,14 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
 template <int TYPE, int LL>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
+  if constexpr (LL) {
+    if (w->tiny) { // one warp (dev_tiny.cuh)
+      dev_tiny<TYPE>(w, &cta);
+      __syncwarp();
+      if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);
+      return;
+    }
+  }
   if (!LL && w->ce.mode != DCCL_CE_NONE) {
     dev_ce<TYPE>(w);
     __syncthreads();

@@ -83,6 +83,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   endforeach()
   dccl_gpu_test(colls_4ranks_tree_ll COMMAND gpu_colls 4 ENV DCCL_PROTO=ll DCCL_ALGO=tree)
   dccl_gpu_test(colls_2ranks_staged_ll COMMAND gpu_colls 2 ENV DCCL_TRANSPORT=shm DCCL_PROTO=ll)
+  # The small one-shots on the LL path, as without the tiny path (DCCL_DEV_TINY=0).
+  foreach(n 2 3)
+    dccl_gpu_test(colls_${n}ranks_oneshot_no_tiny COMMAND gpu_colls ${n} ENV DCCL_ALGO=oneshot DCCL_DEV_TINY=0)
+  endforeach()
   # Two pretend hosts on the one GPU (DCCL_HOSTID gives rank r entry r): p2p inside each, device links over
   # sockets between them (FIFOs in pinned host memory, moved by each rank's link pump), every collective, ring and
   # tree; the log says the device links went over the network. Graphs replayed over them drive the pump.
@@ -317,6 +321,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     # A receive of 1000 floats against a send of 500, both LL: the receiver's pollers of lines never written must
     # read the header's count and stop; the receiver names both sizes within 10 s (not yet run on a GPU).
     dccl_gpu_test(ll_short_send_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> sends)
+    # The LL kernels' tiny path (dev_tiny.cuh) against itself, the LL path and bulk, calls that differ.
+    foreach(case tiny tinyll tinybulk)
+      dccl_gpu_test(${case}_mismatch_mps COMMAND ${mps} $<TARGET_FILE:gpu_mismatch> ${case})
+    endforeach()
     # Deterministic mode's bits on the copy engines: the rank-order sum's, whatever the pieces (tests/cuda/gpu_ce_bits.c);
     # the trace shows the copy engines took the calls.
     dccl_gpu_test(ce_bits_no_mps COMMAND ${mps} --off ${DCCL_EXPECT_OUTPUT}

@@ -17,8 +17,11 @@
  * `sends` (MPS, no copy engines): rank 0 sends 500 floats to rank 1, which receives 1000, both one LL step each: rank
  * 1's kernel polls lines rank 0 never writes, and must see from the slot's header that it ended and report the
  * counts; rank 0's send completes and nothing is asked of it.
- * Usage: gpu_mismatch count|root|meeting|registered|protocols|sends   (count, root: with DCCL_CE=1; under
- * tests/cuda/with_mps.sh [--off])
+ * `tiny`, `tinyll`, `tinybulk` (MPS, no copy engines): an all-reduce of 20 floats on rank 0, which runs on the LL
+ * kernel's tiny path (dev_tiny.cuh), against 30 on rank 1 (the tiny path too), 100 (the LL path) or 1100 (bulk):
+ * each must name the mismatch from the other's slot, neither wait.
+ * Usage: gpu_mismatch count|root|meeting|registered|protocols|sends|tiny|tinyll|tinybulk
+ *        (count, root: with DCCL_CE=1; under tests/cuda/with_mps.sh [--off])
  * Exit codes: 0 passed, 1 a failure, 77 no usable GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -40,6 +43,7 @@ struct shared {
   int registered; /* the `registered` case */
   int protocols;  /* the `protocols` case */
   int sends;      /* the `sends` case */
+  size_t tiny[NRANKS]; /* the tiny cases: each rank's count */
   volatile int first_ok[NRANKS];
   volatile double took[NRANKS];
   volatile int async_error[NRANKS];
@@ -51,7 +55,8 @@ static int rank_main(void *arg, int rank) {
   ncclComm_t comm;
   int setup = gpu_rank_comm(&comm, NRANKS, sh->id, rank);
   if (setup) return setup;
-  size_t count = sh->meeting     ? (rank == 0 ? 100000 : 1000)
+  size_t count = sh->tiny[0]     ? sh->tiny[rank]
+                 : sh->meeting   ? (rank == 0 ? 100000 : 1000)
                  : sh->protocols ? (rank == 0 ? 1000 : 1100)
                  : rank == 0 || sh->roots || sh->registered ? 1000
                                                             : 1003;
@@ -92,9 +97,15 @@ static int rank_main(void *arg, int rank) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  static const char *tiny_cases[] = {"tiny", "tinyll", "tinybulk"};
+  static const size_t tiny_theirs[] = {30, 100, 1100};
+  int tiny = -1;
+  for (int i = 0; i < 3; i++)
+    if (argc == 2 && !strcmp(argv[1], tiny_cases[i])) tiny = i;
   if (argc != 2 || (strcmp(argv[1], "count") && strcmp(argv[1], "root") && strcmp(argv[1], "meeting") &&
-                    strcmp(argv[1], "registered") && strcmp(argv[1], "protocols") && strcmp(argv[1], "sends"))) {
-    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered|protocols|sends\n");
+                    strcmp(argv[1], "registered") && strcmp(argv[1], "protocols") && strcmp(argv[1], "sends") &&
+                    tiny < 0)) {
+    fprintf(stderr, "usage: gpu_mismatch count|root|meeting|registered|protocols|sends|tiny|tinyll|tinybulk\n");
     return 2;
   }
   if (system("nvidia-smi -L > /dev/null 2>&1") != 0) {
@@ -108,8 +119,20 @@ int main(int argc, char **argv) {
   sh->registered = !strcmp(argv[1], "registered");
   sh->protocols = !strcmp(argv[1], "protocols");
   sh->sends = !strcmp(argv[1], "sends");
-  const char *ours = sh->roots ? "root 0" : sh->meeting ? "100000" : sh->protocols ? "1000 " : sh->sends ? "4000 bytes" : "1000";
-  const char *theirs = sh->roots        ? "root 1"
+  char tiny_theirs_text[16];
+  if (tiny >= 0) {
+    sh->tiny[0] = 20;
+    sh->tiny[1] = tiny_theirs[tiny];
+    snprintf(tiny_theirs_text, sizeof(tiny_theirs_text), "%zu ", sh->tiny[1]);
+  }
+  const char *ours = tiny >= 0     ? "20 "
+                     : sh->roots   ? "root 0"
+                     : sh->meeting ? "100000"
+                     : sh->protocols ? "1000 "
+                     : sh->sends     ? "4000 bytes"
+                                     : "1000";
+  const char *theirs = tiny >= 0        ? tiny_theirs_text
+                       : sh->roots      ? "root 1"
                        : sh->meeting    ? "1000 "
                        : sh->registered ? "1000"
                        : sh->protocols  ? "1100 "

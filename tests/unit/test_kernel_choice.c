@@ -49,6 +49,46 @@ static void choices(void) {
   check(dccl_kernel_generic(DCCL_KERNEL_ANY) == DCCL_KERNEL_ANY, "a copy-engine launch mixing types: any type");
 }
 
+/* The tiny path: one small one-shot per CTA, in the parameter, on an LL kernel; anything else keeps the LL path. */
+static void tiny(void) {
+  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_F32);
+  static struct dccl_dev_work w;
+  memset(&w, 0, sizeof(w));
+  struct dccl_dev_task t = task(DCCL_PROTO_LL, DCCL_SCHED_ONESHOT_ALLREDUCE, 0);
+  t.esize = 4;
+  t.sched.count = 2;
+  t.sched.npeers = 1;
+  w.ntasks = w.nctas = 2; /* two ranks' CTAs of a shared launch */
+  w.cta_first[1] = 1;
+  w.cta_ntasks[0] = w.cta_ntasks[1] = 1;
+  w.inline_tasks[0] = w.inline_tasks[1] = t;
+  check(dccl_kernel_tiny(ll, &w), "two 8-byte one-shots, a CTA each: the tiny path");
+  check(!dccl_kernel_tiny(DCCL_ELEM_F32, &w), "the generic kernel has no tiny path");
+  check(!dccl_kernel_tiny(DCCL_KERNEL_ANY, &w), "nor the kernel for any type");
+  w.inline_tasks[1].sched.count = DCCL_DEV_TINY_BYTES / 4;
+  check(dccl_kernel_tiny(ll, &w), "%d bytes: still tiny", DCCL_DEV_TINY_BYTES);
+  w.inline_tasks[1].sched.count++;
+  check(!dccl_kernel_tiny(ll, &w), "one element past %d bytes: the LL path", DCCL_DEV_TINY_BYTES);
+  w.inline_tasks[1] = t;
+  w.inline_tasks[1].nsteps[0] = 4;
+  check(!dccl_kernel_tiny(ll, &w), "two chunks: the LL path");
+  w.inline_tasks[1] = t;
+  w.inline_tasks[1].sched.algo = DCCL_SCHED_RING_ALLREDUCE;
+  check(!dccl_kernel_tiny(ll, &w), "an LL ring: the LL path");
+  w.inline_tasks[1] = t;
+  w.inline_tasks[1].sched.npeers = DCCL_DEV_CONN_SLOTS + 1;
+  check(!dccl_kernel_tiny(ll, &w), "more peers than links: the LL path");
+  w.inline_tasks[1] = t;
+  w.cta_ntasks[0] = 2;
+  w.cta_ntasks[1] = 0;
+  check(!dccl_kernel_tiny(ll, &w), "two tasks on one CTA: the LL path");
+  w.cta_ntasks[0] = w.cta_ntasks[1] = 1;
+  w.tasks = &t;
+  check(!dccl_kernel_tiny(ll, &w), "tasks in host memory: the LL path");
+  w.tasks = NULL;
+  check(dccl_kernel_tiny(ll, &w), "and back: tiny");
+}
+
 static void names(void) {
   char name[32];
   dccl_kernel_name(0, name, sizeof(name));
@@ -67,6 +107,7 @@ static void names(void) {
 int main(void) {
 #ifdef DCCL_HAVE_DEVICE_CODE
   choices();
+  tiny();
   names();
   printf("test_kernel_choice: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed != 0;
