@@ -83,7 +83,8 @@
 #           turn, over ROUNDS (3 or more: the machine swings); each is named by the code it was built from. The perf
 #           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH.
 #   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
-#           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8"; none: the part is
+#           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8", or
+#           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
 #           skipped), each
 #           running dev_latency (2 ranks in processes under MPS: every mode, the empty kernel in DCCL's launch shape
 #           among them) and inproc_allreduce (2 ranks of one process under MPS, 8 B: the default and
@@ -349,7 +350,7 @@ done
   [ -n "${PATHS_KNOB:-}" ] || { echo "skipped knob: PATHS_KNOB names no setting"; break; }
   for setting in $PATHS_KNOB; do
     var=${setting%%=*}
-    name=knob.$setting.r$round
+    name=knob.${setting//\//_}.r$round # a path's slashes kept out of the log's name
     fits 40 "$name" || continue
     env DCCL_TRANSPORT= DCCL_ALGO= "$setting" timeout 60 "${mpi[@]}" -x "$var" -np 2 "$build/perf/dev_latency" \
       -n 2000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
