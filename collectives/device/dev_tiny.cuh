@@ -57,6 +57,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     cta->ll_out_pos[0][lane] = spos;
     cta->seq[0][DCCL_DEV_CONN_SLOTS + lane] = sseq;
   }
+  DEV_STAGE(cta, DEV_STAGE_TASK);
   if (lane == 0) { // the input, premultiplied and rounded to the type: every send's payload and the own source
     dccl_dev_args &a = cta->args[0];
     uint64_t pre = t->redop.pre;
@@ -88,6 +89,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     ok = dev_wait(w, cta, s, [&] { return spos - (sseen = conn_acquire(gpu, head)) < nslots; });
   }
   if (!__all_sync(~0u, ok)) return;
+  DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
   __syncwarp(); // the staged payload and every link's slots, seen by every lane
   dev_tiny_lines(lane, npeers, lines, [&](int p, uint32_t l) {
     uint32_t d[2];
@@ -107,6 +109,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     dccl_ll_store_line((uint64_t *)cta->ll_out_slot[0][p] + 2 * l, d[0], d[1], dccl_ll_flag(cta->ll_out_pos[0][p]));
   });
   if (s) *(volatile uint64_t *)dccl_conn_word((char *const *)s->regions, s->desc.tail) = spos + 1;
+  DEV_STAGE(cta, DEV_STAGE_SENT);
 
   // Every reception's lines into shared memory, each poll watching what dev_ll_receive watches: the first line
   // whether the peer sent bulk, a payload line whether the first says the slot ends before it.
@@ -163,6 +166,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     s->peer_seen = sseen;
   }
   if (!__all_sync(~0u, good)) return;
+  DEV_STAGE(cta, DEV_STAGE_DATA_IN);
 
   // The sources in rank order, the own one (the staged input) before the first link whose peer ranks above.
   const uint32_t above_mask = __ballot_sync(~0u, above);
@@ -182,12 +186,14 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   }
   __syncwarp();
   dev_reduce_small<TYPE>(b, t->esize, lane, 32);
+  DEV_STAGE(cta, DEV_STAGE_REDUCED);
   if (r) { // the reception handed back (its lines are in shared memory), and the operation counted on both links
     *(volatile uint64_t *)dccl_conn_word((char *const *)r->regions, r->desc.head) = rpos + 1;
     r->pos = rpos + 1;
     r->nops = rseq + 1;
     s->nops = sseq + 1;
   }
+  DEV_STAGE(cta, DEV_STAGE_RELEASED);
 }
 
 #endif

@@ -351,9 +351,11 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
   if constexpr (LL) {
     if (w->tiny) { // one warp (dev_tiny.cuh)
+      DEV_STAGES_BEGIN(&cta);
       dev_tiny<TYPE>(w, &cta);
       __syncwarp();
       if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);
+      DEV_STAGES_END(&cta);
       return;
     }
   }
