@@ -42,6 +42,10 @@
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
 #           1 and 0), alternated: back to back, synchronised after each, replayed as one CUDA graph and
 #           synchronised, and the empty kernel on every rank's stream + synchronise of the same run.
+#   small:  where the direct all-reduce starts to beat the one-shot through the FIFOs in one process WITHOUT MPS
+#           (perf/inproc_allreduce, SMALL_NP ranks, default "2 4", float32 sum 8 B-64 KiB by 4x, 1000 each):
+#           SMALL_ALGOS (default "direct oneshot") alternated, back to back, synchronised after each and replayed as
+#           a CUDA graph: the size DCCL_DIRECT_MIN_BYTES should name.
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
 #           back by copy engines and by kernels, one way and both ways at once.
 #   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
@@ -136,6 +140,21 @@ done
     awk -v n="$name" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)} /^# graph\+sync/ {g = $(NF-1)}
       $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, joined+sync %s, back to back %s, synchronised %s, " \
       "graph+sync %s us\n", n, e, j, b, s, g}' "$out/$name.log"
+  done
+done
+
+[[ " $parts " == *" small "* ]] && for round in $(seq "$rounds"); do
+  for np in ${SMALL_NP:-2 4}; do
+    for algo in ${SMALL_ALGOS:-direct oneshot}; do
+      name=small.np$np.$algo.r$round
+      fits 30 "$name" || continue
+      DCCL_TRANSPORT= DCCL_ALGO=$algo timeout 60 "$build/perf/inproc_allreduce" "$np" 8 64K 1000 4 \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {b[$1] = $2; s[$1] = $6; k[++m] = $1}
+        /^# graph\+sync/ {g[$3] = $(NF-1)}
+        END {for (i = 1; i <= m; i++) printf "%s %s B: back to back %s, synchronised %s, graph+sync %s us\n", n, k[i],
+          b[k[i]], s[k[i]], g[k[i]]}' "$out/$name.log"
+    done
   done
 done
 

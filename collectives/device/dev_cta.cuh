@@ -118,6 +118,22 @@ __device__ __forceinline__ void dev_count_exit(uint32_t *done_ctas) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.sys.add.u32 [%0], 1;" ::"l"(done_ctas) : "memory");
 }
 
+// The operands that stage a one-shot's input on its way out: `n` elements from `src` into `dst` (the payload of
+// every send and the own source of the reduction), premultiplied by `pre` where `op` has one and rounded to the type.
+__device__ __forceinline__ void dev_stage_args(dccl_dev_args &a, const void *src, void *dst, uint64_t n,
+                                               const dccl_dev_redop &op, uint64_t pre) {
+  a.srcs[0] = src;
+  a.nsrcs = 1;
+  a.own = 0;
+  a.dsts[0] = dst;
+  a.ndsts = 1;
+  a.round_own = a.pre_all = a.post_div = 0;
+  a.n = n;
+  a.kind = op.kind;
+  a.pre = pre;
+  a.has_pre = op.has_pre;
+}
+
 __device__ __forceinline__ void half_barrier(const dev_half &h) {
   asm volatile("bar.sync %0, %1;" ::"r"(h.bar), "r"(h.nthreads) : "memory");
 }

@@ -671,10 +671,10 @@ static void launched(struct dccl_dev_comm *dev, const struct prepared *p, int nc
   }
 }
 
-/* Launches `w` by kernel `k` of `dev`, on the tiny path where it qualifies (one warp a CTA). */
+/* Launches `w` by kernel `k` of `dev`, or by its type's tiny kernel where that may run it (one warp a CTA). */
 static ncclResult_t launch_work(const struct dccl_dev_comm *dev, int k, struct dccl_dev_work *w, CUstream stream) {
-  w->tiny = dccl_param_int(DCCL_PARAM_DEV_TINY) && dccl_kernel_tiny(k, w);
-  unsigned threads = w->tiny ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
+  if (dccl_param_int(DCCL_PARAM_DEV_TINY)) k = dccl_kernel_tiny(k, w);
+  unsigned threads = k >= DCCL_KERNEL_TINY(0) ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   void *args[] = {w};
   DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[k], w->nctas, 1, 1, threads, 1, 1, 0, stream, args, NULL),

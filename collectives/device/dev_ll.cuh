@@ -39,11 +39,74 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
   return 0;
 }
 
+// Line l of link i's LL reception, polled into shared memory (the header's words for the first
+// DCCL_LL_HEADER_UNITS / 2 lines, the payload's into ll_recv[i] after). A peer whose call differs may send what never
+// fills this line. The first line's poller also watches the bulk slot (the peer sent bulk): it stops the CTA and
+// the header check reports the mismatch. A payload line's poller now and then reads the first line, whose bytes may
+// say the slot ends before this line: it stops waiting, keeps nothing, and the header check reports the counts. Both
+// only every 16th try: each is one more read (over PCIe on staged links) between two of the line's. Returns 0 to
+// stop.
+__device__ __forceinline__ int dev_ll_poll(const dccl_dev_work *w, dev_cta *cta, int i, uint32_t l) {
+  const dccl_dev_conn *c = cta->task.recv[i];
+  const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
+  const uint32_t flag = dccl_ll_flag(cta->ll_in_pos[i]);
+  uint32_t d0, d1, tries = 0;
+  int beyond = 0;
+  int ok = dev_wait(w, cta, c, [&] {
+    if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
+    if (++tries % 16) return false;
+    if (l == 0) {
+      const uint64_t *bulk_unit0 =
+          (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
+      if (*(volatile const uint64_t *)bulk_unit0 != dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag)) return false;
+      cta->ll_bulk_came[i] = 1;
+      cta->stop = 1;
+      return true;
+    }
+    uint32_t b0, b1;
+    if (l < DCCL_LL_HEADER_UNITS / 2 || tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
+    beyond = dccl_ll_units((uint64_t)b1 << 32 | b0) / 2 <= l;
+    return (bool)beyond;
+  });
+  if (cta->ll_bulk_came[i] && l == 0) ok = 0;
+  if (!ok || beyond) return ok;
+  if (l < DCCL_LL_HEADER_UNITS / 2) {
+    cta->ll_head[i][2 * l] = d0;
+    cta->ll_head[i][2 * l + 1] = d1;
+  } else {
+    uint32_t *dst = (uint32_t *)cta->ll_recv[i] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+    dst[0] = d0;
+    dst[1] = d1;
+  }
+  return ok;
+}
+
+// Line l of link i's LL send, of the step's parity `odd`: the header's words (the call, `bytes`, the link's
+// sequence number of `half`) for the first DCCL_LL_HEADER_UNITS / 2 lines, the payload staged in ll_send[half]
+// after, every unit with its flag: nothing to fence.
+__device__ __forceinline__ void dev_ll_store(dev_cta *cta, int half, int odd, int i, uint32_t l, uint64_t bytes) {
+  uint32_t d[2];
+  if (l < DCCL_LL_HEADER_UNITS / 2) {
+    uint32_t words[DCCL_LL_HEADER_UNITS];
+    dccl_slot_header head = cta->task.call;
+    head.bytes = bytes;
+    head.seq = cta->seq[half][DCCL_DEV_CONN_SLOTS + i];
+    dccl_ll_header_words(&head, words);
+    d[0] = words[2 * l];
+    d[1] = words[2 * l + 1];
+  } else {
+    const uint32_t *src = (const uint32_t *)cta->ll_send[half] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
+    d[0] = src[0];
+    d[1] = src[1];
+  }
+  dccl_ll_store_line((uint64_t *)cta->ll_out_slot[odd][i] + 2 * l, d[0], d[1], dccl_ll_flag(cta->ll_out_pos[odd][i]));
+}
+
 // The CTA polls the step's LL receptions into shared memory: thread j reads lines j, j + nthreads, ... of every
-// slot (the header is the first DCCL_LL_HEADER_UNITS / 2 lines). Then thread 0 checks the headers. Returns 0 to
-// stop. The generic kernels call this and dev_ll_send out of line (the _out forms below): inlined, their registers
-// crowded the bulk steps' reduction loop (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew;
-// 100 with them out of line). The LL kernels inline them: a call's cold jump costs a small operation more.
+// slot (dev_ll_poll). Then thread 0 checks the headers. Returns 0 to stop. The generic kernels call this and
+// dev_ll_send out of line (the _out forms below): inlined, their registers crowded the bulk steps' reduction loop
+// (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line). The LL kernels
+// inline them: a call's cold jump costs a small operation more.
 __device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
                                            uint64_t bytes, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
@@ -51,45 +114,7 @@ __device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *c
   int ok = 1;
   for (uint32_t m = rmask; m && ok;) {
     int i = dev_next_link(&m);
-    const dccl_dev_conn *c = t.recv[i];
-    const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
-    const uint64_t *bulk_unit0 =
-        (const uint64_t *)dccl_conn_slot(&c->desc, (char *const *)c->regions, cta->ll_in_pos[i]);
-    uint32_t flag = dccl_ll_flag(cta->ll_in_pos[i]);
-    uint64_t bulk_mark = dccl_ll_unit(DCCL_SLOT_BULK_MARK, flag);
-    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) {
-      uint32_t d0, d1, tries = 0;
-      int beyond = 0;
-      // A peer whose call differs may send what never fills this line. The first line's poller also watches the
-      // bulk slot (the peer sent bulk): it stops the CTA and thread 0 reports the mismatch below. A payload line's
-      // poller now and then reads the first line, whose bytes may say the slot ends before this line: it stops
-      // waiting, and thread 0's header check reports the counts. Both only every 16th try: each is one more read
-      // (over PCIe on staged links) between two of the line's.
-      ok = dev_wait(w, cta, c, [&] {
-        if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
-        if (++tries % 16) return false;
-        if (l == 0) {
-          if (*(volatile const uint64_t *)bulk_unit0 != bulk_mark) return false;
-          cta->ll_bulk_came[i] = 1;
-          cta->stop = 1;
-          return true;
-        }
-        uint32_t b0, b1;
-        if (l < DCCL_LL_HEADER_UNITS / 2 || tries % 256 || !dccl_ll_load_line(units, flag, &b0, &b1)) return false;
-        beyond = dccl_ll_units((uint64_t)b1 << 32 | b0) / 2 <= l;
-        return (bool)beyond;
-      });
-      if (cta->ll_bulk_came[i] && l == 0) ok = 0;
-      if (!ok || beyond) continue; // nothing to keep: the checks below fail the step
-      if (l < DCCL_LL_HEADER_UNITS / 2) {
-        cta->ll_head[i][2 * l] = d0;
-        cta->ll_head[i][2 * l + 1] = d1;
-      } else {
-        uint32_t *dst = (uint32_t *)cta->ll_recv[i] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
-        dst[0] = d0;
-        dst[1] = d1;
-      }
-    }
+    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) ok = dev_ll_poll(w, cta, i, l);
   }
   half_barrier(h);
   __shared__ int go_of[2];
@@ -113,33 +138,38 @@ __device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *c
   return go;
 }
 
-// The CTA writes the staged payload into every LL send's slot (of the step's parity), every unit with its flag:
-// nothing to fence.
+// The CTA writes the staged payload into every LL send's slot (of the step's parity): thread j lines j, j +
+// nthreads, ... (dev_ll_store).
 __device__ __forceinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
                                          const dev_half &h) {
   uint32_t lines = dccl_ll_units(bytes) / 2;
   for (uint32_t m = smask; m;) {
     int i = dev_next_link(&m);
-    uint64_t *units = (uint64_t *)cta->ll_out_slot[odd][i];
-    uint64_t pos = cta->ll_out_pos[odd][i];
-    uint32_t flag = dccl_ll_flag(pos);
-    for (uint32_t l = h.tid; l < lines; l += h.nthreads) {
-      uint32_t d[2];
-      if (l < DCCL_LL_HEADER_UNITS / 2) {
-        uint32_t words[DCCL_LL_HEADER_UNITS];
-        dccl_slot_header head = cta->task.call;
-        head.bytes = bytes;
-        head.seq = cta->seq[half][DCCL_DEV_CONN_SLOTS + i];
-        dccl_ll_header_words(&head, words);
-        d[0] = words[2 * l];
-        d[1] = words[2 * l + 1];
-      } else {
-        const uint32_t *src = (const uint32_t *)cta->ll_send[half] + 2 * (l - DCCL_LL_HEADER_UNITS / 2);
-        d[0] = src[0];
-        d[1] = src[1];
-      }
-      dccl_ll_store_line(units + 2 * l, d[0], d[1], flag);
-    }
+    for (uint32_t l = h.tid; l < lines; l += h.nthreads) dev_ll_store(cta, half, odd, i, l, bytes);
+  }
+}
+
+// Warp 0's lanes, link i's lane with `above` (its peer ranks above this rank) and `linked` (it has a link): task
+// t's one-shot receive-step operands into args[1], the sources in rank order, the own one (the input staged in
+// ll_send[0], its premultiply applied and rounded to the type exactly as the reduction would) before the first link
+// whose peer ranks above this one; `n` elements into `out`.
+__device__ __forceinline__ void dev_oneshot_sources(dev_cta *cta, const dccl_dev_task &t, int lane, int linked,
+                                                    int above, void *out, uint64_t n) {
+  const int npeers = t.sched.npeers;
+  const uint32_t above_mask = __ballot_sync(~0u, above);
+  const int own = above_mask ? __ffs(above_mask) - 1 : npeers;
+  dccl_dev_args &b = cta->args[1];
+  if (linked) b.srcs[lane + (lane >= own)] = cta->ll_recv[lane];
+  if (lane == 31) {
+    b.srcs[own] = cta->ll_send[0];
+    b.nsrcs = npeers + 1;
+    b.own = own;
+    b.round_own = b.pre_all = b.has_pre = 0;
+    b.dsts[0] = out;
+    b.ndsts = 1;
+    b.n = n;
+    b.kind = t.redop.kind;
+    b.post_div = t.redop.post_div;
   }
 }
 

@@ -134,7 +134,6 @@ struct dccl_dev_work {
   struct dccl_dev_rank_words rank[DCCL_DEV_LAUNCH_RANKS];
   const struct dccl_dev_task *tasks; /* host-mapped, or NULL: the tasks are `inline_tasks` */
   uint32_t ntasks, nctas;
-  uint32_t tiny; /* LL kernels: every CTA runs its one task on the tiny path, one warp (dccl_kernel_tiny) */
   struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine collective's launches */
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
   uint8_t cta_rank[DCCL_DEV_MAX_CTAS];

@@ -12,8 +12,10 @@ void dccl_kernel_name(int k, char *name, size_t len) {
     snprintf(name, len, "dccl_kernel_t%d", k);
   else if (k == DCCL_KERNEL_ANY)
     snprintf(name, len, "dccl_kernel_any");
-  else
+  else if (k < DCCL_KERNEL_TINY(0))
     snprintf(name, len, "dccl_kernel_ll_t%d", k - DCCL_KERNEL_LL(0));
+  else
+    snprintf(name, len, "dccl_kernel_tiny_t%d", k - DCCL_KERNEL_TINY(0));
 }
 
 int dccl_kernel_generic(int type) { return type >= 0 && type < DCCL_KERNEL_NTYPES ? type : DCCL_KERNEL_ANY; }
@@ -27,16 +29,17 @@ int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks) {
 }
 
 int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w) {
-  if (kernel < DCCL_KERNEL_LL(0) || kernel >= DCCL_NKERNELS || w->tasks || w->ce.mode != DCCL_CE_NONE) return 0;
-  if (w->nctas == 0 || w->ntasks != w->nctas) return 0;
+  if (kernel < DCCL_KERNEL_LL(0) || kernel >= DCCL_KERNEL_TINY(0) || w->tasks || w->ce.mode != DCCL_CE_NONE)
+    return kernel;
+  if (w->nctas == 0 || w->ntasks != w->nctas) return kernel;
   for (uint32_t b = 0; b < w->nctas; b++)
-    if (w->cta_ntasks[b] != 1) return 0;
+    if (w->cta_ntasks[b] != 1 || w->cta_first[b] != b) return kernel;
   for (uint32_t i = 0; i < w->ntasks; i++) {
     const struct dccl_dev_task *t = &w->inline_tasks[i];
     if (t->proto != DCCL_PROTO_LL || t->sched.algo != DCCL_SCHED_ONESHOT_ALLREDUCE || t->nsteps[0] != 2 ||
         t->nsteps[1] != 0 || t->sched.npeers < 1 || t->sched.npeers > DCCL_DEV_CONN_SLOTS ||
         t->sched.count * t->esize > DCCL_DEV_TINY_BYTES)
-      return 0;
+      return kernel;
   }
-  return 1;
+  return DCCL_KERNEL_TINY(kernel - DCCL_KERNEL_LL(0));
 }

@@ -1,7 +1,8 @@
 /* Which of the module's kernels (collectives/device/kernels.cu) runs a launch, and their names. Each element type
- * has a generic kernel, which runs every kind of task, and an LL kernel, built for single-stream LL steps only
- * (a small operation's path, compact: its time is not spent fetching code); groups mixing types take the generic
- * kernel for any type. Plain host code, so the choice is unit-tested without a GPU. */
+ * has a generic kernel, which runs every kind of task, an LL kernel, built for single-stream LL steps only (a small
+ * operation's path, compact: its time is not spent fetching code), and a tiny kernel, one warp a CTA, for the
+ * smallest one-shot all-reduces; groups mixing types take the generic kernel for any type. Plain host code, so the
+ * choice is unit-tested without a GPU. */
 #ifndef DCCL_KERNEL_CHOICE_H_
 #define DCCL_KERNEL_CHOICE_H_
 
@@ -10,10 +11,12 @@
 #include "collectives/device/dev_work.h"
 
 #define DCCL_KERNEL_NTYPES 12 /* enum dccl_elem_type */
-/* Kernel indices: 0..NTYPES-1 the generic kernel of each type, then the one for any type, then the LL kernels. */
+/* Kernel indices: 0..NTYPES-1 the generic kernel of each type, then the one for any type, then the LL kernels, then
+ * the tiny ones. */
 #define DCCL_KERNEL_ANY DCCL_KERNEL_NTYPES
 #define DCCL_KERNEL_LL(type) (DCCL_KERNEL_NTYPES + 1 + (type))
-#define DCCL_NKERNELS (2 * DCCL_KERNEL_NTYPES + 1)
+#define DCCL_KERNEL_TINY(type) (2 * DCCL_KERNEL_NTYPES + 1 + (type))
+#define DCCL_NKERNELS (3 * DCCL_KERNEL_NTYPES + 1)
 
 /* The name kernels.cu gives kernel `k`, into name[len]. */
 void dccl_kernel_name(int k, char *name, size_t len);
@@ -26,10 +29,10 @@ int dccl_kernel_generic(int type);
  * the LL kernel where every task runs LL steps on one stream (no tree, no direct path), else the generic one. */
 int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);
 
-/* Whether LL kernel `kernel` runs launch `w` on its tiny path (collectives/device/dev_tiny.cuh: one warp per CTA,
- * none of the LL path's task copy, schedule or CTA barriers): the tasks travel in the parameter, every CTA runs one,
- * and each is a one-shot all-reduce of a single step of at most DCCL_DEV_TINY_BYTES with at most
- * DCCL_DEV_CONN_SLOTS peers. A generic kernel never does. */
+/* The tiny kernel of LL kernel `kernel`'s type where it may run launch `w` (collectives/device/dev_tiny.cuh: one
+ * warp per CTA, none of the LL path's task copy, schedule or CTA barriers), else `kernel`: the tasks travel in the
+ * parameter, CTA b runs task b, and each is a one-shot all-reduce of a single step of at most DCCL_DEV_TINY_BYTES
+ * with at most DCCL_DEV_CONN_SLOTS peers. A generic kernel's launch stays on it. */
 #define DCCL_DEV_TINY_BYTES 128
 #define DCCL_DEV_TINY_THREADS 32
 int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w);

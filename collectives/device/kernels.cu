@@ -18,6 +18,7 @@
 #include "collectives/device/dev_direct.cuh"
 #include "collectives/device/dev_ll.cuh"
 #include "collectives/device/dev_tiny.cuh"
+#include "collectives/device/kernel_choice.h"
 
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
 // next; the sends' under the step's parity `odd`). Returns 0 to stop. LL: built for LL steps only.
@@ -255,21 +256,7 @@ __device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_c
     cta->ll_out_slot[odd][lane] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
     cta->ll_out_pos[odd][lane] = pos;
   }
-  const uint32_t above_mask = __ballot_sync(~0u, above);
-  const int own = above_mask ? __ffs(above_mask) - 1 : npeers;
-  dccl_dev_args &b = cta->args[1];
-  if (lane < npeers) b.srcs[lane + (lane >= own)] = cta->ll_recv[lane];
-  if (lane == 31) {
-    b.srcs[own] = cta->ll_send[0];
-    b.nsrcs = npeers + 1;
-    b.own = own;
-    b.round_own = b.pre_all = b.has_pre = 0;
-    b.dsts[0] = t.recvbuff + in.out_off * t.esize;
-    b.ndsts = 1;
-    b.n = in.nelem;
-    b.kind = t.redop.kind;
-    b.post_div = t.redop.post_div;
-  }
+  dev_oneshot_sources(cta, t, lane, lane < npeers, above, t.recvbuff + in.out_off * t.esize, in.nelem);
   return __all_sync(~0u, ok);
 }
 
@@ -279,18 +266,7 @@ template <int TYPE>
 __device__ __forceinline__ void dev_oneshot_stage(dev_cta *cta, const dccl_prim_step &out, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[0];
-  if (h.tid == 32) {
-    a.srcs[0] = t.sendbuff + out.in_off * t.esize;
-    a.nsrcs = 1;
-    a.own = 0;
-    a.dsts[0] = cta->ll_send[0];
-    a.ndsts = 1;
-    a.round_own = a.pre_all = a.post_div = 0;
-    a.n = out.nelem;
-    a.kind = t.redop.kind;
-    a.pre = t.redop.pre;
-    a.has_pre = t.redop.has_pre;
-  }
+  if (h.tid == 32) dev_stage_args(a, t.sendbuff + out.in_off * t.esize, cta->ll_send[0], out.nelem, t.redop, t.redop.pre);
   asm volatile("bar.sync 3, %0;" ::"r"(h.nthreads - 32) : "memory"); // barrier 3: warps 1 and up
   dev_reduce_small<TYPE>(a, t.esize, h.tid - 32, h.nthreads - 32);
 }
@@ -349,16 +325,6 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
 template <int TYPE, int LL>
 __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   __shared__ dev_cta cta;
-  if constexpr (LL) {
-    if (w->tiny) { // one warp (dev_tiny.cuh)
-      DEV_STAGES_BEGIN(&cta);
-      dev_tiny<TYPE>(w, &cta);
-      __syncwarp();
-      if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);
-      DEV_STAGES_END(&cta);
-      return;
-    }
-  }
   if (!LL && w->ce.mode != DCCL_CE_NONE) {
     dev_ce<TYPE>(w);
     __syncthreads();
@@ -458,3 +424,27 @@ DCCL_DEV_KERNEL(dccl_kernel_ll_t8, 8, 1)
 DCCL_DEV_KERNEL(dccl_kernel_ll_t9, 9, 1)
 DCCL_DEV_KERNEL(dccl_kernel_ll_t10, 10, 1)
 DCCL_DEV_KERNEL(dccl_kernel_ll_t11, 11, 1)
+
+// The tiny kernels (dev_tiny.cuh): one warp a CTA, the smallest one-shot all-reduces only. Kernels of their own, so
+// that a launch fetches only this path's few instructions, cold on whichever SM it lands.
+#define DCCL_DEV_TINY_KERNEL(name, type)                                                                  \
+  extern "C" __global__ void __launch_bounds__(DCCL_DEV_TINY_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
+    __shared__ dev_cta cta;                                                                                \
+    DEV_STAGES_BEGIN(&cta);                                                                                \
+    dev_tiny<type>(&w, &cta);                                                                              \
+    __syncwarp();                                                                                          \
+    if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);                     \
+    DEV_STAGES_END(&cta);                                                                                  \
+  }
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t0, 0)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t1, 1)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t2, 2)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t3, 3)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t4, 4)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t5, 5)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t6, 6)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t7, 7)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t8, 8)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t9, 9)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t10, 10)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t11, 11)

@@ -109,8 +109,8 @@
                                "it by events, so no rank's CTAs wait a launch call for their peers'. 0: a launch " \
                                "per rank.")                                                                        \
   X(DEV_TINY, INT, 1, "1: a launch of small one-shot all-reduces (at most 128 bytes each, one per CTA) runs "     \
-                      "them on the LL kernels' tiny path, one warp each with none of the LL path's machinery. 0: "  \
-                      "the LL path.")                                                                             \
+                      "them on the tiny kernels, one warp each with none of the LL kernels' machinery. 0: the LL "  \
+                      "kernels.")                                                                                 \
   X(DEV_CHUNK_SIZE, INT, 262144, "Bytes per slot of a device link's FIFO (in GPU memory).")                         \
   X(DEV_NSLOTS, INT, 4, "Slots in each device link's FIFO.")                                                        \
   X(DEV_P2P_NCHANNELS, INT, 1, "Most channels of a device send/recv (each a link of its own and a CTA of the "    \

@@ -1,7 +1,8 @@
 /* Which kernel runs a launch (collectives/device/kernel_choice.h): the LL kernel of the type only where every task
  * runs LL steps on one stream (the LL kernel has no second stream, no bulk steps, no direct path: a tree or a bulk
  * task there would hang or lose data), the generic kernel of the type otherwise, the one for any type for a mix;
- * and the names the host asks the module for. */
+ * the tiny kernel only for one small one-shot per CTA (it runs nothing else); and the names the host asks the
+ * module for. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,7 +34,7 @@ static void choices(void) {
   check(dccl_kernel_for(f32, all_ll, 3) == DCCL_KERNEL_LL(f32), "LL one-shot and ring tasks: the LL kernel (got %d)",
         dccl_kernel_for(f32, all_ll, 3));
   check(dccl_kernel_for(DCCL_ELEM_I8, all_ll, 1) == DCCL_KERNEL_LL(DCCL_ELEM_I8), "int8: its own LL kernel");
-  check(dccl_kernel_for(DCCL_ELEM_E5M2, all_ll, 1) == DCCL_NKERNELS - 1, "the last type's LL kernel is the last");
+  check(dccl_kernel_for(DCCL_ELEM_E5M2, all_ll, 1) == DCCL_KERNEL_TINY(0) - 1, "the last type's LL kernel is the last");
 
   struct dccl_dev_task with_tree[] = {ll_oneshot, ll_tree};
   check(dccl_kernel_for(f32, with_tree, 2) == f32, "a tree's two streams: the generic kernel (got %d)",
@@ -49,9 +50,10 @@ static void choices(void) {
   check(dccl_kernel_generic(DCCL_KERNEL_ANY) == DCCL_KERNEL_ANY, "a copy-engine launch mixing types: any type");
 }
 
-/* The tiny path: one small one-shot per CTA, in the parameter, on an LL kernel; anything else keeps the LL path. */
+/* The tiny kernel: one small one-shot per CTA b, task b, in the parameter, from an LL kernel; anything else keeps
+ * the kernel it was given. */
 static void tiny(void) {
-  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_F32);
+  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_F32), tk = DCCL_KERNEL_TINY(DCCL_ELEM_F32);
   static struct dccl_dev_work w;
   memset(&w, 0, sizeof(w));
   struct dccl_dev_task t = task(DCCL_PROTO_LL, DCCL_SCHED_ONESHOT_ALLREDUCE, 0);
@@ -62,31 +64,38 @@ static void tiny(void) {
   w.cta_first[1] = 1;
   w.cta_ntasks[0] = w.cta_ntasks[1] = 1;
   w.inline_tasks[0] = w.inline_tasks[1] = t;
-  check(dccl_kernel_tiny(ll, &w), "two 8-byte one-shots, a CTA each: the tiny path");
-  check(!dccl_kernel_tiny(DCCL_ELEM_F32, &w), "the generic kernel has no tiny path");
-  check(!dccl_kernel_tiny(DCCL_KERNEL_ANY, &w), "nor the kernel for any type");
+  check(dccl_kernel_tiny(ll, &w) == tk, "two 8-byte one-shots, a CTA each: the tiny kernel (got %d)",
+        dccl_kernel_tiny(ll, &w));
+  check(dccl_kernel_tiny(DCCL_KERNEL_LL(DCCL_ELEM_BF16), &w) == DCCL_KERNEL_TINY(DCCL_ELEM_BF16),
+        "bf16's LL kernel: bf16's tiny kernel");
+  check(dccl_kernel_tiny(DCCL_ELEM_F32, &w) == DCCL_ELEM_F32, "the generic kernel stays");
+  check(dccl_kernel_tiny(DCCL_KERNEL_ANY, &w) == DCCL_KERNEL_ANY, "so does the kernel for any type");
+  check(dccl_kernel_tiny(tk, &w) == tk, "a tiny kernel is not asked again");
   w.inline_tasks[1].sched.count = DCCL_DEV_TINY_BYTES / 4;
-  check(dccl_kernel_tiny(ll, &w), "%d bytes: still tiny", DCCL_DEV_TINY_BYTES);
+  check(dccl_kernel_tiny(ll, &w) == tk, "%d bytes: still tiny", DCCL_DEV_TINY_BYTES);
   w.inline_tasks[1].sched.count++;
-  check(!dccl_kernel_tiny(ll, &w), "one element past %d bytes: the LL path", DCCL_DEV_TINY_BYTES);
+  check(dccl_kernel_tiny(ll, &w) == ll, "one element past %d bytes: the LL kernel", DCCL_DEV_TINY_BYTES);
   w.inline_tasks[1] = t;
   w.inline_tasks[1].nsteps[0] = 4;
-  check(!dccl_kernel_tiny(ll, &w), "two chunks: the LL path");
+  check(dccl_kernel_tiny(ll, &w) == ll, "two chunks: the LL kernel");
   w.inline_tasks[1] = t;
   w.inline_tasks[1].sched.algo = DCCL_SCHED_RING_ALLREDUCE;
-  check(!dccl_kernel_tiny(ll, &w), "an LL ring: the LL path");
+  check(dccl_kernel_tiny(ll, &w) == ll, "an LL ring: the LL kernel");
   w.inline_tasks[1] = t;
   w.inline_tasks[1].sched.npeers = DCCL_DEV_CONN_SLOTS + 1;
-  check(!dccl_kernel_tiny(ll, &w), "more peers than links: the LL path");
+  check(dccl_kernel_tiny(ll, &w) == ll, "more peers than links: the LL kernel");
   w.inline_tasks[1] = t;
   w.cta_ntasks[0] = 2;
   w.cta_ntasks[1] = 0;
-  check(!dccl_kernel_tiny(ll, &w), "two tasks on one CTA: the LL path");
+  check(dccl_kernel_tiny(ll, &w) == ll, "two tasks on one CTA: the LL kernel");
   w.cta_ntasks[0] = w.cta_ntasks[1] = 1;
+  w.cta_first[1] = 0;
+  check(dccl_kernel_tiny(ll, &w) == ll, "CTA 1 on task 0 (the tiny kernel runs task b on CTA b): the LL kernel");
+  w.cta_first[1] = 1;
   w.tasks = &t;
-  check(!dccl_kernel_tiny(ll, &w), "tasks in host memory: the LL path");
+  check(dccl_kernel_tiny(ll, &w) == ll, "tasks in host memory: the LL kernel");
   w.tasks = NULL;
-  check(dccl_kernel_tiny(ll, &w), "and back: tiny");
+  check(dccl_kernel_tiny(ll, &w) == tk, "and back: tiny");
 }
 
 static void names(void) {
@@ -101,6 +110,10 @@ static void names(void) {
   check(strcmp(name, "dccl_kernel_ll_t0") == 0, "the first LL kernel: %s", name);
   dccl_kernel_name(DCCL_KERNEL_LL(DCCL_KERNEL_NTYPES - 1), name, sizeof(name));
   check(strcmp(name, "dccl_kernel_ll_t11") == 0, "the last LL kernel: %s", name);
+  dccl_kernel_name(DCCL_KERNEL_TINY(DCCL_ELEM_F32), name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_tiny_t7") == 0, "float32's tiny kernel: %s", name);
+  dccl_kernel_name(DCCL_NKERNELS - 1, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_tiny_t11") == 0, "the last kernel: %s", name);
 }
 #endif
 
