@@ -216,9 +216,17 @@ DCCL_CONN_FN uint64_t dccl_conn_desc_layout(struct dccl_conn_desc *d, uint32_t n
   return end;
 }
 
+/* regions[region] (a region is 0 or 1) as a choice between both bases, loaded beside `region`: a kernel that reads
+ * a link's descriptor and bases from memory then waits for one round trip, not for the region and then the base
+ * (the bit choice keeps the compiler from folding it back into a load at a computed address). */
+DCCL_CONN_FN char *dccl_conn_base(char *const *regions, uint32_t region) {
+  uintptr_t r0 = (uintptr_t)regions[0], r1 = (uintptr_t)regions[1];
+  return (char *)(r0 ^ ((r0 ^ r1) & (0 - (uintptr_t)(region != 0))));
+}
+
 /* The address of a shared word, or of the slot at FIFO position `pos`, in this process's mapping of the regions. */
 DCCL_CONN_FN uint64_t *dccl_conn_word(char *const *regions, struct dccl_conn_loc l) {
-  return (uint64_t *)(regions[l.region] + l.off);
+  return (uint64_t *)(dccl_conn_base(regions, l.region) + l.off);
 }
 /* The slot index of FIFO position `pos`, on 32 bits while `pos` fits: a 64-bit remainder is a long software
  * routine on a GPU, and a kernel's thread 0 takes it on every step of a small operation. */
@@ -226,11 +234,11 @@ DCCL_CONN_FN uint64_t dccl_conn_index(const struct dccl_conn_desc *d, uint64_t p
   return pos >> 32 ? pos % d->nslots : (uint32_t)pos % d->nslots;
 }
 DCCL_CONN_FN char *dccl_conn_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
-  return regions[d->slots.region] + d->slots.off + dccl_conn_index(d, pos) * d->slot_stride;
+  return dccl_conn_base(regions, d->slots.region) + d->slots.off + dccl_conn_index(d, pos) * d->slot_stride;
 }
 /* The LL slot of FIFO position `pos` (links that carry LL). */
 DCCL_CONN_FN char *dccl_conn_ll_slot(const struct dccl_conn_desc *d, char *const *regions, uint64_t pos) {
-  return regions[d->ll_slots.region] + d->ll_slots.off + dccl_conn_index(d, pos) * d->ll_stride;
+  return dccl_conn_base(regions, d->ll_slots.region) + d->ll_slots.off + dccl_conn_index(d, pos) * d->ll_stride;
 }
 
 /* A 16-byte line of two units, as one access on the device (each half still carries its own flag, since only

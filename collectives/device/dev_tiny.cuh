@@ -25,9 +25,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   dccl_oneshot_step(&t->sched, 0, &step); // the send step; the receive step has the same counts and offsets
   const uint64_t bytes = step.nelem * t->esize;
   const uint32_t lines = dccl_ll_units(bytes) / 2;
-  // The input on its way into L1 while the links' counters load: the staging below would wait for it after them.
   const char *in = t->sendbuff + step.in_off * t->esize;
-  if ((uint64_t)lane * 32 < bytes) asm volatile("prefetch.global.L1 [%0];" ::"l"(in + lane * 32));
 
   // Each lane its link: the links' pointers and the call, where the failure paths (dev_fail, dev_wait,
   // dev_check_header) and the LL lines' helpers look for them, and its counters in registers.
