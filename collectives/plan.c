@@ -305,10 +305,11 @@ static int device_algo(const struct dccl_op *op) {
   if (!strcasecmp(forced, "tree")) return DCCL_ALGO_TREE; /* as the host's choice (tune.c): NCCL_ALGO=Tree too */
   if (!strcasecmp(forced, "oneshot")) return DCCL_ALGO_ONESHOT;
   if (!strcasecmp(forced, "ring")) return DCCL_ALGO_RING;
-  /* An all-reduce that fits one LL step takes the one-shot through the FIFOs even where direct could run: the direct
-   * path meets every rank before and after, and lost to the one-shot from 8 B to 2 KiB in one process (back to back
-   * 1.2-1.3x at 2 ranks, 1.4-1.6x at 4), winning from 8 KiB, where the one-shot goes bulk (docs/performance.md). */
-  if (op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= DCCL_DEV_LL_BYTES && strcasecmp(forced, "direct") &&
+  /* An all-reduce of at most half an LL step takes the one-shot through the FIFOs even where direct could run: the
+   * direct path meets every rank before and after, and lost to the one-shot from 8 B to 2 KiB in one process (back
+   * to back 1.1-1.3x at 2 ranks, 1.2-1.6x at 4); at 4 KiB they tie, from 8 KiB (the one-shot in bulk) direct wins
+   * (docs/performance.md). */
+  if (op->kind == DCCL_OP_ALLREDUCE && op->count * op->esize <= DCCL_DEV_LL_BYTES / 2 && strcasecmp(forced, "direct") &&
       strcasecmp(dccl_param_str(DCCL_PARAM_PROTO), "bulk") && !op->comm->dev_net)
     return DCCL_ALGO_ONESHOT;
   int64_t direct_min = dccl_param_int(DCCL_PARAM_DIRECT_MIN_BYTES);

@@ -43,7 +43,7 @@
 #           1 and 0), alternated: back to back, synchronised after each, replayed as one CUDA graph and
 #           synchronised, and the empty kernel on every rank's stream + synchronise of the same run.
 #   small:  where the direct all-reduce starts to beat the one-shot through the FIFOs in one process WITHOUT MPS
-#           (perf/inproc_allreduce, SMALL_NP ranks, default "2 4", float32 sum 8 B-64 KiB by 4x, 1000 each):
+#           (perf/inproc_allreduce, SMALL_NP ranks, default "2 4", float32 sum 8 B-64 KiB by 2x, 1000 each):
 #           SMALL_ALGOS (default "direct oneshot") alternated, back to back, synchronised after each and replayed as
 #           a CUDA graph: the size DCCL_DIRECT_MIN_BYTES should name.
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
@@ -148,7 +148,7 @@ done
     for algo in ${SMALL_ALGOS:-direct oneshot}; do
       name=small.np$np.$algo.r$round
       fits 30 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO=$algo timeout 60 "$build/perf/inproc_allreduce" "$np" 8 64K 1000 4 \
+      DCCL_TRANSPORT= DCCL_ALGO=$algo timeout 60 "$build/perf/inproc_allreduce" "$np" 8 64K 1000 2 \
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {b[$1] = $2; s[$1] = $6; k[++m] = $1}
         /^# graph\+sync/ {g[$3] = $(NF-1)}

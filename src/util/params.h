@@ -70,7 +70,7 @@
   X(DIRECT_MIN_BYTES, INT, 0, "Device collectives of at least this many bytes between ranks of one GPU (of one "  \
                               "process, or with buffers in windows) read every rank's buffers in place (the direct " \
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. All-reduces of " \
-                              "at most 4 KiB (one LL step) take the one-shot whatever it says, unless DCCL_PROTO="   \
+                              "at most 2 KiB take the one-shot whatever it says (faster there), unless DCCL_PROTO="  \
                               "bulk. -1: never (unless DCCL_ALGO=direct).")                                         \
   X(DIRECT_PIECE_BYTES, INT, 2097152, "The direct all-reduce, broadcast and reduce: bytes of the pieces its "   \
                                       "channels take in turn (channel c pieces c, c + channels, ...), so the CTAs " \

@@ -309,6 +309,38 @@ static void test_direct_choice(void) {
   free_comms(&comm, 1);
 }
 
+/* Device all-reduces of at most 2 KiB (half an LL step) take the one-shot through the FIFOs even in one process, where
+ * the direct path could run (it meets every rank before and after: slower there); larger ones and the other
+ * collectives take direct; DCCL_ALGO=direct (the op's algo) still gets direct at any size. */
+static void test_small_allreduce_choice(void) {
+  struct dccl_comm comm;
+  four_rank_device_comm(&comm);
+  comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
+  struct {
+    int kind, algo;
+    uint64_t count;
+    int want;
+    const char *what;
+  } cases[] = {
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, 2, DCCL_ALGO_ONESHOT, "an 8-byte all-reduce"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, DCCL_DEV_LL_BYTES / 8, DCCL_ALGO_ONESHOT, "a 2 KiB all-reduce"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_AUTO, DCCL_DEV_LL_BYTES / 8 + 1, DCCL_ALGO_DIRECT, "2 KiB and 4 bytes"},
+      {DCCL_OP_ALLREDUCE, DCCL_ALGO_DIRECT, 2, DCCL_ALGO_DIRECT, "an 8-byte all-reduce asked to go direct"},
+      {DCCL_OP_ALLGATHER, DCCL_ALGO_AUTO, 2, DCCL_ALGO_DIRECT, "an 8-byte all-gather"},
+  };
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct dccl_op op = {.comm = &comm.coll, .kind = cases[i].kind, .count = cases[i].count, .type = ncclFloat32,
+                         .esize = 4, .algo = cases[i].algo, .root = -1, .peer = -1, .on_device = 1, .send_win = -1,
+                         .recv_win = -1};
+    dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+    ncclResult_t res = dccl_op_plan(&op);
+    CHECK(res == ncclSuccess && op.algo == cases[i].want, "one process, %s: %s (want %s)", cases[i].what,
+          dccl_algo_name(op.algo), dccl_algo_name(cases[i].want));
+  }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 /* Deterministic mode with device buffers: the direct collectives where every buffer is in reach, else the one-shot
  * (up to 64 KiB) and the ordered schedules in kernels, whatever DCCL_ALGO asked, for all-reduce, reduce and
  * reduce-scatter; more than 9 ranks are refused (a link to every other rank). */
@@ -551,6 +583,7 @@ int main(void) {
   test_ring_order();
   test_device_ring_channels();
   test_direct_choice();
+  test_small_allreduce_choice();
   test_direct_pieces();
   test_deterministic_device();
   test_deterministic_channels();
