@@ -214,9 +214,25 @@ static void test_slot_index(void) {
   check(wrong == 0, "slot index = position %% slots on both sides of 2^32 (%d wrong)", wrong);
 }
 
+/* A region's base, chosen from both (dccl_conn_base), is the one the region names: words and slots land in the
+ * receiver's region or the sender's as the layout says, whichever lies at the higher address. */
+static void test_region_base(void) {
+  char a[256], b[256];
+  char *up[DCCL_REGIONS] = {a, b}, *down[DCCL_REGIONS] = {b, a};
+  check(dccl_conn_base(up, DCCL_REGION_RECV) == a && dccl_conn_base(up, DCCL_REGION_SEND) == b,
+        "region bases: receiver's region 0, sender's 1");
+  check(dccl_conn_base(down, DCCL_REGION_RECV) == b && dccl_conn_base(down, DCCL_REGION_SEND) == a,
+        "region bases, the other way round");
+  struct dccl_conn_loc l = {.off = 40, .region = DCCL_REGION_SEND};
+  check((char *)dccl_conn_word(up, l) == b + 40, "a word in the sender's region");
+  l.region = DCCL_REGION_RECV;
+  check((char *)dccl_conn_word(up, l) == a + 40, "a word in the receiver's region");
+}
+
 int main(void) {
   test_layout();
   test_slot_index();
+  test_region_base();
   test_ll_flags();
   test_stale_bulk_payload();
   test_mixed_protocols();
