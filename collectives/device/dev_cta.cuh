@@ -140,7 +140,7 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
 
 // Records the first failure of the launch for the host (ncclCommGetAsyncError) and marks every link of the task
 // aborted, so the ranks at their other ends stop too (a peer may be polling LL lines this rank will never write).
-// Inlined at each failure site (40 KiB of cold code in the tiny kernel): out of line, the hot path cost 0.24 us
+// Inlined at each failure site (60 KiB of cold code in the tiny kernel): out of line, the hot path cost 0.24 us
 // more under CUDA graph replay on an H100, though the kernel's code shrank 104 -> 44 KiB (docs/performance.md).
 __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
                          const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL, int peer = -1) {
