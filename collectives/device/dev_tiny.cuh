@@ -1,10 +1,11 @@
 // The tiny kernels (kernels.cu; collectives/device/kernel_choice.h, dccl_kernel_tiny): launches whose CTA b runs
-// task b, one one-shot all-reduce of a single LL step of at most DCCL_DEV_TINY_BYTES, as one warp. It speaks the LL
-// one-shot's protocol exactly (the same slots, headers, flags, counters and checks: a peer on the LL path or on
-// this one cannot tell them apart) without its machinery: no task copied into shared memory, no schedule, no
-// barrier but the warp's; lane i holds link i. An 8-byte all-reduce between two processes under MPS spent about 6.6
-// us above kernels that only meet (dev_latency meet+sync), mostly in that machinery; this path took 1.1 us of it as
-// a branch of the LL kernels (docs/performance.md).
+// task b, one one-shot all-reduce of a single LL step of at most DCCL_DEV_TINY_BYTES, as one warp (and a second
+// that only counts the CTA's exit). It speaks the LL one-shot's protocol exactly (the same slots, headers, flags,
+// counters and checks: a peer on the LL path or on this one cannot tell them apart) without its machinery: no task
+// copied into shared memory, no schedule, no barrier but the warp's and the exit count's; lane i holds link i. An
+// 8-byte all-reduce between two processes under MPS spent about 6.6 us above kernels that only meet (dev_latency
+// meet+sync), mostly in that machinery; this path took 1.1 us of it as a branch of the LL kernels
+// (docs/performance.md).
 #ifndef DCCL_DEV_TINY_CUH_
 #define DCCL_DEV_TINY_CUH_
 
@@ -16,6 +17,15 @@ __device__ __forceinline__ void dev_tiny_lines(int lane, int npeers, uint32_t li
   for (uint32_t j = lane; j < npeers * lines; j += 32) body(j / lines, j % lines);
 }
 
+// Warp 0 tells warp 1 (dev_tiny_count) that the links' counters are written, or that the task failed: the arrival
+// releases warp 0's writes to the barrier's waiter (the PTX memory model's barrier synchronisation).
+#define DEV_TINY_BAR 1
+__device__ __forceinline__ void dev_tiny_counted() {
+  __syncwarp();
+  asm volatile("bar.arrive %0, %1;" ::"n"(DEV_TINY_BAR), "n"(2 * 32) : "memory");
+}
+
+// Warp 0 of a tiny kernel: the task. Every way out passes dev_tiny_counted once.
 template <int TYPE>
 __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   const int lane = threadIdx.x;
@@ -79,7 +89,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     const int gpu = s->same_gpu;
     ok = dev_wait(w, cta, s, [&] { return spos - (sseen = conn_acquire(gpu, head)) < nslots; });
   }
-  if (!__all_sync(~0u, ok)) return;
+  if (!__all_sync(~0u, ok)) return dev_tiny_counted();
   DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
   __syncwarp(); // the staged payload and every link's slots, seen by every lane
   dev_tiny_lines(lane, npeers, lines, [&](int p, uint32_t l) { dev_ll_store(cta, 0, 0, p, l, bytes); });
@@ -108,21 +118,32 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     s->pos = spos + 1;
     s->peer_seen = sseen;
   }
-  if (!__all_sync(~0u, good)) return;
+  if (!__all_sync(~0u, good)) return dev_tiny_counted();
   DEV_STAGE(cta, DEV_STAGE_DATA_IN);
 
-  dev_oneshot_sources(cta, *t, lane, r != NULL, above, t->recvbuff + step.out_off * t->esize, step.nelem);
-  __syncwarp();
-  dev_reduce_small<TYPE>(cta->args[1], t->esize, lane, 32);
-  DEV_STAGE(cta, DEV_STAGE_REDUCED);
-  DEV_AGAIN(cta, dev_reduce_small<TYPE>(cta->args[1], t->esize, lane, 32)); // stage builds: warm, against cold
-  if (r) { // the reception handed back (its lines are in shared memory), and the operation counted on both links
+  // The reception handed back (its lines are in shared memory) and the operation counted on both links before the
+  // reduction, so the exit count's fence (warp 1) runs while this warp reduces.
+  if (r) {
     *(volatile uint64_t *)dccl_conn_word((char *const *)r->regions, r->desc.head) = rpos + 1;
     r->pos = rpos + 1;
     r->nops = rseq + 1;
     s->nops = sseq + 1;
   }
+  dev_tiny_counted();
   DEV_STAGE(cta, DEV_STAGE_RELEASED);
+  dev_oneshot_sources(cta, *t, lane, r != NULL, above, t->recvbuff + step.out_off * t->esize, step.nelem);
+  __syncwarp();
+  dev_reduce_small<TYPE>(cta->args[1], t->esize, lane, 32);
+  DEV_STAGE(cta, DEV_STAGE_REDUCED);
+  DEV_AGAIN(cta, dev_reduce_small<TYPE>(cta->args[1], t->esize, lane, 32)); // stage builds: warm, against cold
+}
+
+// Warp 1 of a tiny kernel: once warp 0 has written the links' counters back (or given up), the CTA's exit counted
+// for the host (dev_count_exit). Its fence waits for those writes to reach the GPU's memory; on a warp of its own it
+// overlaps warp 0's reduction and output instead of following them (it cost 0.75 us at the end of the path).
+__device__ __forceinline__ void dev_tiny_count(dev_cta *cta) {
+  asm volatile("bar.sync %0, %1;" ::"n"(DEV_TINY_BAR), "n"(2 * 32) : "memory");
+  if (threadIdx.x == 32 && cta->words.done_ctas) dev_count_exit(cta->words.done_ctas);
 }
 
 #endif

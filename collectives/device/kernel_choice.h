@@ -1,8 +1,8 @@
 /* Which of the module's kernels (collectives/device/kernels.cu) runs a launch, and their names. Each element type
  * has a generic kernel, which runs every kind of task, an LL kernel, built for single-stream LL steps only (a small
- * operation's path, compact: its time is not spent fetching code), and a tiny kernel, one warp a CTA, for the
- * smallest one-shot all-reduces; groups mixing types take the generic kernel for any type. Plain host code, so the
- * choice is unit-tested without a GPU. */
+ * operation's path, compact: its time is not spent fetching code), and a tiny kernel, a warp a CTA (and one that
+ * counts its exit), for the smallest one-shot all-reduces; groups mixing types take the generic kernel for any type.
+ * Plain host code, so the choice is unit-tested without a GPU. */
 #ifndef DCCL_KERNEL_CHOICE_H_
 #define DCCL_KERNEL_CHOICE_H_
 
@@ -30,11 +30,12 @@ int dccl_kernel_generic(int type);
 int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);
 
 /* The tiny kernel of LL kernel `kernel`'s type where it may run launch `w` (collectives/device/dev_tiny.cuh: one
- * warp per CTA, none of the LL path's task copy, schedule or CTA barriers), else `kernel`: the tasks travel in the
- * parameter, CTA b runs task b, and each is a one-shot all-reduce of a single step of at most DCCL_DEV_TINY_BYTES
- * with at most DCCL_DEV_CONN_SLOTS peers. A generic kernel's launch stays on it. */
+ * warp per CTA runs its task and a second counts its exit, none of the LL path's task copy, schedule or CTA
+ * barriers), else `kernel`: the tasks travel in the parameter, CTA b runs task b, and each is a one-shot all-reduce
+ * of a single step of at most DCCL_DEV_TINY_BYTES with at most DCCL_DEV_CONN_SLOTS peers. A generic kernel's launch
+ * stays on it. */
 #define DCCL_DEV_TINY_BYTES 128
-#define DCCL_DEV_TINY_THREADS 32
+#define DCCL_DEV_TINY_THREADS 64
 int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w);
 
 #endif

@@ -425,15 +425,17 @@ DCCL_DEV_KERNEL(dccl_kernel_ll_t9, 9, 1)
 DCCL_DEV_KERNEL(dccl_kernel_ll_t10, 10, 1)
 DCCL_DEV_KERNEL(dccl_kernel_ll_t11, 11, 1)
 
-// The tiny kernels (dev_tiny.cuh): one warp a CTA, the smallest one-shot all-reduces only. Kernels of their own, so
-// that a launch fetches only this path's few instructions, cold on whichever SM it lands.
+// The tiny kernels (dev_tiny.cuh): a warp a CTA and one that counts its exit, the smallest one-shot all-reduces
+// only. Kernels of their own, so that a launch fetches only this path's few instructions, cold on whichever SM it
+// lands.
 #define DCCL_DEV_TINY_KERNEL(name, type)                                                                  \
   extern "C" __global__ void __launch_bounds__(DCCL_DEV_TINY_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
     __shared__ dev_cta cta;                                                                                \
     DEV_STAGES_BEGIN(&cta);                                                                                \
-    dev_tiny<type>(&w, &cta);                                                                              \
-    __syncwarp();                                                                                          \
-    if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);                     \
+    if (threadIdx.x < 32)                                                                                  \
+      dev_tiny<type>(&w, &cta);                                                                            \
+    else                                                                                                   \
+      dev_tiny_count(&cta);                                                                                \
     DEV_STAGES_END(&cta);                                                                                  \
   }
 DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t0, 0)
