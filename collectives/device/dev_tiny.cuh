@@ -17,6 +17,14 @@ __device__ __forceinline__ void dev_tiny_lines(int lane, int npeers, uint32_t li
   for (uint32_t j = lane; j < npeers * lines; j += 32) body(j / lines, j % lines);
 }
 
+// The 4 bytes at `p` (4-byte aligned), or the `left` of them that belong to the input, the rest 0.
+__device__ __forceinline__ uint32_t dev_tiny_word(const char *p, uint64_t left) {
+  if (left >= 4) return *(const uint32_t *)p;
+  uint32_t w = 0;
+  for (uint32_t b = 0; b < left; b++) w |= (uint32_t)(uint8_t)p[b] << 8 * b;
+  return w;
+}
+
 // Warp 0 tells warp 1 (dev_tiny_count) that the links' counters are written, or that the task failed: the arrival
 // releases warp 0's writes to the barrier's waiter (the PTX memory model's barrier synchronisation).
 #define DEV_TINY_BAR 1
@@ -35,7 +43,12 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   dccl_oneshot_step(&t->sched, 0, &step); // the send step; the receive step has the same counts and offsets
   const uint64_t bytes = step.nelem * t->esize;
   const uint32_t lines = dccl_ll_units(bytes) / 2;
+  // The input, where no premultiply applies and it is 4-byte aligned, straight into registers (word `lane`) as the
+  // kernel starts, beside the links' counters: staged after them, its load added a round trip to the path.
   const char *in = t->sendbuff + step.in_off * t->esize;
+  const int raw = !t->redop.has_pre && ((uintptr_t)in & 3) == 0;
+  uint32_t word = 0;
+  if (raw && 4 * (uint64_t)lane < bytes) word = dev_tiny_word(in + 4 * lane, bytes - 4 * lane);
 
   // Each lane its link: the links' pointers and the call, where the failure paths (dev_fail, dev_wait,
   // dev_check_header) and the LL lines' helpers look for them, and its counters in registers.
@@ -69,16 +82,21 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     cta->seq[0][DCCL_DEV_CONN_SLOTS + lane] = sseq;
   }
   DEV_STAGE(cta, DEV_STAGE_TASK);
-  if (lane == 0) { // the input, premultiplied and rounded to the type: every send's payload and the own source
-    uint64_t pre = t->redop.pre;
-    if (t->redop.pre_ptr) {
-      pre = 0;
-      memcpy(&pre, (const void *)t->redop.pre_ptr, t->esize);
+  // The staged input, every send's payload and the own source: as it is, or premultiplied and rounded to the type.
+  if (raw) {
+    if (4 * (uint64_t)lane < bytes) ((uint32_t *)cta->ll_send[0])[lane] = word;
+  } else {
+    if (lane == 0) {
+      uint64_t pre = t->redop.pre;
+      if (t->redop.pre_ptr) {
+        pre = 0;
+        memcpy(&pre, (const void *)t->redop.pre_ptr, t->esize);
+      }
+      dev_stage_args(cta->args[0], in, cta->ll_send[0], step.nelem, t->redop, pre);
     }
-    dev_stage_args(cta->args[0], in, cta->ll_send[0], step.nelem, t->redop, pre);
+    __syncwarp();
+    dev_reduce_small<TYPE>(cta->args[0], t->esize, lane, 32);
   }
-  __syncwarp();
-  dev_reduce_small<TYPE>(cta->args[0], t->esize, lane, 32);
 
   // Room in every send's FIFO (`head` as last read usually says so), then the lines, then `tail`, before any
   // reception: a peer that expected bulk must still see the slot come.
