@@ -92,7 +92,7 @@
 #           skipped), each
 #           running dev_latency (2 ranks in processes under MPS: every mode, the empty kernel in DCCL's launch shape
 #           among them) and inproc_allreduce (2 ranks of one process under MPS, 8 B: the default and
-#           DCCL_ALGO=oneshot).
+#           DCCL_ALGO=oneshot). perf/knob_report.py tabulates the medians.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
