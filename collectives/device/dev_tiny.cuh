@@ -97,6 +97,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     __syncwarp();
     dev_reduce_small<TYPE>(cta->args[0], t->esize, lane, 32);
   }
+  __syncwarp(); // the links and the words in shared memory, seen by every lane before a wait may report through them
 
   // Room in every send's FIFO (`head` as last read usually says so), then the lines, then `tail`, before any
   // reception: a peer that expected bulk must still see the slot come.
