@@ -110,11 +110,11 @@ __device__ __forceinline__ void dev_words_in(const dccl_dev_work *w, dev_cta *ct
 
 // Thread 0, as its CTA leaves (after a barrier), or a tiny kernel's warp 1 once warp 0 has written its links back
 // (dev_tiny_count; warp 0 then only reduces into the output): one more CTA of the launch has exited. The host learns
-// from the count that the CTA's reads of the launch's memory are over (it reuses the block and may order a next
-// launch after no event) and that the links' counters are written back. What a kernel writes for the host to read has its
-// own system-scope release (a staged link's `tail`, the failure record) or is read after the stream's completion
-// (user buffers), so a GPU-scope fence orders all the count publishes: a system-scope release here cost 0.9 us of
-// every launch, a fence that waits for every write to reach the system.
+// from the count that the CTA's reads of the launch's memory are over (it reuses the block and may order a next launch
+// after no event) and that the links' counters are written back. What a kernel writes for the host to read has its own
+// system-scope release (a staged link's `tail`, the failure record) or is read after the stream's completion (user
+// buffers), so a GPU-scope fence orders all the count publishes: a system-scope release here cost 0.9 us of every
+// launch, a fence that waits for every write to reach the system.
 __device__ __forceinline__ void dev_count_exit(uint32_t *done_ctas) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.sys.add.u32 [%0], 1;" ::"l"(done_ctas) : "memory");
 }

@@ -10,6 +10,7 @@
 #define DCCL_DEV_TINY_CUH_
 
 #include "collectives/device/dev_ll.cuh"
+#include "collectives/device/kernel_choice.h"
 
 // Lanes over the lines of every link's slot: line l of link p is item p * lines + l.
 template <typename Body>
@@ -30,7 +31,7 @@ __device__ __forceinline__ uint32_t dev_tiny_word(const char *p, uint64_t left) 
 #define DEV_TINY_BAR 1
 __device__ __forceinline__ void dev_tiny_counted() {
   __syncwarp();
-  asm volatile("bar.arrive %0, %1;" ::"n"(DEV_TINY_BAR), "n"(2 * 32) : "memory");
+  asm volatile("bar.arrive %0, %1;" ::"n"(DEV_TINY_BAR), "n"(DCCL_DEV_TINY_THREADS) : "memory");
 }
 
 // Warp 0 of a tiny kernel: the task. Every way out passes dev_tiny_counted once.
@@ -161,8 +162,8 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
 // for the host (dev_count_exit). Its fence waits for those writes to reach the GPU's memory; on a warp of its own it
 // overlaps warp 0's reduction and output instead of following them (it cost 0.75 us at the end of the path).
 __device__ __forceinline__ void dev_tiny_count(dev_cta *cta) {
-  asm volatile("bar.sync %0, %1;" ::"n"(DEV_TINY_BAR), "n"(2 * 32) : "memory");
-  if (threadIdx.x == 32 && cta->words.done_ctas) dev_count_exit(cta->words.done_ctas);
+  asm volatile("bar.sync %0, %1;" ::"n"(DEV_TINY_BAR), "n"(DCCL_DEV_TINY_THREADS) : "memory");
+  if (threadIdx.x == DCCL_DEV_TINY_THREADS - 32 && cta->words.done_ctas) dev_count_exit(cta->words.done_ctas);
 }
 
 #endif
