@@ -63,22 +63,34 @@ struct dccl_dev_args {
   uint64_t n;   // elements
 };
 
+// One element of `nsrcs` sources combined in order (x_of(s): source s's value, widened), then divided where the
+// op averages and narrowed: the one order and the one set of functions every element path uses, so their results
+// are the same bits.
+template <typename R, typename Source>
+__device__ __forceinline__ typename R::T dev_fold(int nsrcs, int kind, uint32_t post_div, Source x_of) {
+  typedef typename R::A A;
+  A acc = 0;
+  for (int s = 0; s < nsrcs; s++) {
+    A x = x_of(s);
+    acc = s == 0 ? x : R::op(kind, acc, x);
+  }
+  if (post_div > 1) acc = (A)(acc / (A)post_div);
+  return R::narrow(acc);
+}
+
 // Element i: combine every source in order, then store into every destination.
 template <typename R>
 __device__ __forceinline__ void dev_reduce_elem(const dccl_dev_args &a, typename R::A scale, uint64_t i) {
   typedef typename R::T T;
   typedef typename R::A A;
-  A acc = 0;
-  for (int s = 0; s < a.nsrcs; s++) {
+  T out = dev_fold<R>(a.nsrcs, a.kind, a.post_div, [&](int s) {
     A x = R::widen(((const T *)a.srcs[s])[i]);
     if ((s == a.own || a.pre_all) && a.has_pre) {
       x = R::op(1, x, scale);
       if (a.round_own) x = R::widen(R::narrow(x));
     }
-    acc = s == 0 ? x : R::op(a.kind, acc, x);
-  }
-  if (a.post_div > 1) acc = (A)(acc / (A)a.post_div);
-  T out = R::narrow(acc);
+    return x;
+  });
   for (int d = 0; d < a.ndsts; d++) ((T *)a.dsts[d])[i] = out;
 }
 
