@@ -68,21 +68,20 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   if (raw && 4 * (uint64_t)lane < bytes) word = dev_tiny_word(in + 4 * lane, bytes - 4 * lane);
 
   // Each lane its link: the links' pointers and the call, where the failure paths (dev_fail, dev_wait,
-  // dev_check_header) and the LL lines' helpers look for them, and its counters in registers.
+  // dev_check_header) and the LL lines' helpers look for them, and its counters in registers. Every load goes out
+  // before any store that waits on one: a store (or a lane's branch) waiting on a load puts the loads after it one
+  // round trip later. So the link pointers are loaded before npeers is known and masked after, the rank's words are
+  // loaded by every lane (uniform) beside them and stored by lane 31 last, and the links' counters follow their
+  // pointers at once.
   dccl_dev_conn *r = NULL, *s = NULL;
   uint64_t rpos = 0, rseq = 0, spos = 0, sseen = 0, sseq = 0;
   int above = 0;
   if (lane < DCCL_DEV_CONN_SLOTS) {
-    r = lane < npeers ? t->recv[lane] : NULL;
-    s = lane < npeers ? t->send[lane] : NULL;
-    cta->task.recv[lane] = r;
-    cta->task.send[lane] = s;
+    r = t->recv[lane];
+    s = t->send[lane];
   }
-  if (lane == 31) {
-    cta->words = w->rank[w->cta_rank[blockIdx.x]];
-    cta->task.call = t->call;
-    cta->stop = 0;
-  }
+  const dccl_dev_rank_words words = w->rank[w->cta_rank[blockIdx.x]]; // its index's load beside the pointers'
+  if (lane >= npeers) r = s = NULL;
   if (r) {
     rpos = r->pos;
     rseq = r->nops;
@@ -97,6 +96,15 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     cta->ll_out_slot[0][lane] = dccl_conn_ll_slot(&s->desc, (char *const *)s->regions, spos);
     cta->ll_out_pos[0][lane] = spos;
     cta->seq[0][DCCL_DEV_CONN_SLOTS + lane] = sseq;
+  }
+  if (lane < DCCL_DEV_CONN_SLOTS) {
+    cta->task.recv[lane] = r;
+    cta->task.send[lane] = s;
+  }
+  if (lane == 31) {
+    cta->words = words;
+    cta->task.call = t->call;
+    cta->stop = 0;
   }
   DEV_STAGE(cta, DEV_STAGE_TASK);
   // The staged input, every send's payload and the own source: as it is, or premultiplied and rounded to the type.
