@@ -33,7 +33,9 @@
 #           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
 #           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
 #           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
-#           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each at the CTA caps of PATHS_ALLOC_CTAS ("default", or numbers for DCCL_MAX_CTAS: fewer CTAs
+#           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
+#           ("default", or comma-separated VAR=VALUE lists: DCCL_MAX_CTAS=8 touches fewer pages at once,
+#           DCCL_DIRECT_SPLIT=1 fewer buffers; the older PATHS_ALLOC_CTAS="default 8" still means the caps);
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
 #           the floor; ncclMemAlloc 85-91%). The floor's rate is measured first on the machine at hand
 #           (perf/gpu/hbm_ceiling), and each line gives both times as % of it.
@@ -273,12 +275,18 @@ hbm_tbps=
 [[ " $parts " == *" alloc "* ]] && for round in $(seq "$rounds"); do
   for reg in ${PATHS_ALLOC_REG:-windows lazy}; do
     for alloc in ${PATHS_ALLOC_KINDS:-cudamalloc memalloc}; do
-      for ctas in ${PATHS_ALLOC_CTAS:-default}; do
-        name=alloc.np4.$reg.$alloc$([ "$ctas" = default ] || echo ".ctas$ctas").r$round
+      sets=${PATHS_ALLOC_SETS:-}
+      [ -z "$sets" ] && for ctas in ${PATHS_ALLOC_CTAS:-default}; do
+        sets+=" $([ "$ctas" = default ] && echo default || echo "DCCL_MAX_CTAS=$ctas")"
+      done
+      for set in $sets; do
+        name=alloc.np4.$reg.$alloc$([ "$set" = default ] || echo ".${set//[=,]/_}").r$round
         fits 90 "$name" || continue
+        settings=() exports=()
+        [ "$set" = default ] || for kv in ${set//,/ }; do settings+=("$kv"); exports+=(-x "${kv%%=*}"); done
         # A stall report after 5 s tells a waiting kernel from a crawling one.
-        DCCL_MAX_CTAS=$([ "$ctas" = default ] || echo "$ctas") DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 \
-          timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS -np 4 \
+        env DCCL_ALGO= DCCL_TRANSPORT= DCCL_STALL_REPORT_MS=5000 "${settings[@]}" \
+          timeout 180 "${mpi[@]}" -x DCCL_STALL_REPORT_MS "${exports[@]}" -np 4 \
           "$build/perf/all_reduce_perf" -b "${PATHS_ALLOC_BEGIN:-256M}" -e 1G -f 2 -c 1 -n 20 -w 3 \
           -R "$([ $reg = windows ] && echo 2 || echo 0)" $([ $alloc = cudamalloc ] || echo "--$alloc") -T 150 \
           -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
