@@ -34,8 +34,8 @@
 #           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
 #           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
-#           ("default", or comma-separated VAR=VALUE lists: DCCL_MAX_CTAS=8 touches fewer pages at once,
-#           DCCL_DIRECT_SPLIT=1 fewer buffers; the older PATHS_ALLOC_CTAS="default 8" still means the caps);
+#           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
+#           pages at once, or DCCL_DIRECT_PIECE_BYTES=0; PATHS_ALLOC_CTAS="default 8" still means the caps);
 #           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
 #           the floor; ncclMemAlloc 85-91%). The floor's rate is measured first on the machine at hand
 #           (perf/gpu/hbm_ceiling), and each line gives both times as % of it.

@@ -42,49 +42,24 @@ __device__ __forceinline__ const char *dev_direct_here(const dccl_dev_task &t, c
   return (const char *)(uintptr_t)(e.local + ((uint64_t)(uintptr_t)at - e.owner));
 }
 
-// Every source and destination of `a` moved on by `delta` bytes, `n` elements from there.
-__device__ __forceinline__ void dev_direct_move(dccl_dev_args &a, uint64_t delta, uint64_t n) {
-  for (int s = 0; s < a.nsrcs; s++) a.srcs[s] = (const char *)a.srcs[s] + delta;
-  for (int d = 0; d < a.ndsts; d++) a.dsts[d] = (char *)a.dsts[d] + delta;
-  a.n = n;
-}
-
 // Under DCCL_DIRECT_PIECE_BYTES (t.sched.piece set) the channel's elements are pieces `stride` apart: after one,
-// thread 0 moves every source and destination (of the split all-reduce's copy `b` too) on to this rank's slice of
-// the next. 0 when none is left.
-__device__ __forceinline__ int dev_direct_next_piece(const dccl_dev_task &t, dccl_dev_args &a, dccl_dev_args &b,
-                                                     uint64_t *at, uint64_t *left, uint64_t *lo) {
+// thread 0 moves every source and destination on to this rank's slice of the next. 0 when none is left.
+__device__ __forceinline__ int dev_direct_next_piece(const dccl_dev_task &t, dccl_dev_args &a, uint64_t *at,
+                                                     uint64_t *left, uint64_t *lo) {
   uint64_t from = *at + *lo, hi;
   if (!dccl_direct_next_piece(&t.sched, t.rank, t.esize, at, left, lo, &hi)) return 0;
   uint64_t delta = (*at + *lo - from) * t.esize;
-  dev_direct_move(a, delta, hi - *lo);
-  if (t.direct_op == DCCL_DIRECT_OP_ALLREDUCE_SPLIT) dev_direct_move(b, delta, hi - *lo);
+  for (int s = 0; s < a.nsrcs; s++) a.srcs[s] = (const char *)a.srcs[s] + delta;
+  for (int d = 0; d < a.ndsts; d++) a.dsts[d] = (char *)a.dsts[d] + delta;
+  a.n = hi - *lo;
   return 1;
-}
-
-// The split all-reduce's copy of this rank's reduced slice (in its own output at `mine`) into the n - 1 other
-// outputs, given in `a`'s destinations (this rank's at a.dsts[me]): a plain copy, nothing applied again.
-__device__ __forceinline__ void dev_direct_split_copy(dccl_dev_args &b, const dccl_dev_args &a, int n, int me) {
-  b.srcs[0] = a.dsts[me];
-  b.nsrcs = 1;
-  b.ndsts = 0;
-  for (int p = 0; p < n; p++)
-    if (p != me) b.dsts[b.ndsts++] = a.dsts[p];
-  b.own = -1;
-  b.round_own = 0;
-  b.pre_all = 0;
-  b.has_pre = 0;
-  b.post_div = 0;
-  b.kind = a.kind;
-  b.n = a.n;
 }
 
 template <int TYPE>
 __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   const dccl_dev_task &t = cta->task;
-  dccl_dev_args &a = cta->args[0], &b = cta->args[1];
+  dccl_dev_args &a = cta->args[0];
   const int n = t.sched.nranks, me = t.rank;
-  const int split = t.direct_op == DCCL_DIRECT_OP_ALLREDUCE_SPLIT;
   __shared__ int go, more;
   __shared__ uint64_t piece_at, piece_left, piece_lo, op_k;
   // Every rank's slot of this channel, read at once by as many threads (thread 0 would read them one after the
@@ -145,11 +120,6 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     a.has_pre = t.redop.has_pre; // planned only for one scalar on every rank (an average)
     a.pre_all = 1;
     a.post_div = t.redop.post_div;
-    if (split && ok) { // the reduction writes this rank's output only; its copy writes the others
-      dev_direct_split_copy(b, a, n, me);
-      a.dsts[0] = a.dsts[me];
-      a.ndsts = 1;
-    }
     go = ok;
     if (!ok) dccl_st_release_gpu_u64(&mine->aborted, 1); // the peers stop waiting for this rank
   }
@@ -158,13 +128,9 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
   for (;;) {
     if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
-    if (split && a.n > 0) {
-      __syncthreads(); // the CTA's reduced piece is in its output before any thread copies it on
-      dev_reduce_copy_for<TYPE>(b, t.redop.type, t.esize, threadIdx.x, blockDim.x);
-    }
     if (!t.sched.piece) break;
     __syncthreads(); // every thread is done with the piece before thread 0 moves `a` on
-    if (threadIdx.x == 0) more = dev_direct_next_piece(t, a, b, &piece_at, &piece_left, &piece_lo);
+    if (threadIdx.x == 0) more = dev_direct_next_piece(t, a, &piece_at, &piece_left, &piece_lo);
     __syncthreads();
     if (!more) break;
   }

@@ -493,8 +493,7 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
                   : op->kind == DCCL_OP_ALLGATHER   ? DCCL_DIRECT_OP_ALLGATHER
                   : op->kind == DCCL_OP_BROADCAST   ? DCCL_DIRECT_OP_BROADCAST
                   : op->kind == DCCL_OP_REDUCE      ? DCCL_DIRECT_OP_REDUCE
-                  : dccl_param_int(DCCL_PARAM_DIRECT_SPLIT) == 1 ? DCCL_DIRECT_OP_ALLREDUCE_SPLIT
-                                                                 : DCCL_DIRECT_OP_ALLREDUCE;
+                                                    : DCCL_DIRECT_OP_ALLREDUCE;
   t->send_win = (int16_t)(op->send_win >= 0 ? op->send_win : -1); /* unused buffers are never read */
   t->recv_win = (int16_t)(op->recv_win >= 0 ? op->recv_win : -1);
   t->boards = (struct dccl_direct_slot *const *)(uintptr_t)dev->boards;

@@ -47,8 +47,6 @@ enum dccl_direct_op {
   DCCL_DIRECT_OP_ALLGATHER,     /* rank r copies its input into block r of every output */
   DCCL_DIRECT_OP_BROADCAST,     /* rank r copies slice r of the root's input into every output */
   DCCL_DIRECT_OP_REDUCE,        /* rank r reduces slice r of every input into the root's output */
-  DCCL_DIRECT_OP_ALLREDUCE_SPLIT, /* rank r reduces slice r of every input into its own output, piece by piece,
-                                     and copies each piece from there into every other output (DCCL_DIRECT_SPLIT) */
 };
 
 /* Where window w of rank r lies: at `owner` in rank r's process and at `local` in this one. The table of a

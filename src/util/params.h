@@ -76,10 +76,6 @@
                                       "channels take in turn (channel c pieces c, c + channels, ...), so the CTAs " \
                                       "read and write near one another (fewer pages at once: the GPU's TLB; 4 "   \
                                       "ranks, 1 GiB: 18% faster than 0). 0: each channel one contiguous range.")  \
-  X(DIRECT_SPLIT, INT, 0, "The direct all-reduce: 1 writes each rank's reduced slice into its own output first "    \
-                          "and then copies it from there into the other ranks' outputs (a CTA touches at most N + 1 " \
-                          "of the ranks' 2 N buffers at once, for 1/N more traffic); 0 writes it into every output " \
-                          "as it reduces.")                                                                       \
   X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes (of any size where both "      \
                                 "buffers are registered with ncclCommRegister) between ranks that live one "   \
                                 "per process on one GPU map every rank's buffers outside windows on first use " \

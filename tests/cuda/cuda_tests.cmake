@@ -116,14 +116,6 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   dccl_gpu_test(colls_3ranks_direct_pieces COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_DIRECT_PIECE_BYTES=4096)
   dccl_gpu_test(colls_4ranks_deterministic_pieces COMMAND gpu_colls 4 deterministic
                 ENV DCCL_DETERMINISTIC=1 DCCL_DIRECT_PIECE_BYTES=4096)
-  # The split direct all-reduce (DCCL_DIRECT_SPLIT=1: each rank's slice into its own output, then copied on), in
-  # pieces and whole, in place and out of place (gpu_colls runs both), and the deterministic bits through it.
-  dccl_gpu_test(colls_3ranks_direct_split_pieces COMMAND gpu_colls 3
-                ENV DCCL_ALGO=direct DCCL_DIRECT_SPLIT=1 DCCL_DIRECT_PIECE_BYTES=4096)
-  dccl_gpu_test(colls_4ranks_direct_split COMMAND gpu_colls 4 ENV DCCL_ALGO=direct DCCL_DIRECT_SPLIT=1
-                DCCL_DIRECT_PIECE_BYTES=0)
-  dccl_gpu_test(colls_4ranks_deterministic_split COMMAND gpu_colls 4 deterministic
-                ENV DCCL_DETERMINISTIC=1 DCCL_DIRECT_SPLIT=1)
   # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES), and a broadcast
   # whose ranks name different roots (all wait to receive): no fingerprint meets another, so only the stall report
   # (every 100 ms the monitor notes kernels that make no progress) names them.
@@ -212,8 +204,6 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
     dccl_gpu_test(windows_4ranks_memalloc COMMAND ${mps} ${windows} 4 memalloc ENV DCCL_TIMEOUT=60)
     dccl_gpu_test(windows_3ranks_cudamalloc_direct COMMAND ${mps} ${windows} 3 cudamalloc
                   ENV DCCL_TIMEOUT=60 DCCL_ALGO=direct)
-    dccl_gpu_test(windows_3ranks_cudamalloc_direct_split COMMAND ${mps} ${windows} 3 cudamalloc
-                  ENV DCCL_TIMEOUT=60 DCCL_ALGO=direct DCCL_DIRECT_SPLIT=1)
     # Deterministic mode: the window call must take the direct all-reduce (the trace says so).
     set(direct_traced ${DCCL_EXPECT_OUTPUT} "ncclAllReduce #[0-9]+ count 100003 type [a-z0-9]+ root -1 peer -1 algo direct")
     dccl_gpu_test(windows_3ranks_cudamalloc_deterministic COMMAND ${mps} ${direct_traced} ${windows} 3 cudamalloc
