@@ -36,9 +36,13 @@
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
 #           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
 #           pages at once, or DCCL_DIRECT_PIECE_BYTES=0; PATHS_ALLOC_CTAS="default 8" still means the caps);
-#           touch fewer pages at once); stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of
-#           the floor; ncclMemAlloc 85-91%). The floor's rate is measured first on the machine at hand
-#           (perf/gpu/hbm_ceiling), and each line gives both times as % of it.
+#           stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of the floor; ncclMemAlloc
+#           85-91%). The floor's rate is measured first on the machine at hand (perf/gpu/hbm_ceiling), and each
+#           line gives both times as % of it.
+#   reach:  what alloc's cudaMalloc loss follows (perf/gpu/ipc_reach, no kernels but one process's): one kernel
+#           copying k = 1-3 regions into k others, local or another process's, legacy IPC against cuMem fd
+#           mappings, at PATHS_REACH_MIB ("64 256 1024") MiB a region: does the rate fall with the number of the
+#           other process's allocations reached, and with their size?
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
@@ -185,6 +189,16 @@ ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
           --bind-to none
       done
     done
+  done
+done
+
+[[ " $parts " == *" reach "* ]] && for mib in ${PATHS_REACH_MIB:-64 256 1024}; do
+  for kind in legacy fd; do
+    name=reach.$kind.$mib
+    fits 60 "$name" || continue
+    timeout 180 "$build/perf/gpu/ipc_reach" --kind "$kind" --mib "$mib" --reps 5 > "$out/$name.log" 2>&1 ||
+      { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+    grep "^ipc_reach\|FAILED" "$out/$name.log"
   done
 done
 

@@ -62,6 +62,24 @@ __global__ void copy_kernel(unsigned char *dst, const unsigned char *src, size_t
   for (size_t i = vec * 16 + tid; i < bytes; i += stride) dst[i] = src[i];
 }
 
+struct copy_pairs {
+  uint4 *dst[REACH_MAX_PAIRS];
+  const uint4 *src[REACH_MAX_PAIRS];
+  int n;
+  size_t units; // 16-byte units of each pair
+};
+
+// Unit e of the interleaved walk: chunk e / C belongs to pair (chunk % n), at chunk (chunk / n) of that pair.
+__global__ void multi_copy_kernel(copy_pairs p) {
+  const size_t c = REACH_CHUNK_BYTES / 16, total = p.units * (size_t)p.n;
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t e = tid; e < total; e += stride) {
+    size_t chunk = e / c, at = chunk / p.n * c + e % c;
+    int k = (int)(chunk % p.n);
+    p.dst[k][at] = p.src[k][at];
+  }
+}
+
 __global__ void spin_kernel(const volatile uint32_t *flag, const volatile uint32_t *stop,
                             volatile unsigned long long *heartbeat, volatile uint32_t *why, uint64_t timeout_ns) {
   uint64_t deadline = global_ns() + timeout_ns;
@@ -96,8 +114,9 @@ static int launched() {
 
 extern "C" int kernels_preload(void) {
   cudaFuncAttributes attr;
-  const void *all[] = {(const void *)ping_kernel, (const void *)pong_kernel,  (const void *)copy_kernel,
-                       (const void *)spin_kernel, (const void *)fault_kernel, (const void *)store_kernel};
+  const void *all[] = {(const void *)ping_kernel,  (const void *)pong_kernel,  (const void *)copy_kernel,
+                       (const void *)multi_copy_kernel, (const void *)spin_kernel, (const void *)fault_kernel,
+                       (const void *)store_kernel};
   for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) {
     cudaError_t e = cudaFuncGetAttributes(&attr, all[i]);
     if (e != cudaSuccess) return (int)e;
@@ -124,6 +143,20 @@ extern "C" int copy_launch(CUdeviceptr dst, CUdeviceptr src, size_t bytes, int s
   int blocks = want < (size_t)(4 * sm_count) ? (int)want : 4 * sm_count;
   if (blocks < 1) blocks = 1;
   copy_kernel<<<blocks, threads, 0, stream>>>((unsigned char *)dst, (const unsigned char *)src, bytes);
+  return launched();
+}
+
+extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t bytes,
+                                 int sm_count, CUstream stream) {
+  if (n < 1 || n > REACH_MAX_PAIRS || bytes == 0 || bytes % REACH_CHUNK_BYTES) return (int)cudaErrorInvalidValue;
+  copy_pairs p;
+  for (int k = 0; k < n; k++) {
+    p.dst[k] = (uint4 *)dsts[k];
+    p.src[k] = (const uint4 *)srcs[k];
+  }
+  p.n = n;
+  p.units = bytes / 16;
+  multi_copy_kernel<<<4 * sm_count, 512, 0, stream>>>(p);
   return launched();
 }
 

@@ -27,6 +27,13 @@ int pong_launch(CUdeviceptr peer_flag, CUdeviceptr own_flag, int n, CUdeviceptr 
 /* Copies `bytes` from src to dst with 16-byte loads and stores where both are aligned, on about 4 CTAs per SM. */
 int copy_launch(CUdeviceptr dst, CUdeviceptr src, size_t bytes, int sm_count, CUstream stream);
 
+/* Copies `n` pairs (at most REACH_MAX_PAIRS) of `bytes` each (a multiple of 2 MiB) at once: the pairs' 2 MiB
+ * chunks interleaved, so every source and destination is in use from the kernel's start to its end. */
+#define REACH_MAX_PAIRS 8
+#define REACH_CHUNK_BYTES (2u << 20)
+int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t bytes, int sm_count,
+                      CUstream stream);
+
 /* Spins until the 32-bit *flag (device memory, may be a peer's) or *stop (mapped host memory) is nonzero or
  * timeout_ns pass; meanwhile increments *heartbeat (mapped host memory) so the host sees it run. On exit writes
  * *why: 1 = the flag, 2 = stop, 3 = the deadline. */
