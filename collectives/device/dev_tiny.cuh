@@ -29,7 +29,7 @@ __device__ __forceinline__ uint32_t dev_tiny_word(const char *p, uint64_t left) 
 // The one-shot's reduction, element i by lane i % 32: the staged own input and every reception, in rank order
 // (`own` is the own input's place), read where they lie in shared memory. The LL path's operand list
 // (dev_oneshot_sources, dev_reduce_small) reads each source's address from shared memory first: a chain of
-// dependent loads that took 0.6 us of an 8-byte all-reduce here.
+// dependent loads; the reduction took 0.71 us of an 8-byte all-reduce that way, 0.39 this way (stage timing).
 template <int TYPE>
 __device__ __forceinline__ void dev_tiny_reduce(dev_cta *cta, int npeers, int own, const dccl_dev_redop &op,
                                                 void *out, uint64_t n, int lane) {
