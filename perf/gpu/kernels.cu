@@ -69,14 +69,20 @@ struct copy_pairs {
   size_t units; // 16-byte units of each pair
 };
 
-// Unit e of the interleaved walk: chunk e / C belongs to pair (chunk % n), at chunk (chunk / n) of that pair.
+// Work in pieces of 64 KiB (8 units a thread of 512): piece j lies in chunk j / 32 of the interleave, which is
+// chunk (j / 32) / n of pair (j / 32) % n. A CTA takes pieces in turn; a thread loads its 8 units, then stores them.
+#define REACH_PIECE_UNITS 4096
 __global__ void multi_copy_kernel(copy_pairs p) {
-  const size_t c = REACH_CHUNK_BYTES / 16, total = p.units * (size_t)p.n;
-  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t e = tid; e < total; e += stride) {
-    size_t chunk = e / c, at = chunk / p.n * c + e % c;
-    int k = (int)(chunk % p.n);
-    p.dst[k][at] = p.src[k][at];
+  const uint32_t per_chunk = REACH_CHUNK_BYTES / 16 / REACH_PIECE_UNITS;
+  const uint32_t pieces = (uint32_t)(p.units / REACH_PIECE_UNITS) * (uint32_t)p.n;
+  for (uint32_t j = blockIdx.x; j < pieces; j += gridDim.x) {
+    uint32_t chunk = j / per_chunk, k = chunk % (uint32_t)p.n;
+    size_t at = ((size_t)(chunk / (uint32_t)p.n) * per_chunk + j % per_chunk) * REACH_PIECE_UNITS + threadIdx.x;
+    uint4 v[REACH_PIECE_UNITS / 512];
+#pragma unroll
+    for (int u = 0; u < REACH_PIECE_UNITS / 512; u++) v[u] = p.src[k][at + (size_t)u * 512];
+#pragma unroll
+    for (int u = 0; u < REACH_PIECE_UNITS / 512; u++) p.dst[k][at + (size_t)u * 512] = v[u];
   }
 }
 
@@ -156,7 +162,7 @@ extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *src
   }
   p.n = n;
   p.units = bytes / 16;
-  multi_copy_kernel<<<4 * sm_count, 512, 0, stream>>>(p);
+  multi_copy_kernel<<<4 * sm_count, 512, 0, stream>>>(p); // 512 threads: REACH_PIECE_UNITS assumes it
   return launched();
 }
 
