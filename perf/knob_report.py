@@ -9,7 +9,7 @@ import statistics
 import sys
 
 LATENCY = re.compile(r"knob\.(\S+)\.r(\d+): +(\S+(?: \S+)?) +([\d.]+) +([\d.]+) +([\d.]+)$")
-INPROC = re.compile(r"knob\.(\S+)\.r(\d+) inproc (\w+) 8 B: (.*) us$")
+INPROC = re.compile(r"knob\.(\S+)\.r(\d+) inproc (\w+) \d+ B: (.*) us$")
 
 
 def read(lines):

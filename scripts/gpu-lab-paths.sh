@@ -97,8 +97,9 @@
 #           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
 #           skipped), each
 #           running dev_latency (2 ranks in processes under MPS: every mode, the empty kernel in DCCL's launch shape
-#           among them) and inproc_allreduce (2 ranks of one process under MPS, 8 B: the default and
-#           DCCL_ALGO=oneshot). perf/knob_report.py tabulates the medians.
+#           among them) and inproc_allreduce (2 ranks of one process under MPS: the default and
+#           DCCL_ALGO=oneshot), at PATHS_KNOB_BYTES (8: the tiny path; 1024 takes the LL one-shot).
+#           perf/knob_report.py tabulates the medians.
 # Every run checks its results and writes its JSON. Prints one line per size and configuration; the logs go to
 # OUT_DIR. PATHS_PARTS (default "direct staged others") picks the parts, PATHS_STAGED (default "p2p windows shm")
 # the staged part's configurations.
@@ -393,16 +394,17 @@ done
     var=${setting%%=*}
     name=knob.${setting//\//_}.r$round # a path's slashes kept out of the log's name
     fits 40 "$name" || continue
+    kb=${PATHS_KNOB_BYTES:-8}
     env DCCL_TRANSPORT= DCCL_ALGO= "$setting" timeout 60 "${mpi[@]}" -x "$var" -np 2 "$build/perf/dev_latency" \
-      -n 2000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      -b "$kb" -n 2000 -r 3 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     sed "s/^/$name: /" "$out/$name.log" | grep -E "sync|b2b|issue|check:"
     for algo in default oneshot; do
       env DCCL_TRANSPORT= DCCL_ALGO="$([ $algo = default ] || echo $algo)" "$setting" timeout 30 \
-        "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.inproc.$algo.log" 2>&1 ||
+        "$build/perf/inproc_allreduce" 2 "$kb" "$kb" 2000 > "$out/$name.inproc.$algo.log" 2>&1 ||
         { status=1; echo "FAIL: $name inproc $algo"; }
-      awk -v n="$name inproc $algo" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)}
-        /^# graph\+sync/ {g = $(NF-1)} $1 == 8 {b = $2; s = $6} END {printf "%s 8 B: empty+sync %s, joined+sync %s, " \
-        "back to back %s, synchronised %s, graph+sync %s us\n", n, e, j, b, s, g}' "$out/$name.inproc.$algo.log"
+      awk -v n="$name inproc $algo" -v kb="$kb" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)}
+        /^# graph\+sync/ {g = $(NF-1)} $1 == kb {b = $2; s = $6} END {printf "%s %s B: empty+sync %s, joined+sync %s, " \
+        "back to back %s, synchronised %s, graph+sync %s us\n", n, kb, e, j, b, s, g}' "$out/$name.inproc.$algo.log"
     done
   done
 done
