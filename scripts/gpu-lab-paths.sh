@@ -403,8 +403,9 @@ done
         "$build/perf/inproc_allreduce" 2 "$kb" "$kb" 2000 > "$out/$name.inproc.$algo.log" 2>&1 ||
         { status=1; echo "FAIL: $name inproc $algo"; }
       awk -v n="$name inproc $algo" -v kb="$kb" '/^# empty kernel/ {e = $(NF-1)} /^# one empty kernel/ {j = $(NF-1)}
-        /^# graph\+sync/ {g = $(NF-1)} $1 == kb {b = $2; s = $6} END {printf "%s %s B: empty+sync %s, joined+sync %s, " \
-        "back to back %s, synchronised %s, graph+sync %s us\n", n, kb, e, j, b, s, g}' "$out/$name.inproc.$algo.log"
+        /^# graph\+sync/ {g = $(NF-1)} $1 == kb {b = $2; s = $6}
+        END {printf "%s %s B: empty+sync %s, joined+sync %s, back to back %s, synchronised %s, graph+sync %s us\n",
+             n, kb, e, j, b, s, g}' "$out/$name.inproc.$algo.log"
     done
   done
 done
