@@ -53,7 +53,19 @@ static int run_owner(int sock, enum region_kind kind, size_t bytes) {
   return 0;
 }
 
-/* The copy of k pairs for one case, timed by events; checks the last word of the last destination. */
+/* The first and last words of every destination against its source's, each destination's cleared before the
+ * copy: a wrong interleave (a pair or a chunk missed) leaves one of them unwritten. */
+static void check_ends(const CUdeviceptr *dst, const CUdeviceptr *src, int k, size_t bytes) {
+  for (int i = 0; i < k; i++)
+    for (size_t at = 0; at < bytes; at += bytes - 4) {
+      uint32_t got = 0, want = 0;
+      CU_MUST(cuMemcpyDtoH(&got, dst[i] + at, 4));
+      CU_MUST(cuMemcpyDtoH(&want, src[i] + at, 4));
+      if (got != want) fail("A: a copied word differs from its source's");
+    }
+}
+
+/* The copy of k pairs for one case, timed by events and checked (check_ends). */
 static double time_case(enum where c, int k, size_t bytes, const CUdeviceptr *local, const CUdeviceptr *remote,
                         int sms, CUstream s, CUevent start, CUevent end) {
   CUdeviceptr src[REACH_MAX_PAIRS], dst[REACH_MAX_PAIRS];
@@ -61,15 +73,15 @@ static double time_case(enum where c, int k, size_t bytes, const CUdeviceptr *lo
     src[i] = c == REMOTE_LOCAL || c == REMOTE_REMOTE ? remote[i] : local[i];
     dst[i] = c == LOCAL_REMOTE || c == REMOTE_REMOTE ? remote[3 + i] : local[3 + i];
   }
-  CU_MUST(cuMemsetD32Async(dst[k - 1] + bytes - 4, 0, 1, s));
+  for (int i = 0; i < k; i++) {
+    CU_MUST(cuMemsetD32Async(dst[i], 0, 1, s));
+    CU_MUST(cuMemsetD32Async(dst[i] + bytes - 4, 0, 1, s));
+  }
   CU_MUST(cuEventRecord(start, s));
   if (multi_copy_launch(dst, src, k, bytes, sms, s) != 0) fail("A: the copy kernel's launch");
   CU_MUST(cuEventRecord(end, s));
   if (stream_wait(s, 30) != CUDA_SUCCESS) fail("A: the copy did not end within 30 s");
-  uint32_t got = 0, want = 0;
-  CU_MUST(cuMemcpyDtoH(&got, dst[k - 1] + bytes - 4, 4));
-  CU_MUST(cuMemcpyDtoH(&want, src[k - 1] + bytes - 4, 4));
-  if (got != want) fail("A: a copy's last word differs from its source's");
+  check_ends(dst, src, k, bytes);
   float ms = 0;
   CU_MUST(cuEventElapsedTime(&ms, start, end));
   return (double)k * (double)bytes / (ms * 1e6); /* GB/s copied */
