@@ -34,7 +34,8 @@
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # GPU_LAB_PREBUILT=build-carry/gpu-build.tar.gz: use the build packed by scripts/gpu-carry.sh (from a checkout at the
-# same relative build path as the build dir given here) instead of building.
+# same relative build path as the build dir given here) instead of building. GPU_LAB_LIB=DIR: DIR's libdccl.so.0 then
+# takes the carried library's place (a library built alone from a branch, run through the carried tests and tools).
 # Several parts in one call: quoted, "tests paths" (PATHS_PARTS still picks the paths' parts).
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
 set -uo pipefail
@@ -68,6 +69,10 @@ if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
   if [ -e "$build" ] && [ ! -e "$build/carried-from" ]; then echo "gpu-lab: $build is not a carried build"; exit 1; fi
   rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
   echo "gpu-lab: carried build of $src/$rel (code ${code:-unknown}) unpacked in $(($(date +%s) - start)) s"
+  if [ -n "${GPU_LAB_LIB:-}" ]; then
+    cp "$GPU_LAB_LIB/libdccl.so.0" "$(readlink -f "$build/libdccl.so.0")" || exit 1
+    echo "gpu-lab: library from $GPU_LAB_LIB ($(head -1 "$GPU_LAB_LIB/carried-from" 2>/dev/null))"
+  fi
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
          ninja -C "$build" $(cat "$here/gpu-targets.txt") &&
          { ! ninja -C "$build" -t targets all | grep -q '^dccl_kernel_trace:' || ninja -C "$build" dccl_kernel_trace; }
