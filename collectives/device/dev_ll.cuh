@@ -149,24 +149,32 @@ __device__ __forceinline__ void dev_ll_send(dev_cta *cta, int half, int odd, uin
   }
 }
 
-// Warp 0's lanes, link i's lane with `above` (its peer ranks above this rank) and `linked` (it has a link): task
-// t's one-shot receive-step operands into args[1], the sources in rank order, the own one (the input staged in
-// ll_send[0], its premultiply applied and rounded to the type exactly as the reduction would) before the first link
-// whose peer ranks above this one; `n` elements into `out`.
-__device__ __forceinline__ void dev_oneshot_sources(dev_cta *cta, const dccl_dev_task &t, int lane, int linked,
-                                                    int above, void *out, uint64_t n) {
-  const int npeers = t.sched.npeers;
+// The one-shot's reduction, element i by thread i % nthreads: the own input staged in ll_send[0] (its premultiply
+// applied and rounded to the type exactly as the reduction would) and every link's reception in ll_recv, in rank
+// order, `own` being the own input's place (before the first link whose peer ranks above this one), read where they
+// lie in shared memory. An operand list of their addresses (dev_reduce_small) made each source a chain of two
+// loads: the tiny path's reduction took 0.71 us that way and 0.39 this way (stage timing, docs/performance.md).
+template <int TYPE>
+__device__ __forceinline__ void dev_oneshot_reduce(dev_cta *cta, int npeers, int own, uint32_t kind,
+                                                   uint32_t post_div, void *out, uint64_t n, int tid, int nthreads) {
+  typedef typename dev_elem<TYPE>::R R;
+  typedef typename R::T T;
+  for (uint64_t i = tid; i < n; i += nthreads)
+    ((T *)out)[i] = dev_fold<R>(npeers + 1, kind, post_div, [&](int s) {
+      const char *src = s == own ? cta->ll_send[0] : cta->ll_recv[s - (s > own)];
+      return R::widen(((const T *)src)[i]);
+    });
+}
+
+// Warp 0's lanes, link i's lane with `above` (its peer ranks above this rank): what task t's one-shot reduction
+// needs, into args[1] (dev_oneshot_reduce reads it): the own input's place in rank order, `n` elements into `out`.
+__device__ __forceinline__ void dev_oneshot_sources(dev_cta *cta, const dccl_dev_task &t, int lane, int above,
+                                                    void *out, uint64_t n) {
   const uint32_t above_mask = __ballot_sync(~0u, above);
-  const int own = above_mask ? __ffs(above_mask) - 1 : npeers;
   dccl_dev_args &b = cta->args[1];
-  if (linked) b.srcs[lane + (lane >= own)] = cta->ll_recv[lane];
   if (lane == 31) {
-    b.srcs[own] = cta->ll_send[0];
-    b.nsrcs = npeers + 1;
-    b.own = own;
-    b.round_own = b.pre_all = b.has_pre = 0;
+    b.own = above_mask ? __ffs(above_mask) - 1 : t.sched.npeers;
     b.dsts[0] = out;
-    b.ndsts = 1;
     b.n = n;
     b.kind = t.redop.kind;
     b.post_div = t.redop.post_div;

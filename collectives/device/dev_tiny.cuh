@@ -26,22 +26,6 @@ __device__ __forceinline__ uint32_t dev_tiny_word(const char *p, uint64_t left) 
   return w;
 }
 
-// The one-shot's reduction, element i by lane i % 32: the staged own input and every reception, in rank order
-// (`own` is the own input's place), read where they lie in shared memory. The LL path's operand list
-// (dev_oneshot_sources, dev_reduce_small) reads each source's address from shared memory first: a chain of
-// dependent loads; the reduction took 0.71 us of an 8-byte all-reduce that way, 0.39 this way (stage timing).
-template <int TYPE>
-__device__ __forceinline__ void dev_tiny_reduce(dev_cta *cta, int npeers, int own, const dccl_dev_redop &op,
-                                                void *out, uint64_t n, int lane) {
-  typedef typename dev_elem<TYPE>::R R;
-  typedef typename R::T T;
-  for (uint64_t i = lane; i < n; i += 32)
-    ((T *)out)[i] = dev_fold<R>(npeers + 1, op.kind, op.post_div, [&](int s) {
-      const char *src = s == own ? cta->ll_send[0] : cta->ll_recv[s - (s > own)];
-      return R::widen(((const T *)src)[i]);
-    });
-}
-
 // Warp 0 tells warp 1 (dev_tiny_count) that the links' counters are written, or that the task failed: the arrival
 // releases warp 0's writes to the barrier's waiter (the PTX memory model's barrier synchronisation).
 #define DEV_TINY_BAR 1
@@ -178,9 +162,10 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
   const uint32_t above_mask = __ballot_sync(~0u, above);
   const int own = above_mask ? __ffs(above_mask) - 1 : npeers; // the own source's place in rank order
   void *out = t->recvbuff + step.out_off * t->esize;
-  dev_tiny_reduce<TYPE>(cta, npeers, own, t->redop, out, step.nelem, lane);
+  const uint32_t kind = t->redop.kind, post_div = t->redop.post_div;
+  dev_oneshot_reduce<TYPE>(cta, npeers, own, kind, post_div, out, step.nelem, lane, 32);
   DEV_STAGE(cta, DEV_STAGE_REDUCED);
-  DEV_AGAIN(cta, dev_tiny_reduce<TYPE>(cta, npeers, own, t->redop, out, step.nelem, lane)); // stage builds: warm
+  DEV_AGAIN(cta, dev_oneshot_reduce<TYPE>(cta, npeers, own, kind, post_div, out, step.nelem, lane, 32)); // warm
 }
 
 // Warp 1 of a tiny kernel: once warp 0 has written the links' counters back (or given up), the CTA's exit counted

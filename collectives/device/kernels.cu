@@ -256,7 +256,7 @@ __device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_c
     cta->ll_out_slot[odd][lane] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
     cta->ll_out_pos[odd][lane] = pos;
   }
-  dev_oneshot_sources(cta, t, lane, lane < npeers, above, t.recvbuff + in.out_off * t.esize, in.nelem);
+  dev_oneshot_sources(cta, t, lane, above, t.recvbuff + in.out_off * t.esize, in.nelem);
   return __all_sync(~0u, ok);
 }
 
@@ -308,7 +308,8 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     DEV_STAGE(cta, DEV_STAGE_SENT);
     if (rmask && !dev_ll_receive(w, cta, 1, rmask, bytes, h)) return;
     DEV_STAGE(cta, DEV_STAGE_DATA_IN);
-    dev_reduce_small<TYPE>(cta->args[1], t.esize, h.tid, h.nthreads);
+    const dccl_dev_args &b = cta->args[1];
+    dev_oneshot_reduce<TYPE>(cta, t.sched.npeers, b.own, b.kind, b.post_div, b.dsts[0], b.n, h.tid, h.nthreads);
     half_barrier(h); // every thread is done with the operands and the staged input before they are refilled
     DEV_STAGE(cta, DEV_STAGE_REDUCED);
     if (h.tid == 0) {
