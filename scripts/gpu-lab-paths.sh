@@ -42,7 +42,7 @@
 #   reach:  what alloc's cudaMalloc loss follows (perf/gpu/ipc_reach, no kernels but one process's): one kernel
 #           copying k = 1-3 regions into k others, local or another process's, legacy IPC against cuMem fd
 #           mappings, at PATHS_REACH_MIB ("64 256 1024") MiB a region: does the rate fall with the number of the
-#           other process's allocations reached, and with their size?
+#           other process's allocations reached, and with their size? (No: 0.99-1.03 of local, 2026-12-07.)
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
