@@ -43,6 +43,10 @@
 #           copying k = 1-3 regions into k others, local or another process's, legacy IPC against cuMem fd
 #           mappings, at PATHS_REACH_MIB ("64 256 1024") MiB a region: does the rate fall with the number of the
 #           other process's allocations reached, and with their size? (No: 0.99-1.03 of local, 2026-12-07.)
+#   mesh:   the direct all-reduce's memory pattern without DCCL (perf/gpu/ipc_mesh, under MPS): PATHS_MESH_RANKS (4)
+#           processes, each kernel summing its slice of every input into every output, all at once, out of place
+#           and in place, legacy IPC against cuMem fd mappings, PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS:
+#           does alloc's out-of-place cudaMalloc loss come without DCCL too?
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
@@ -207,7 +211,7 @@ done
    " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
    " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ||
-   " $parts " == *" ab "* || " $parts " == *" knob "* ]] || exit $status
+   " $parts " == *" ab "* || " $parts " == *" knob "* || " $parts " == *" mesh "* ]] || exit $status
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/dccl-paths-mps CUDA_MPS_LOG_DIRECTORY=/tmp/dccl-paths-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
@@ -216,6 +220,17 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_
      -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
      -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT -x DCCL_PROTO -x DCCL_DETERMINISTIC)
 export DCCL_HOSTID=
+[[ " $parts " == *" mesh "* ]] && for round in $(seq "$rounds"); do
+  for mib in ${PATHS_MESH_MIB:-256 1024}; do
+    for kind in legacy fd; do
+      name=mesh.$kind.$mib.r$round
+      fits 40 "$name" || continue
+      timeout 180 "$build/perf/gpu/ipc_mesh" --ranks "${PATHS_MESH_RANKS:-4}" --kind "$kind" --mib "$mib" --reps 5 \
+        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+      grep "^ipc_mesh\|FAILED" "$out/$name.log" | sed "s/^/$name: /"
+    done
+  done
+done
 [[ " $parts " == *" staged "* ]] && for round in $(seq "$rounds"); do
   for np in 2 4; do
     for transport in ${PATHS_STAGED:-p2p windows shm}; do

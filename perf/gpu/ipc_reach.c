@@ -154,10 +154,7 @@ int main(int argc, char **argv) {
   int reps = 5;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-      const char *k = argv[++i];
-      if (!strcmp(k, "legacy")) kind = REGION_LEGACY;
-      else if (!strcmp(k, "fd")) kind = REGION_POSIX_FD;
-      else usage();
+      if (region_kind_parse(argv[++i], &kind) != 0) usage();
     } else if (!strcmp(argv[i], "--mib") && i + 1 < argc) {
       mib = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {

@@ -8,6 +8,13 @@ const char *region_kind_name(enum region_kind kind) {
   return kind == REGION_LEGACY ? "legacy IPC (cuMemAlloc + cuIpcGetMemHandle)" : "cuMem POSIX fd";
 }
 
+int region_kind_parse(const char *word, enum region_kind *kind) {
+  if (!strcmp(word, "legacy")) *kind = REGION_LEGACY;
+  else if (!strcmp(word, "fd")) *kind = REGION_POSIX_FD;
+  else return -1;
+  return 0;
+}
+
 static CUmemAllocationProp fd_prop(CUdevice dev) {
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof prop);

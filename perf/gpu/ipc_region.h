@@ -10,6 +10,8 @@
 
 enum region_kind { REGION_LEGACY, REGION_POSIX_FD };
 const char *region_kind_name(enum region_kind kind);
+/* "legacy" or "fd" (a command line's word) into *kind: 0, or -1 for any other word. */
+int region_kind_parse(const char *word, enum region_kind *kind);
 
 /* Memory this process allocated and may export. */
 struct region {

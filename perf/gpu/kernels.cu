@@ -86,6 +86,27 @@ __global__ void multi_copy_kernel(copy_pairs p) {
   }
 }
 
+struct slice_sum_args {
+  const float4 *src[MESH_MAX_RANKS];
+  float4 *dst[MESH_MAX_RANKS];
+  int n;
+  size_t begin, end; // in float4 units
+};
+
+// The direct two-shot all-reduce's pattern: every float4 of the slice summed over the n sources in order, the sum
+// stored into every destination (sources and destinations may be the same buffers: in place).
+__global__ void slice_sum_kernel(slice_sum_args a) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = a.begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.end; i += stride) {
+    float4 acc = a.src[0][i];
+    for (int k = 1; k < a.n; k++) {
+      float4 v = a.src[k][i];
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    for (int k = 0; k < a.n; k++) a.dst[k][i] = acc;
+  }
+}
+
 __global__ void spin_kernel(const volatile uint32_t *flag, const volatile uint32_t *stop,
                             volatile unsigned long long *heartbeat, volatile uint32_t *why, uint64_t timeout_ns) {
   uint64_t deadline = global_ns() + timeout_ns;
@@ -121,8 +142,8 @@ static int launched() {
 extern "C" int kernels_preload(void) {
   cudaFuncAttributes attr;
   const void *all[] = {(const void *)ping_kernel,  (const void *)pong_kernel,  (const void *)copy_kernel,
-                       (const void *)multi_copy_kernel, (const void *)spin_kernel, (const void *)fault_kernel,
-                       (const void *)store_kernel};
+                       (const void *)multi_copy_kernel, (const void *)slice_sum_kernel, (const void *)spin_kernel,
+                       (const void *)fault_kernel, (const void *)store_kernel};
   for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) {
     cudaError_t e = cudaFuncGetAttributes(&attr, all[i]);
     if (e != cudaSuccess) return (int)e;
@@ -163,6 +184,22 @@ extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *src
   p.n = n;
   p.units = bytes / 16;
   multi_copy_kernel<<<4 * sm_count, 512, 0, stream>>>(p); // 512 threads: REACH_PIECE_UNITS assumes it
+  return launched();
+}
+
+extern "C" int slice_sum_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t begin, size_t end,
+                                int ctas, CUstream stream) {
+  if (n < 1 || n > MESH_MAX_RANKS || begin % 16 || end % 16 || end < begin || ctas < 1)
+    return (int)cudaErrorInvalidValue;
+  slice_sum_args a;
+  for (int k = 0; k < n; k++) {
+    a.dst[k] = (float4 *)dsts[k];
+    a.src[k] = (const float4 *)srcs[k];
+  }
+  a.n = n;
+  a.begin = begin / 16;
+  a.end = end / 16;
+  slice_sum_kernel<<<ctas, 512, 0, stream>>>(a);
   return launched();
 }
 
