@@ -45,8 +45,9 @@
 #           other process's allocations reached, and with their size? (No: 0.99-1.03 of local, 2026-12-07.)
 #   mesh:   the direct all-reduce's memory pattern without DCCL (perf/gpu/ipc_mesh, under MPS): PATHS_MESH_RANKS (4)
 #           processes, each kernel summing its slice of every input into every output, all at once, out of place
-#           and in place, legacy IPC against cuMem fd mappings, PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS:
-#           does alloc's out-of-place cudaMalloc loss come without DCCL too?
+#           and in place and in two kernels (fewer allocations reached by each), legacy IPC against cuMem fd
+#           mappings, PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS: does alloc's out-of-place cudaMalloc loss
+#           come without DCCL too, and do two kernels avoid it?
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH

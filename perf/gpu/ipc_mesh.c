@@ -5,9 +5,10 @@
  * DCCL's all-reduce of 4 ranks on cudaMalloc buffers (legacy IPC) reaches 55-58% of the HBM floor out of place and
  * 89% in place, on cuMem buffers (fd) 94% both ways, where one kernel reaching up to 6 of one other process's
  * legacy allocations loses nothing (ipc_reach; docs/performance.md): does this pattern lose the same way?
- * Process 0 is the parent, which passes every region to every rank. Each rep times the out-of-place all-reduce
- * (inputs -> outputs) and then the in-place one (on the outputs); a time is the slowest rank's kernel (events),
- * and each line gives its HBM traffic (2 N S bytes) against rank 0's local copy of S bytes timed alone first.
+ * And would the same work in two kernels, each reaching fewer of the others' allocations, win it back (enum mode)?
+ * Process 0 is the parent, which passes every region to every rank. Each rep times the modes in turn; a time is
+ * the slowest rank's (events), and each line gives the floor (2 N S bytes of HBM traffic at rank 0's local copy
+ * rate, measured alone first) against it.
  * Exit status: 0 measured, 2 a call failed or a sum was wrong, 3 the watchdog. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -72,16 +73,36 @@ static void exchange(struct region own[NBUF], struct region_wire wires[][NBUF], 
     if (fds[0][b] >= 0) close(fds[0][b]);
 }
 
-/* One all-reduce: this rank's slice of srcs summed into every dst, all ranks' kernels started together; returns
- * this rank's kernel time in ms, after checking its output's first and last floats (rank 0's and rank N-1's
+/* The three ways of one all-reduce: the two-shot out of place (inputs -> every output: 2 N allocations reached by
+ * each kernel), in place (on the outputs: N), and in two kernels (each rank's slice of every input summed into its
+ * own output, then, after a barrier, the other ranks' slices pulled from their outputs into its own: N - 1 remote
+ * allocations per kernel, for (1 + (2 N - 1) / N) S bytes of traffic per rank against 2 S). */
+enum mode { OUT_OF_PLACE, IN_PLACE, TWO_KERNELS, NMODES };
+static const char *mode_name[NMODES] = {"out of place", "in place", "two kernels"};
+
+/* One all-reduce in `mode`, all ranks started together; returns this rank's time in ms (from its first kernel's
+ * start to its last one's end), after checking its output's first and last floats (rank 0's and rank N-1's
  * slices) against `want` once every rank is done. */
-static float mesh_once(const CUdeviceptr *dsts, const CUdeviceptr *srcs, size_t bytes, int ctas, CUstream s,
-                       CUevent start, CUevent end, CUdeviceptr mine, float want) {
+static float mesh_once(enum mode mode, CUdeviceptr ptr[NBUF][MESH_MAX_RANKS], size_t bytes, int ctas, CUstream s,
+                       CUevent start, CUevent end, float want) {
   size_t slice = bytes / (size_t)nranks / 16 * 16; /* the last rank's slice takes the rest */
+  size_t first = slice * (size_t)rank, last = rank == nranks - 1 ? bytes : first + slice;
+  CUdeviceptr *in = ptr[IN], *out = ptr[OUT], mine = out[rank];
   barrier();
   CU_MUST(cuEventRecord(start, s));
-  size_t last = rank == nranks - 1 ? bytes : slice * (size_t)(rank + 1);
-  if (slice_sum_launch(dsts, srcs, nranks, slice * (size_t)rank, last, ctas, s) != 0) fail("the kernel's launch");
+  int err = mode == OUT_OF_PLACE ? slice_sum_launch(out, nranks, in, nranks, first, last, ctas, s)
+            : mode == IN_PLACE   ? slice_sum_launch(out, nranks, out, nranks, first, last, ctas, s)
+                                 : slice_sum_launch(&mine, 1, in, nranks, first, last, ctas, s);
+  if (err != 0) fail("the kernel's launch");
+  if (mode == TWO_KERNELS) {
+    if (stream_wait(s, 30) != CUDA_SUCCESS) fail("the first kernel did not end within 30 s");
+    barrier(); /* every rank's slice is in its output */
+    CUdeviceptr dsts[MESH_MAX_RANKS], srcs[MESH_MAX_RANKS];
+    int n = 0;
+    for (int q = 0; q < nranks; q++)
+      if (q != rank) dsts[n] = mine + slice * (size_t)q, srcs[n++] = out[q] + slice * (size_t)q;
+    if (multi_copy_launch(dsts, srcs, n, slice, (ctas + 3) / 4, s) != 0) fail("the copy's launch"); /* 4 per unit */
+  }
   CU_MUST(cuEventRecord(end, s));
   if (stream_wait(s, 30) != CUDA_SUCCESS) fail("the kernel did not end within 30 s");
   barrier();
@@ -151,26 +172,29 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
     if (stream_wait(s, 30) != CUDA_SUCCESS) fail("the copy did not end within 30 s");
     CU_MUST(cuEventElapsedTime(&copy_ms[i], start, end));
   }
-  /* Out of place: the inputs never change, so every output holds sum(1..N); in place on the outputs then
-   * multiplies them by N, and the next rep's out-of-place call writes sum(1..N) again. */
-  float sum = (float)(nranks * (nranks + 1) / 2), oop[MAX_REPS], inp[MAX_REPS];
-  mesh_once(ptr[OUT], ptr[IN], bytes, ctas, s, start, end, own[OUT].ptr, sum); /* warm-up: first touches */
-  for (int i = 0; i < reps; i++) {
-    oop[i] = mesh_once(ptr[OUT], ptr[IN], bytes, ctas, s, start, end, own[OUT].ptr, sum);
-    inp[i] = mesh_once(ptr[OUT], ptr[OUT], bytes, ctas, s, start, end, own[OUT].ptr, sum * (float)nranks);
-  }
-  slowest(oop, reps);
-  slowest(inp, reps);
+  /* The inputs never change, so out of place (and in two kernels) every output gets sum(1..N); in place on the
+   * outputs then multiplies that by N. Two kernels need equal slices of whole 2 MiB chunks (multi_copy). */
+  float sum = (float)(nranks * (nranks + 1) / 2), want[NMODES] = {sum, sum * (float)nranks, sum};
+  int nmodes = bytes % ((size_t)nranks * REACH_CHUNK_BYTES) == 0 ? NMODES : TWO_KERNELS;
+  float ms[NMODES][MAX_REPS];
+  for (int m = 0; m < nmodes; m++) /* warm-up: first touches */
+    mesh_once((enum mode)m, ptr, bytes, ctas, s, start, end, want[m]);
+  for (int i = 0; i < reps; i++)
+    for (int m = 0; m < nmodes; m++) ms[m][i] = mesh_once((enum mode)m, ptr, bytes, ctas, s, start, end, want[m]);
+  for (int m = 0; m < nmodes; m++) slowest(ms[m], reps);
   if (rank == 0) {
-    double copy[MAX_REPS], o[MAX_REPS], p[MAX_REPS];
-    for (int i = 0; i < reps; i++) copy[i] = copy_ms[i], o[i] = oop[i], p[i] = inp[i];
+    double copy[MAX_REPS], t[MAX_REPS];
+    for (int i = 0; i < reps; i++) copy[i] = copy_ms[i];
     double rate = 2.0 * (double)bytes / (median(copy, (size_t)reps) * 1e9); /* TB/s of traffic */
     double floor_ms = 2.0 * nranks * (double)bytes / (rate * 1e9);
-    printf("ipc_mesh %s %d ranks %zu MiB, MPS attribute %d, %d CTAs each: local copy %.3f TB/s of traffic; "
-           "out of place %.3f ms (%.0f%% of the floor), in place %.3f ms (%.0f%%), medians of %d\n",
-           region_kind_name(kind), nranks, mib, gpu_mps_enabled(dev), ctas, rate, median(o, (size_t)reps),
-           100 * floor_ms / median(o, (size_t)reps), median(p, (size_t)reps), 100 * floor_ms / median(p, (size_t)reps),
-           reps);
+    printf("ipc_mesh %s %d ranks %zu MiB, MPS attribute %d, %d CTAs each: local copy %.3f TB/s of traffic, "
+           "medians of %d", region_kind_name(kind), nranks, mib, gpu_mps_enabled(dev), ctas, rate, reps);
+    for (int m = 0; m < nmodes; m++) {
+      for (int i = 0; i < reps; i++) t[i] = ms[m][i];
+      double med = median(t, (size_t)reps);
+      printf("; %s %.3f ms (%.0f%% of the floor)", mode_name[m], med, 100 * floor_ms / med);
+    }
+    printf("\n");
   }
   barrier(); /* nobody unmaps while another's kernel may still read */
   for (int r = 0; r < nranks; r++)

@@ -89,21 +89,21 @@ __global__ void multi_copy_kernel(copy_pairs p) {
 struct slice_sum_args {
   const float4 *src[MESH_MAX_RANKS];
   float4 *dst[MESH_MAX_RANKS];
-  int n;
+  int ndst, nsrc;
   size_t begin, end; // in float4 units
 };
 
-// The direct two-shot all-reduce's pattern: every float4 of the slice summed over the n sources in order, the sum
+// The direct two-shot all-reduce's pattern: every float4 of the slice summed over the sources in order, the sum
 // stored into every destination (sources and destinations may be the same buffers: in place).
 __global__ void slice_sum_kernel(slice_sum_args a) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = a.begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.end; i += stride) {
     float4 acc = a.src[0][i];
-    for (int k = 1; k < a.n; k++) {
+    for (int k = 1; k < a.nsrc; k++) {
       float4 v = a.src[k][i];
       acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
-    for (int k = 0; k < a.n; k++) a.dst[k][i] = acc;
+    for (int k = 0; k < a.ndst; k++) a.dst[k][i] = acc;
   }
 }
 
@@ -187,16 +187,16 @@ extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *src
   return launched();
 }
 
-extern "C" int slice_sum_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t begin, size_t end,
-                                int ctas, CUstream stream) {
-  if (n < 1 || n > MESH_MAX_RANKS || begin % 16 || end % 16 || end < begin || ctas < 1)
+extern "C" int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdeviceptr *srcs, int nsrc, size_t begin,
+                                size_t end, int ctas, CUstream stream) {
+  if (ndst < 1 || ndst > MESH_MAX_RANKS || nsrc < 1 || nsrc > MESH_MAX_RANKS || begin % 16 || end % 16 ||
+      end < begin || ctas < 1)
     return (int)cudaErrorInvalidValue;
   slice_sum_args a;
-  for (int k = 0; k < n; k++) {
-    a.dst[k] = (float4 *)dsts[k];
-    a.src[k] = (const float4 *)srcs[k];
-  }
-  a.n = n;
+  for (int k = 0; k < ndst; k++) a.dst[k] = (float4 *)dsts[k];
+  for (int k = 0; k < nsrc; k++) a.src[k] = (const float4 *)srcs[k];
+  a.ndst = ndst;
+  a.nsrc = nsrc;
   a.begin = begin / 16;
   a.end = end / 16;
   slice_sum_kernel<<<ctas, 512, 0, stream>>>(a);

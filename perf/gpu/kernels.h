@@ -34,12 +34,12 @@ int copy_launch(CUdeviceptr dst, CUdeviceptr src, size_t bytes, int sm_count, CU
 int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t bytes, int sm_count,
                       CUstream stream);
 
-/* Rank r's part of a direct two-shot all-reduce of float32 sums over n ranks (at most MESH_MAX_RANKS): bytes
- * [begin, end) (multiples of 16) of the n sources summed in order, the sums stored into the n destinations, on
- * `ctas` CTAs of 512 threads. */
+/* A rank's part of a direct two-shot all-reduce of float32 sums (at most MESH_MAX_RANKS buffers a side): bytes
+ * [begin, end) (multiples of 16) of the nsrc sources summed in order, the sums stored into the ndst destinations,
+ * on `ctas` CTAs of 512 threads. */
 #define MESH_MAX_RANKS 8
-int slice_sum_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, size_t begin, size_t end, int ctas,
-                     CUstream stream);
+int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdeviceptr *srcs, int nsrc, size_t begin, size_t end,
+                     int ctas, CUstream stream);
 
 /* Spins until the 32-bit *flag (device memory, may be a peer's) or *stop (mapped host memory) is nonzero or
  * timeout_ns pass; meanwhile increments *heartbeat (mapped host memory) so the host sees it run. On exit writes
