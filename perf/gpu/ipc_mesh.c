@@ -215,18 +215,10 @@ int main(int argc, char **argv) {
   size_t mib = 1024;
   int reps = 5;
   nranks = 4;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-      if (region_kind_parse(argv[++i], &kind) != 0) usage();
-    } else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) {
-      nranks = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "--mib") && i + 1 < argc) {
-      mib = strtoull(argv[++i], NULL, 10);
-    } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else {
-      usage();
-    }
+  for (int i = 1; i < argc; i += 2) {
+    int took = i + 1 < argc ? region_option(argv[i], argv[i + 1], &kind, &mib, &reps) : -1;
+    if (took == 0 && !strcmp(argv[i], "--ranks")) nranks = atoi(argv[i + 1]);
+    else if (took != 1) usage();
   }
   if (nranks < 2 || nranks > MESH_MAX_RANKS || mib == 0 || mib % 2 || reps < 1 || reps > MAX_REPS) usage();
   setvbuf(stdout, NULL, _IOLBF, 0);

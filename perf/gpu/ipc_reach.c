@@ -152,17 +152,8 @@ int main(int argc, char **argv) {
   enum region_kind kind = REGION_LEGACY;
   size_t mib = 256;
   int reps = 5;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-      if (region_kind_parse(argv[++i], &kind) != 0) usage();
-    } else if (!strcmp(argv[i], "--mib") && i + 1 < argc) {
-      mib = strtoull(argv[++i], NULL, 10);
-    } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else {
-      usage();
-    }
-  }
+  for (int i = 1; i < argc; i += 2)
+    if (i + 1 >= argc || region_option(argv[i], argv[i + 1], &kind, &mib, &reps) != 1) usage();
   if (mib == 0 || mib % 2 || reps < 1 || reps > MAX_REPS) usage();
   setvbuf(stdout, NULL, _IOLBF, 0);
   /* Fork before any CUDA call: a CUDA context does not survive fork. */

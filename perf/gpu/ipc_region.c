@@ -1,5 +1,6 @@
 #include "ipc_region.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_common.h"
@@ -8,11 +9,19 @@ const char *region_kind_name(enum region_kind kind) {
   return kind == REGION_LEGACY ? "legacy IPC (cuMemAlloc + cuIpcGetMemHandle)" : "cuMem POSIX fd";
 }
 
-int region_kind_parse(const char *word, enum region_kind *kind) {
-  if (!strcmp(word, "legacy")) *kind = REGION_LEGACY;
-  else if (!strcmp(word, "fd")) *kind = REGION_POSIX_FD;
-  else return -1;
-  return 0;
+int region_option(const char *flag, const char *value, enum region_kind *kind, size_t *mib, int *reps) {
+  if (!strcmp(flag, "--kind")) {
+    if (!strcmp(value, "legacy")) *kind = REGION_LEGACY;
+    else if (!strcmp(value, "fd")) *kind = REGION_POSIX_FD;
+    else return -1;
+  } else if (!strcmp(flag, "--mib")) {
+    *mib = strtoull(value, NULL, 10);
+  } else if (!strcmp(flag, "--reps")) {
+    *reps = atoi(value);
+  } else {
+    return 0;
+  }
+  return 1;
 }
 
 static CUmemAllocationProp fd_prop(CUdevice dev) {

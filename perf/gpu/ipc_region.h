@@ -10,8 +10,9 @@
 
 enum region_kind { REGION_LEGACY, REGION_POSIX_FD };
 const char *region_kind_name(enum region_kind kind);
-/* "legacy" or "fd" (a command line's word) into *kind: 0, or -1 for any other word. */
-int region_kind_parse(const char *word, enum region_kind *kind);
+/* The measurements' common options: --kind legacy|fd, --mib S, --reps R. 1 when `flag` is one of them and `value`
+ * was taken, 0 when it is none of them, -1 for a kind that is neither word (the caller checks the ranges). */
+int region_option(const char *flag, const char *value, enum region_kind *kind, size_t *mib, int *reps);
 
 /* Memory this process allocated and may export. */
 struct region {
