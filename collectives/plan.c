@@ -215,30 +215,18 @@ static int direct_possible(const struct dccl_op *op) {
          (!op->redop.has_pre || op->redop.called == ncclAvg);
 }
 
-/* Channel c of nch over `count` elements cut in pieces of `piece`: pieces c, c + nch, ... (the last one of all may
- * be short); `count` becomes the elements of this channel's pieces. */
-static void channel_pieces(uint64_t count, int nch, int c, uint64_t piece, struct dccl_sched *s) {
-  uint64_t npieces = dccl_div_up(count, piece), mine = npieces > (uint64_t)c ? dccl_div_up(npieces - c, nch) : 0;
-  uint64_t last = (uint64_t)c + (mine ? mine - 1 : 0) * (uint64_t)nch; /* this channel's last piece */
-  s->begin = (uint64_t)c * piece < count ? (uint64_t)c * piece : count;
-  s->piece = piece;
-  s->stride = (uint64_t)nch * piece;
-  s->count = mine ? (mine - 1) * piece + (count - last * piece < piece ? count - last * piece : piece) : 0;
-}
-
-/* Direct: channel c covers a range of the elements (as the rings split them; of each rank's block for all-gather
- * and reduce-scatter), or under DCCL_DIRECT_PIECE_BYTES every nch-th piece of them (not the block operations); the
- * kernel splits each range or piece among the ranks. No links: the ranks meet on their boards. */
+/* Direct: every channel holds the whole operation (of each rank's block for all-gather and reduce-scatter); the
+ * kernel gives each rank its part and the channels' CTAs walk it together (dccl_direct_part). No links: the ranks
+ * meet on their boards. */
 static void plan_direct(struct dccl_op *op) {
   int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
   if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
-  int block_op = op->kind == DCCL_OP_ALLGATHER || op->kind == DCCL_OP_REDUCESCATTER;
-  uint64_t piece = (uint64_t)dccl_param_int(DCCL_PARAM_DIRECT_PIECE_BYTES) / op->esize / 64 * 64;
   for (int c = 0; c < nch; c++) {
     struct dccl_op_channel *ch = &op->ch[c];
     channel_clear(ch, c);
-    if (piece > 0 && nch > 1 && !block_op) channel_pieces(op->count, nch, c, piece, &ch->sched);
-    else channel_range(op->count, nch, c, &ch->sched.begin, &ch->sched.count);
+    ch->sched.begin = 0;
+    ch->sched.count = op->count;
+    ch->sched.direct_channels = nch;
     ch->sched.algo = DCCL_SCHED_DIRECT;
     ch->sched.rank = op->comm->rank;
     ch->sched.root = op->root;
@@ -533,7 +521,8 @@ ncclResult_t dccl_coll_creation_links(struct dccl_coll_comm *comm, int on_device
   /* Only a forced tree runs broadcast and reduce on trees, one rooted at each root. */
   for (int root = 0; root < comm->nranks && res == ncclSuccess && forced_algo == DCCL_ALGO_TREE; root++) {
     res = add_plan_links(comm, op, on_device, DCCL_OP_BROADCAST, DCCL_ALGO_TREE, root, reqs, n, cap);
-    if (res == ncclSuccess) res = add_plan_links(comm, op, on_device, DCCL_OP_REDUCE, DCCL_ALGO_TREE, root, reqs, n, cap);
+    if (res == ncclSuccess)
+      res = add_plan_links(comm, op, on_device, DCCL_OP_REDUCE, DCCL_ALGO_TREE, root, reqs, n, cap);
   }
   free(op);
   return res;

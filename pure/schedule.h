@@ -86,8 +86,7 @@ struct dccl_sched {
   uint64_t count;       /* this channel's elements */
   uint64_t block;       /* allgather / reduce-scatter: elements per rank block (the user's count) */
   uint64_t chunk;       /* elements per slot */
-  uint64_t piece;       /* direct: elements per piece of the channel's (0: one range from begin) */
-  uint64_t stride;      /* direct: elements from one of this channel's pieces to its next */
+  int direct_channels;  /* direct: the operation's channels, whose CTAs walk this rank's part together */
   int is_root, nchildren, has_parent; /* tree */
   int npeers;                         /* one-shot: connections to every other rank, in rank order */
   int rank, root;                     /* ordered: this rank, and the reduce's root */
@@ -104,15 +103,19 @@ DCCL_SCHED_FN void dccl_direct_slice(uint64_t len, int n, int me, uint32_t esize
   *hi = *lo + per < len ? *lo + per : len;
 }
 
-/* Direct in pieces (`piece` set): the channel's first piece starts at `begin` with `count` elements to go; after
- * the piece at *at (*left to go), the next one and this rank's slice [*lo, *hi) of it. 0 when none is left. */
-DCCL_SCHED_FN int dccl_direct_next_piece(const struct dccl_sched *s, int me, uint32_t esize, uint64_t *at,
-                                         uint64_t *left, uint64_t *lo, uint64_t *hi) {
-  *left -= s->piece < *left ? s->piece : *left;
-  if (*left == 0) return 0;
-  *at += s->stride;
-  dccl_direct_slice(s->piece < *left ? s->piece : *left, s->nranks, me, esize, lo, hi);
-  return 1;
+/* Direct: rank `me`'s part [*lo, *hi) of the operation's `count` elements (every channel's sched holds the whole
+ * operation, from begin 0): its slice, or for the block operations (reduce-scatter, all-gather: `count` is the
+ * block's) the whole of its block. The operation's channels walk it together, thread t of channel c taking the
+ * 16-byte packs c T + t, (C + c) T + t, ... (T threads a CTA, C channels), so at any moment a rank's CTAs are in
+ * the same few pages of each buffer (dev_direct). */
+DCCL_SCHED_FN void dccl_direct_part(const struct dccl_sched *s, int me, uint32_t esize, int block_op, uint64_t *lo,
+                                    uint64_t *hi) {
+  if (block_op) {
+    *lo = 0;
+    *hi = s->count;
+  } else {
+    dccl_direct_slice(s->count, s->nranks, me, esize, lo, hi);
+  }
 }
 
 /* Ring all-reduce: per loop of nranks*chunk elements, reduce-scatter (nranks-1 steps) then all-gather

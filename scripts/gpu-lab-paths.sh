@@ -311,7 +311,7 @@ hbm_tbps=
         sets+=" $([ "$ctas" = default ] && echo default || echo "DCCL_MAX_CTAS=$ctas")"
       done
       for set in $sets; do
-        name=alloc.np4.$reg.$alloc$([ "$set" = default ] || echo ".${set//[=,]/_}").r$round
+        name=alloc.np4.$reg.$alloc$([ "$set" = default ] || echo ".${set//[=,\/]/_}").r$round
         fits 90 "$name" || continue
         settings=() exports=()
         [ "$set" = default ] || for kv in ${set//,/ }; do settings+=("$kv"); exports+=(-x "${kv%%=*}"); done

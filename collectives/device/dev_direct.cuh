@@ -6,9 +6,10 @@
 #include "collectives/device/dev_cta.cuh"
 
 // The direct all-reduce (DCCL_SCHED_DIRECT), for ranks on one GPU (in one process, or in windows): no FIFO,
-// no copy through a slot. Channel c of the operation covers [begin, begin + count); rank r reduces slice r of it
-// from every rank's input, in rank order, and writes the result into every rank's output: each input element is
-// read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S bytes).
+// no copy through a slot. Rank r reduces slice r of the elements (dccl_direct_part; its channels' CTAs stride
+// through it together) from every rank's input, in rank order, and writes it into every rank's output: each input
+// element is read once and each output element written once, the HBM floor's traffic (2 N S bytes for N ranks of S
+// bytes).
 // Thread 0 meets the other ranks' same channel on their boards (struct dccl_direct_slot): publish this call's
 // buffers and then `seq` (release), read each peer's once its `seq` reaches the operation (acquire); after the
 // CTA's writes and a barrier, `done` (a release store, cumulative over the barrier), then wait for every peer's
@@ -42,26 +43,13 @@ __device__ __forceinline__ const char *dev_direct_here(const dccl_dev_task &t, c
   return (const char *)(uintptr_t)(e.local + ((uint64_t)(uintptr_t)at - e.owner));
 }
 
-// Under DCCL_DIRECT_PIECE_BYTES (t.sched.piece set) the channel's elements are pieces `stride` apart: after one,
-// thread 0 moves every source and destination on to this rank's slice of the next. 0 when none is left.
-__device__ __forceinline__ int dev_direct_next_piece(const dccl_dev_task &t, dccl_dev_args &a, uint64_t *at,
-                                                     uint64_t *left, uint64_t *lo) {
-  uint64_t from = *at + *lo, hi;
-  if (!dccl_direct_next_piece(&t.sched, t.rank, t.esize, at, left, lo, &hi)) return 0;
-  uint64_t delta = (*at + *lo - from) * t.esize;
-  for (int s = 0; s < a.nsrcs; s++) a.srcs[s] = (const char *)a.srcs[s] + delta;
-  for (int d = 0; d < a.ndsts; d++) a.dsts[d] = (char *)a.dsts[d] + delta;
-  a.n = hi - *lo;
-  return 1;
-}
-
 template <int TYPE>
 __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[0];
   const int n = t.sched.nranks, me = t.rank;
-  __shared__ int go, more;
-  __shared__ uint64_t piece_at, piece_left, piece_lo, op_k;
+  __shared__ int go;
+  __shared__ uint64_t op_k;
   // Every rank's slot of this channel, read at once by as many threads (thread 0 would read them one after the
   // other, each a trip to memory, and again to publish `done`).
   __shared__ dccl_direct_slot *slots[DCCL_DEV_CONN_SLOTS];
@@ -78,15 +66,10 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     mine->recv_win = t.recv_win;
     mine->call = t.call;
     dccl_st_release_gpu_u64(&mine->seq, k);
-    // This rank's slice of the channel's range (of its first piece). Block operations (reduce-scatter,
-    // all-gather) take the channel's range of this rank's block instead.
-    uint64_t lo, hi, len = t.sched.piece && t.sched.piece < t.sched.count ? t.sched.piece : t.sched.count;
-    dccl_direct_slice(len, n, me, t.esize, &lo, &hi);
+    // This rank's part: its slice, or (reduce-scatter, all-gather) its block, which every channel walks.
     const int block_op = t.direct_op == DCCL_DIRECT_OP_REDUCESCATTER || t.direct_op == DCCL_DIRECT_OP_ALLGATHER;
-    if (block_op) lo = 0, hi = t.sched.count;
-    piece_at = t.sched.begin;
-    piece_left = t.sched.count;
-    piece_lo = lo;
+    uint64_t lo, hi;
+    dccl_direct_part(&t.sched, me, t.esize, block_op, &lo, &hi);
     uint64_t off = (t.sched.begin + lo) * t.esize, block_off = ((uint64_t)me * t.sched.block) * t.esize + off;
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
@@ -126,14 +109,12 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   __syncthreads();
   if (!go) return;
   DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
-  for (;;) {
-    if (a.n > 0) dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, threadIdx.x, blockDim.x);
-    if (!t.sched.piece) break;
-    __syncthreads(); // every thread is done with the piece before thread 0 moves `a` on
-    if (threadIdx.x == 0) more = dev_direct_next_piece(t, a, &piece_at, &piece_left, &piece_lo);
-    __syncthreads();
-    if (!more) break;
-  }
+  // The operation's channels stride together through the part (a CTA running several channels takes each in turn):
+  // their CTAs stay in the same few pages of every buffer, where CTAs each streaming a range of their own, far
+  // apart, ran 4 ranks' out-of-place all-reduce between processes on legacy IPC mappings at half the speed.
+  const int ways = t.sched.direct_channels;
+  if (a.n > 0)
+    dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, (int)t.channel * blockDim.x + threadIdx.x, ways * blockDim.x);
   __syncthreads();
   DEV_STAGE(cta, DEV_STAGE_REDUCED);
   if (threadIdx.x == 0) {

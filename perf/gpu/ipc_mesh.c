@@ -6,6 +6,8 @@
  * 89% in place, on cuMem buffers (fd) 94% both ways, where one kernel reaching up to 6 of one other process's
  * legacy allocations loses nothing (ipc_reach; docs/performance.md): does this pattern lose the same way?
  * And would the same work in two kernels, each reaching fewer of the others' allocations, win it back (enum mode)?
+ * (2026-12-07: nothing loses here, legacy or fd, so mode PIECES lays the work out as DCCL did: each CTA on 2 MiB
+ * pieces of its own, far apart, where the plain modes' CTAs stride together through the rank's slice.)
  * Process 0 is the parent, which passes every region to every rank. Each rep times the modes in turn; a time is
  * the slowest rank's (events), and each line gives the floor (2 N S bytes of HBM traffic at rank 0's local copy
  * rate, measured alone first) against it.
@@ -77,8 +79,10 @@ static void exchange(struct region own[NBUF], struct region_wire wires[][NBUF], 
  * each kernel), in place (on the outputs: N), and in two kernels (each rank's slice of every input summed into its
  * own output, then, after a barrier, the other ranks' slices pulled from their outputs into its own: N - 1 remote
  * allocations per kernel, for (1 + (2 N - 1) / N) S bytes of traffic per rank against 2 S). */
-enum mode { OUT_OF_PLACE, IN_PLACE, TWO_KERNELS, NMODES };
-static const char *mode_name[NMODES] = {"out of place", "in place", "two kernels"};
+enum mode { OUT_OF_PLACE, IN_PLACE, PIECES, TWO_KERNELS, NMODES };
+static const char *mode_name[NMODES] = {"out of place", "in place", "out of place in DCCL's 2 MiB pieces",
+                                        "two kernels"};
+#define DCCL_PIECE_BYTES (2u << 20) /* DCCL_DIRECT_PIECE_BYTES's default until 2026-12-07 */
 
 /* One all-reduce in `mode`, all ranks started together; returns this rank's time in ms (from its first kernel's
  * start to its last one's end), after checking its output's first and last floats (rank 0's and rank N-1's
@@ -90,9 +94,11 @@ static float mesh_once(enum mode mode, CUdeviceptr ptr[NBUF][MESH_MAX_RANKS], si
   CUdeviceptr *in = ptr[IN], *out = ptr[OUT], mine = out[rank];
   barrier();
   CU_MUST(cuEventRecord(start, s));
-  int err = mode == OUT_OF_PLACE ? slice_sum_launch(out, nranks, in, nranks, first, last, ctas, s)
-            : mode == IN_PLACE   ? slice_sum_launch(out, nranks, out, nranks, first, last, ctas, s)
-                                 : slice_sum_launch(&mine, 1, in, nranks, first, last, ctas, s);
+  int err = mode == OUT_OF_PLACE ? slice_sum_launch(out, nranks, in, nranks, first, last, 0, 0, 0, ctas, s)
+            : mode == IN_PLACE ? slice_sum_launch(out, nranks, out, nranks, first, last, 0, 0, 0, ctas, s)
+            : mode == PIECES
+                ? slice_sum_launch(out, nranks, in, nranks, 0, bytes, DCCL_PIECE_BYTES, rank, nranks, ctas, s)
+                               : slice_sum_launch(&mine, 1, in, nranks, first, last, 0, 0, 0, ctas, s);
   if (err != 0) fail("the kernel's launch");
   if (mode == TWO_KERNELS) {
     if (stream_wait(s, 30) != CUDA_SUCCESS) fail("the first kernel did not end within 30 s");
@@ -174,7 +180,7 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
   }
   /* The inputs never change, so out of place (and in two kernels) every output gets sum(1..N); in place on the
    * outputs then multiplies that by N. Two kernels need equal slices of whole 2 MiB chunks (multi_copy). */
-  float sum = (float)(nranks * (nranks + 1) / 2), want[NMODES] = {sum, sum * (float)nranks, sum};
+  float sum = (float)(nranks * (nranks + 1) / 2), want[NMODES] = {sum, sum * (float)nranks, sum, sum};
   int nmodes = bytes % ((size_t)nranks * REACH_CHUNK_BYTES) == 0 ? NMODES : TWO_KERNELS;
   float ms[NMODES][MAX_REPS];
   for (int m = 0; m < nmodes; m++) /* warm-up: first touches */

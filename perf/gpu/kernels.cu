@@ -91,19 +91,35 @@ struct slice_sum_args {
   float4 *dst[MESH_MAX_RANKS];
   int ndst, nsrc;
   size_t begin, end; // in float4 units
+  size_t piece;      // 0, or float4s a piece: [begin, end) in pieces, CTA b on pieces b, b + grid, ...
+  int rank, nranks;  // with `piece`: each piece's slice `rank` of `nranks`
 };
 
 // The direct two-shot all-reduce's pattern: every float4 of the slice summed over the sources in order, the sum
 // stored into every destination (sources and destinations may be the same buffers: in place).
+__device__ __forceinline__ void slice_sum_one(const slice_sum_args &a, size_t i) {
+  float4 acc = a.src[0][i];
+  for (int k = 1; k < a.nsrc; k++) {
+    float4 v = a.src[k][i];
+    acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+  }
+  for (int k = 0; k < a.ndst; k++) a.dst[k][i] = acc;
+}
+
+// Without pieces the rank's CTAs stride together through its slice (all of them in a few pages at a time); in
+// pieces (DCCL's direct all-reduce's layout) each CTA streams its own pieces, far apart.
 __global__ void slice_sum_kernel(slice_sum_args a) {
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = a.begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.end; i += stride) {
-    float4 acc = a.src[0][i];
-    for (int k = 1; k < a.nsrc; k++) {
-      float4 v = a.src[k][i];
-      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-    }
-    for (int k = 0; k < a.ndst; k++) a.dst[k][i] = acc;
+  if (!a.piece) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = a.begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.end; i += stride)
+      slice_sum_one(a, i);
+    return;
+  }
+  const size_t per = a.piece / (size_t)a.nranks;
+  for (size_t at = a.begin + (size_t)blockIdx.x * a.piece; at < a.end; at += (size_t)gridDim.x * a.piece) {
+    size_t lo = at + per * (size_t)a.rank, hi = lo + per;
+    if (hi > a.end) hi = a.end;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) slice_sum_one(a, i);
   }
 }
 
@@ -188,9 +204,10 @@ extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *src
 }
 
 extern "C" int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdeviceptr *srcs, int nsrc, size_t begin,
-                                size_t end, int ctas, CUstream stream) {
+                                size_t end, size_t piece, int rank, int nranks, int ctas, CUstream stream) {
   if (ndst < 1 || ndst > MESH_MAX_RANKS || nsrc < 1 || nsrc > MESH_MAX_RANKS || begin % 16 || end % 16 ||
-      end < begin || ctas < 1)
+      end < begin || ctas < 1 || piece % (16 * (size_t)(nranks > 0 ? nranks : 1)) || (piece && nranks < 1) ||
+      (piece && (rank < 0 || rank >= nranks)))
     return (int)cudaErrorInvalidValue;
   slice_sum_args a;
   for (int k = 0; k < ndst; k++) a.dst[k] = (float4 *)dsts[k];
@@ -199,6 +216,9 @@ extern "C" int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdevic
   a.nsrc = nsrc;
   a.begin = begin / 16;
   a.end = end / 16;
+  a.piece = piece / 16;
+  a.rank = rank;
+  a.nranks = nranks;
   slice_sum_kernel<<<ctas, 512, 0, stream>>>(a);
   return launched();
 }

@@ -72,10 +72,6 @@
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. All-reduces of " \
                               "at most 2 KiB take the one-shot whatever it says (faster there), unless DCCL_PROTO="  \
                               "bulk. -1: never (unless DCCL_ALGO=direct).")                                         \
-  X(DIRECT_PIECE_BYTES, INT, 2097152, "The direct all-reduce, broadcast and reduce: bytes of the pieces its "   \
-                                      "channels take in turn (channel c pieces c, c + channels, ...), so the CTAs " \
-                                      "read and write near one another (fewer pages at once: the GPU's TLB; 4 "   \
-                                      "ranks, 1 GiB: 18% faster than 0). 0: each channel one contiguous range.")  \
   X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes (of any size where both "      \
                                 "buffers are registered with ncclCommRegister) between ranks that live one "   \
                                 "per process on one GPU map every rank's buffers outside windows on first use " \

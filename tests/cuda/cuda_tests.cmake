@@ -110,12 +110,11 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 3 4)
     dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
   endforeach()
-  # The direct collectives in pieces the channels take in turn (DCCL_DIRECT_PIECE_BYTES, 4 KiB: many pieces a
-  # channel at the suite's sizes): every collective checked, and the deterministic all-reduce's bits (written
-  # 2026-12-03 after the session's device time: not yet run on a GPU).
-  dccl_gpu_test(colls_3ranks_direct_pieces COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_DIRECT_PIECE_BYTES=4096)
-  dccl_gpu_test(colls_4ranks_deterministic_pieces COMMAND gpu_colls 4 deterministic
-                ENV DCCL_DETERMINISTIC=1 DCCL_DIRECT_PIECE_BYTES=4096)
+  # The direct collectives on two channels a launch (a rank's part walked by two CTAs, and a group's channels folded
+  # onto them) instead of the default's many: every collective checked, and the deterministic all-reduce's bits.
+  dccl_gpu_test(colls_3ranks_direct_2ctas COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_MAX_CTAS=2)
+  dccl_gpu_test(colls_4ranks_deterministic_2ctas COMMAND gpu_colls 4 deterministic
+                ENV DCCL_DETERMINISTIC=1 DCCL_MAX_CTAS=2)
   # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES), and a broadcast
   # whose ranks name different roots (all wait to receive): no fingerprint meets another, so only the stall report
   # (every 100 ms the monitor notes kernels that make no progress) names them.

@@ -464,19 +464,22 @@ static void test_deterministic_channels(void) {
   free_comms(&comm, 1);
 }
 
-/* DCCL_DIRECT_PIECE_BYTES (64 KiB here): the direct all-reduce, broadcast and reduce give channel c the pieces c,
- * c + channels, ..., and every rank's slices of every piece (as the kernel walks them, dccl_direct_next_piece)
- * cover each element exactly once; the block operations keep one range per channel. */
-static void test_direct_pieces(void) {
+/* The direct collectives: every channel holds the whole operation (begin 0, its count, the channel count), and the
+ * kernel's walk (thread t of channel c of C, T threads a CTA: 16-byte packs c T + t, (C + c) T + t, ..., then the
+ * elements past the last whole pack, as dev_reduce_copy spreads them) of every rank's part covers each element
+ * exactly once: a slice for the all-reduce, broadcast and reduce, its own block for all-gather (counted here for
+ * rank 0 only: every rank walks a block of the same size). */
+static void test_direct_parts(void) {
   struct dccl_comm comm;
   uint64_t hosts[8] = {0};
   make_comms(&comm, 1, hosts);
   comm.coll.dev_nchannels = 8;
   comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
-  uint64_t counts[] = {65536, 1 << 20, (1 << 20) + 17, 3000001};
+  uint64_t counts[] = {4099, 65536, (1 << 20) + 17, 3000001};
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER};
   uint32_t esizes[] = {1, 2, 4, 8};
   ncclDataType_t types[] = {ncclInt8, ncclFloat16, ncclFloat32, ncclFloat64};
+  const uint64_t threads = 64; /* T: any count the walk is written for */
   for (int n = 2; n <= 8; n += 3)
     for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
       for (unsigned e = 0; e < 4; e++)
@@ -488,30 +491,29 @@ static void test_direct_pieces(void) {
           dccl_redop_builtin(&op.redop, ncclSum, types[e], n);
           dccl_op_plan(&op);
           int block_op = kinds[k] == DCCL_OP_ALLGATHER;
-          uint64_t piece = 65536 / esizes[e] / 64 * 64;
           unsigned char *seen = calloc(count, 1);
-          /* One channel (small operations) keeps one range too; the largest count takes several. */
-          int pieces_ok = op.algo == DCCL_ALGO_DIRECT && (op.nchannels > 1 || count < 3000001);
+          int planned = op.algo == DCCL_ALGO_DIRECT && op.nchannels >= 1 && (op.nchannels > 1 || count < 3000001);
+          const uint64_t per_pack = 16 / esizes[e];
           for (int c = 0; c < op.nchannels; c++) {
             struct dccl_sched s = op.ch[c].sched;
-            pieces_ok &= block_op || op.nchannels == 1 ? s.piece == 0
-                                  : s.piece == piece && s.stride == piece * (uint64_t)op.nchannels &&
-                                        s.begin == (uint64_t)c * piece;
-            for (int me = 0; me < n; me++) {
-              uint64_t at = s.begin, left = s.count, lo, hi;
-              uint64_t len = s.piece && s.piece < left ? s.piece : left;
-              dccl_direct_slice(len, n, me, esizes[e], &lo, &hi);
-              if (block_op) lo = me == 0 ? 0 : left, hi = left; /* one rank's share of its block: count it once */
-              do
-                for (uint64_t x = at + lo; x < at + hi && x < count; x++) seen[x]++;
-              while (s.piece && dccl_direct_next_piece(&s, me, esizes[e], &at, &left, &lo, &hi));
+            planned &= s.algo == DCCL_SCHED_DIRECT && s.begin == 0 && s.count == count &&
+                       s.direct_channels == op.nchannels;
+            for (int me = 0; me < (block_op ? 1 : n); me++) {
+              uint64_t lo, hi;
+              dccl_direct_part(&s, me, esizes[e], block_op, &lo, &hi);
+              uint64_t len = hi - lo, packs = len / per_pack, all = threads * (uint64_t)s.direct_channels;
+              for (uint64_t t = (uint64_t)c * threads; t < (uint64_t)(c + 1) * threads; t++) {
+                for (uint64_t p = t; p < packs; p += all)
+                  for (uint64_t x = 0; x < per_pack; x++) seen[lo + p * per_pack + x]++;
+                for (uint64_t x = packs * per_pack + t; x < len; x += all) seen[lo + x]++;
+              }
             }
           }
           uint64_t wrong = 0;
           for (uint64_t x = 0; x < count; x++) wrong += seen[x] != 1;
-          CHECK(pieces_ok && wrong == 0, "direct %s of %llu x %u bytes, %d ranks: %d channels, pieces %s, %llu "
-                "elements not covered once", dccl_op_name(kinds[k]), (unsigned long long)count, esizes[e], n,
-                op.nchannels, pieces_ok ? "as planned" : "NOT as planned", (unsigned long long)wrong);
+          CHECK(planned && wrong == 0, "direct %s of %llu x %u bytes, %d ranks: %d channels, %s, %llu elements not "
+                "covered once", dccl_op_name(kinds[k]), (unsigned long long)count, esizes[e], n, op.nchannels,
+                planned ? "as planned" : "NOT as planned", (unsigned long long)wrong);
           free(seen);
         }
   comm.nranks = comm.coll.nranks = 1;
@@ -576,7 +578,6 @@ int main(void) {
   /* Small slots and a short FIFO, so even these sizes pipeline over many steps and fill the FIFOs. */
   setenv("DCCL_CHUNK_SIZE", "4096", 1);
   setenv("DCCL_NSLOTS", "2", 1);
-  setenv("DCCL_DIRECT_PIECE_BYTES", "65536", 1); /* only the direct plans read it: test_direct_pieces */
   uint64_t hosts[9] = {0};
   uint64_t counts[] = {0, 1, 7, 64, 1000, 5000, 12345};
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
@@ -584,7 +585,7 @@ int main(void) {
   test_device_ring_channels();
   test_direct_choice();
   test_small_allreduce_choice();
-  test_direct_pieces();
+  test_direct_parts();
   test_deterministic_device();
   test_deterministic_channels();
   test_tree_shapes();
