@@ -23,11 +23,6 @@
 #           unregistered cudaMalloc buffers, float32 sum 8 B-1 GiB): DCCL_LAZY_MAP_BYTES=0 (every call meets, then
 #           the direct all-reduce) against -1 (never: the p2p ring), alternated: where mapping starts to pay.
 #           PATHS_LAZY_NP ("2 4") and PATHS_LAZY_BEGIN (8: the first size) narrow it.
-#   pieces: issue 11's 4-rank bar: 4 ranks in processes under MPS, buffers mapped on first use
-#           (DCCL_LAZY_MAP_BYTES=0), all-reduce float32 64 MiB-1 GiB, out of place and in place: the direct all-reduce
-#           with each channel one range (DCCL_DIRECT_PIECE_BYTES=0) against pieces the channels take in turn, and
-#           against fewer CTAs (DCCL_MAX_CTAS), alternated: PATHS_PIECES lists the configurations as PIECE_BYTES or
-#           PIECE_BYTES/MAX_CTAS (default "0 262144 2097152 0/8").
 #   alloc:  why 4 ranks in processes reach half the floor out of place where one process reaches 90%: the same
 #           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
 #           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
@@ -35,7 +30,8 @@
 #           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
 #           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
-#           pages at once, or DCCL_DIRECT_PIECE_BYTES=0; PATHS_ALLOC_CTAS="default 8" still means the caps);
+#           pages at once, or LD_LIBRARY_PATH=DIR, DIR's library against this build's; PATHS_ALLOC_CTAS="default 8"
+#           still means the caps);
 #           stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of the floor; ncclMemAlloc
 #           85-91%). The floor's rate is measured first on the machine at hand (perf/gpu/hbm_ceiling), and each
 #           line gives both times as % of it.
@@ -209,7 +205,7 @@ done
 done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
-   " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" pieces "* ||
+   " $parts " == *" ce "* || " $parts " == *" lazy "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
    " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ||
    " $parts " == *" ab "* || " $parts " == *" knob "* || " $parts " == *" mesh "* ]] || exit $status
@@ -218,7 +214,7 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "gpu-lab-paths: MPS did not start"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_DIRECTORY -x DCCL_TRANSPORT
-     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_DIRECT_PIECE_BYTES -x DCCL_MAX_CTAS
+     -x DCCL_ALGO -x DCCL_HOSTID -x DCCL_LAZY_MAP_BYTES -x DCCL_MAX_CTAS
      -x DCCL_DEV_CHUNK_SIZE -x DCCL_DEV_NSLOTS -x DCCL_DEV_MEM_LIMIT -x DCCL_PROTO -x DCCL_DETERMINISTIC)
 export DCCL_HOSTID=
 [[ " $parts " == *" mesh "* ]] && for round in $(seq "$rounds"); do
@@ -278,21 +274,6 @@ done
         $1 == 524288 || $1 == 2097152 || $1 == 16777216 || $1 == 134217728 || $1 == 1073741824) {
         printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' "$out/$name.log"
     done
-  done
-done
-
-[[ " $parts " == *" pieces "* ]] && for round in $(seq "$rounds"); do
-  for cfg in ${PATHS_PIECES:-0 262144 2097152 0/8}; do
-    piece=${cfg%/*} ctas=$([[ $cfg == */* ]] && echo "${cfg#*/}")
-    name=pieces.np4.p$piece${ctas:+.ctas$ctas}.r$round
-    fits 60 "$name" || continue
-    limit=$(( deadline == 0 ? 220 : deadline - $(date +%s) - 10 )); [ $limit -gt 220 ] && limit=220
-    DCCL_ALGO= DCCL_TRANSPORT= DCCL_LAZY_MAP_BYTES=0 DCCL_DIRECT_PIECE_BYTES=$piece DCCL_MAX_CTAS=$ctas \
-      timeout $((limit + 20)) \
-      "${mpi[@]}" -np 4 "$build/perf/all_reduce_perf" -b 64M -e 1G -f 2 -c 1 -n 20 -w 3 -T $limit \
-      -J "$out/$name.json" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
-    awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: out of place %s us (busbw %s GB/s), in place %s us\n",
-      n, $1, $6, $8, $10}' "$out/$name.log"
   done
 done
 
