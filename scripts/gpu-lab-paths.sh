@@ -42,8 +42,10 @@
 #   mesh:   the direct all-reduce's memory pattern without DCCL (perf/gpu/ipc_mesh, under MPS): PATHS_MESH_RANKS (4)
 #           processes, each kernel summing its slice of every input into every output, all at once, out of place
 #           and in place and in two kernels (fewer allocations reached by each), legacy IPC against cuMem fd
-#           mappings, PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS: does alloc's out-of-place cudaMalloc loss
-#           come without DCCL too, and do two kernels avoid it?
+#           mappings (PATHS_MESH_KINDS, "legacy fd"; "cudamalloc": legacy IPC of the runtime's cudaMalloc memory),
+#           PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS: does alloc's out-of-place cudaMalloc loss come without
+#           DCCL too, and do two kernels avoid it? (No loss, 2026-12-07; a mode lays the work out in DCCL's old
+#           pieces.)
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
@@ -219,7 +221,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDA_MPS_PIPE_
 export DCCL_HOSTID=
 [[ " $parts " == *" mesh "* ]] && for round in $(seq "$rounds"); do
   for mib in ${PATHS_MESH_MIB:-256 1024}; do
-    for kind in legacy fd; do
+    for kind in ${PATHS_MESH_KINDS:-legacy fd}; do
       name=mesh.$kind.$mib.r$round
       fits 40 "$name" || continue
       timeout 180 "$build/perf/gpu/ipc_mesh" --ranks "${PATHS_MESH_RANKS:-4}" --kind "$kind" --mib "$mib" --reps 5 \

@@ -1,4 +1,4 @@
-/* ipc_mesh [--ranks N=4] [--kind legacy|fd] [--mib S=1024] [--reps R=5]
+/* ipc_mesh [--ranks N=4] [--kind legacy|fd|cudamalloc] [--mib S=1024] [--reps R=5]
  * The direct two-shot all-reduce's memory pattern without DCCL: N processes on the GPU (run it under MPS, or the
  * kernels take turns), each with an input and an output of S MiB, every one mapped by every other process; each
  * process's kernel sums its 1/N slice of every input and stores it into every output, all N kernels at once.
@@ -211,8 +211,8 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: ipc_mesh [--ranks N=4 (2-%d)] [--kind legacy|fd] [--mib S=1024 (a multiple of 2)] "
-                  "[--reps R=5 (1-%d)]\n", MESH_MAX_RANKS, MAX_REPS);
+  fprintf(stderr, "usage: ipc_mesh [--ranks N=4 (2-%d)] [--kind legacy|fd|cudamalloc] [--mib S=1024 (a multiple of "
+                  "2)] [--reps R=5 (1-%d)]\n", MESH_MAX_RANKS, MAX_REPS);
   exit(2);
 }
 

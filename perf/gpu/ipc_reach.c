@@ -1,4 +1,4 @@
-/* ipc_reach [--kind legacy|fd] [--mib S=256] [--reps R=5]
+/* ipc_reach [--kind legacy|fd|cudamalloc] [--mib S=256] [--reps R=5]
  * Does a kernel's rate through another process's memory depend on how many of its allocations the kernel reaches?
  * The direct all-reduce of 4 rank processes on cudaMalloc buffers (legacy IPC mappings) reaches 55-58% of the HBM
  * floor out of place, where each kernel touches 6 of the other processes' allocations, and 89% in place (3); on
@@ -143,8 +143,8 @@ static int run_measurer(int sock, enum region_kind kind, size_t mib, int reps) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: ipc_reach [--kind legacy|fd] [--mib S=256 (a multiple of 2)] [--reps R=5 (1-%d)]\n",
-          MAX_REPS);
+  fprintf(stderr, "usage: ipc_reach [--kind legacy|fd|cudamalloc] [--mib S=256 (a multiple of 2)] "
+                  "[--reps R=5 (1-%d)]\n", MAX_REPS);
   exit(2);
 }
 

@@ -4,15 +4,19 @@
 #include <string.h>
 
 #include "gpu_common.h"
+#include "kernels.h"
 
 const char *region_kind_name(enum region_kind kind) {
-  return kind == REGION_LEGACY ? "legacy IPC (cuMemAlloc + cuIpcGetMemHandle)" : "cuMem POSIX fd";
+  return kind == REGION_LEGACY       ? "legacy IPC (cuMemAlloc + cuIpcGetMemHandle)"
+         : kind == REGION_CUDAMALLOC ? "legacy IPC (cudaMalloc + cuIpcGetMemHandle)"
+                                     : "cuMem POSIX fd";
 }
 
 int region_option(const char *flag, const char *value, enum region_kind *kind, size_t *mib, int *reps) {
   if (!strcmp(flag, "--kind")) {
     if (!strcmp(value, "legacy")) *kind = REGION_LEGACY;
     else if (!strcmp(value, "fd")) *kind = REGION_POSIX_FD;
+    else if (!strcmp(value, "cudamalloc")) *kind = REGION_CUDAMALLOC;
     else return -1;
   } else if (!strcmp(flag, "--mib")) {
     *mib = strtoull(value, NULL, 10);
@@ -70,6 +74,10 @@ CUresult region_alloc(struct region *r, enum region_kind kind, size_t size, CUde
     r->size = size;
     return cuMemAlloc(&r->ptr, size);
   }
+  if (kind == REGION_CUDAMALLOC) {
+    r->size = size;
+    return runtime_malloc(&r->ptr, size) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  }
   CUmemAllocationProp prop = fd_prop(dev);
   size_t gran = 0;
   CUresult e = cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
@@ -84,6 +92,8 @@ void region_free(struct region *r) {
   if (!r->ptr) return;
   if (r->kind == REGION_LEGACY) {
     cuMemFree(r->ptr);
+  } else if (r->kind == REGION_CUDAMALLOC) {
+    runtime_free(r->ptr);
   } else {
     cuMemUnmap(r->ptr, r->size);
     cuMemAddressFree(r->ptr, r->size);
@@ -118,7 +128,7 @@ CUresult mapping_open(struct mapping *m, const struct region_wire *w, int fd, CU
   m->size = w->size;
   double t0 = now_us();
   CUresult e;
-  if (m->kind == REGION_LEGACY) {
+  if (m->kind != REGION_POSIX_FD) {
     e = cuIpcOpenMemHandle(&m->base, w->ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     cost->total_us = now_us() - t0;
     if (e != CUDA_SUCCESS) return e;
@@ -143,7 +153,7 @@ CUresult mapping_open(struct mapping *m, const struct region_wire *w, int fd, CU
 CUresult mapping_close(struct mapping *m, double *us) {
   double t0 = now_us();
   CUresult e = CUDA_SUCCESS;
-  if (m->base && m->kind == REGION_LEGACY) {
+  if (m->base && m->kind != REGION_POSIX_FD) {
     e = cuIpcCloseMemHandle(m->base);
   } else if (m->base) {
     e = cuMemUnmap(m->base, m->size);

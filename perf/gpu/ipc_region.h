@@ -1,6 +1,7 @@
 /* GPU memory shared between processes, two ways: legacy CUDA IPC handles of cuMemAlloc memory (a handle names
- * the whole allocation, so the offset from its base travels with it) and cuMem allocations exported as POSIX file
- * descriptors (imported, then mapped at an address the importer reserves). */
+ * the whole allocation, so the offset from its base travels with it; REGION_CUDAMALLOC: the runtime's cudaMalloc
+ * memory, as PyTorch and DCCL's perf tools allocate it, shared the same way) and cuMem allocations exported as POSIX
+ * file descriptors (imported, then mapped at an address the importer reserves). */
 #ifndef DCCL_PERF_GPU_IPC_REGION_H_
 #define DCCL_PERF_GPU_IPC_REGION_H_
 
@@ -8,10 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum region_kind { REGION_LEGACY, REGION_POSIX_FD };
+enum region_kind { REGION_LEGACY, REGION_POSIX_FD, REGION_CUDAMALLOC };
 const char *region_kind_name(enum region_kind kind);
-/* The measurements' common options: --kind legacy|fd, --mib S, --reps R. 1 when `flag` is one of them and `value`
- * was taken, 0 when it is none of them, -1 for a kind that is neither word (the caller checks the ranges). */
+/* The measurements' common options: --kind legacy|fd|cudamalloc, --mib S, --reps R. 1 when `flag` is one of them
+ * and `value` was taken, 0 when it is none of them, -1 for a kind that is none of those words (the caller checks
+ * the ranges). */
 int region_option(const char *flag, const char *value, enum region_kind *kind, size_t *mib, int *reps);
 
 /* Memory this process allocated and may export. */

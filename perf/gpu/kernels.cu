@@ -239,3 +239,14 @@ extern "C" int store_launch(CUdeviceptr dst, uint32_t value, CUstream stream) {
   store_kernel<<<1, 1, 0, stream>>>((uint32_t *)dst, value);
   return launched();
 }
+
+extern "C" int runtime_malloc(CUdeviceptr *ptr, size_t bytes) {
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  *ptr = (CUdeviceptr)(uintptr_t)p;
+  return (int)e;
+}
+
+extern "C" int runtime_free(CUdeviceptr ptr) {
+  return (int)cudaFree((void *)(uintptr_t)ptr);
+}

@@ -55,6 +55,11 @@ int fault_launch(CUdeviceptr bad, CUstream stream);
 /* *dst = value, one thread: the smallest piece of new work. */
 int store_launch(CUdeviceptr dst, uint32_t value, CUstream stream);
 
+/* The runtime's cudaMalloc and cudaFree (in the current device's primary context), for memory allocated as
+ * applications allocate it; 0 or the cudaError. */
+int runtime_malloc(CUdeviceptr *ptr, size_t bytes);
+int runtime_free(CUdeviceptr ptr);
+
 #ifdef __cplusplus
 }
 #endif
