@@ -110,9 +110,10 @@ if(DCCL_HAVE_CUDA_TOOLKIT)
   foreach(n 3 4)
     dccl_gpu_test(colls_${n}ranks_deterministic COMMAND gpu_colls ${n} deterministic ENV DCCL_DETERMINISTIC=1)
   endforeach()
-  # The direct collectives on two channels a launch (a rank's part walked by two CTAs, and a group's channels folded
-  # onto them) instead of the default's many: every collective checked, and the deterministic all-reduce's bits.
-  dccl_gpu_test(colls_3ranks_direct_2ctas COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_MAX_CTAS=2)
+  # The direct collectives on few channels a launch (a rank's part walked by few CTAs, and a group's channels folded
+  # onto them) instead of the default's many: every collective checked (5 CTAs: the all-to-all's 4 lanes at 3 ranks
+  # need a CTA each beside the collectives'), and the deterministic all-reduce's bits on two.
+  dccl_gpu_test(colls_3ranks_direct_5ctas COMMAND gpu_colls 3 ENV DCCL_ALGO=direct DCCL_MAX_CTAS=5)
   dccl_gpu_test(colls_4ranks_deterministic_2ctas COMMAND gpu_colls 4 deterministic
                 ENV DCCL_DETERMINISTIC=1 DCCL_MAX_CTAS=2)
   # Rank 0 in a FIFO algorithm, the others in the direct one (below and above DCCL_DIRECT_MIN_BYTES), and a broadcast
