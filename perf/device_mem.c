@@ -20,8 +20,9 @@ static void *device_alloc(size_t bytes, int memalloc, int device) {
   void *p = NULL;
   if (memalloc == PERF_ALLOC_SEGMENTS) {
     p = perf_segments_alloc(bytes, device);
-  } else if (memalloc == PERF_ALLOC_CUDAMALLOC) {
-    cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc");
+  } else if (memalloc == PERF_ALLOC_CUDAMALLOC || memalloc == PERF_ALLOC_ROUNDED) {
+    size_t page = 2u << 20;
+    cuda_ok(cudaMalloc(&p, memalloc == PERF_ALLOC_ROUNDED ? (bytes + page - 1) / page * page : bytes), "cudaMalloc");
   } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
     fprintf(stderr, "ncclMemAlloc of %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -27,7 +27,8 @@
 #           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
 #           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
 #           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
-#           segment ("segments": --segments, spans), alternated, for buffers in windows (-R 2) and unregistered
+#           segment ("segments": --segments, spans) and cudaMalloc allocations of whole 2 MiB pages ("rounded":
+#           --rounded, as PyTorch's caching allocator makes them), alternated, for buffers in windows (-R 2) and unregistered
 #           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
 #           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
 #           pages at once, or LD_LIBRARY_PATH=DIR, DIR's library against this build's; PATHS_ALLOC_CTAS="default 8"
@@ -43,9 +44,10 @@
 #           processes, each kernel summing its slice of every input into every output, all at once, out of place
 #           and in place and in two kernels (fewer allocations reached by each), legacy IPC against cuMem fd
 #           mappings (PATHS_MESH_KINDS, "legacy fd"; "cudamalloc": legacy IPC of the runtime's cudaMalloc memory),
-#           PATHS_MESH_MIB ("256 1024") MiB each, over ROUNDS: does alloc's out-of-place cudaMalloc loss come without
-#           DCCL too, and do two kernels avoid it? (No loss, 2026-12-07; a mode lays the work out in DCCL's old
-#           pieces.)
+#           PATHS_MESH_MIB ("256 1024") MiB each, PATHS_MESH_GUARD ("0"; "0 256": also with the perf tools' guard
+#           bytes either side, so no allocation is whole 2 MiB pages), over ROUNDS: does alloc's out-of-place
+#           cudaMalloc loss come without DCCL too, and do two kernels avoid it? (No loss, 2026-12-07; a mode lays
+#           the work out in DCCL's old pieces.)
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH
@@ -222,11 +224,13 @@ export DCCL_HOSTID=
 [[ " $parts " == *" mesh "* ]] && for round in $(seq "$rounds"); do
   for mib in ${PATHS_MESH_MIB:-256 1024}; do
     for kind in ${PATHS_MESH_KINDS:-legacy fd}; do
-      name=mesh.$kind.$mib.r$round
-      fits 40 "$name" || continue
-      timeout 180 "$build/perf/gpu/ipc_mesh" --ranks "${PATHS_MESH_RANKS:-4}" --kind "$kind" --mib "$mib" --reps 5 \
-        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
-      grep "^ipc_mesh\|FAILED" "$out/$name.log" | sed "s/^/$name: /"
+      for guard in ${PATHS_MESH_GUARD:-0}; do
+        name=mesh.$kind.$mib$([ "$guard" = 0 ] || echo ".guard$guard").r$round
+        fits 40 "$name" || continue
+        timeout 180 "$build/perf/gpu/ipc_mesh" --ranks "${PATHS_MESH_RANKS:-4}" --kind "$kind" --mib "$mib" --reps 5 \
+          --guard "$guard" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+        grep "^ipc_mesh\|FAILED" "$out/$name.log" | sed "s/^/$name: /"
+      done
     done
   done
 done

@@ -1,4 +1,4 @@
-/* ipc_mesh [--ranks N=4] [--kind legacy|fd|cudamalloc] [--mib S=1024] [--reps R=5]
+/* ipc_mesh [--ranks N=4] [--kind legacy|fd|cudamalloc] [--mib S=1024] [--reps R=5] [--guard B=0]
  * The direct two-shot all-reduce's memory pattern without DCCL: N processes on the GPU (run it under MPS, or the
  * kernels take turns), each with an input and an output of S MiB, every one mapped by every other process; each
  * process's kernel sums its 1/N slice of every input and stores it into every output, all N kernels at once.
@@ -7,7 +7,9 @@
  * legacy allocations loses nothing (ipc_reach; docs/performance.md): does this pattern lose the same way?
  * And would the same work in two kernels, each reaching fewer of the others' allocations, win it back (enum mode)?
  * (2026-12-07: nothing loses here, legacy or fd, so mode PIECES lays the work out as DCCL did: each CTA on 2 MiB
- * pieces of its own, far apart, where the plain modes' CTAs stride together through the rank's slice.)
+ * pieces of its own, far apart, where the plain modes' CTAs stride together through the rank's slice.) --guard B
+ * allocates each buffer with B bytes more either side, as DCCL's perf tools do (256), so an allocation is no whole
+ * number of 2 MiB pages.
  * Process 0 is the parent, which passes every region to every rank. Each rep times the modes in turn; a time is
  * the slowest rank's (events), and each line gives the floor (2 N S bytes of HBM traffic at rank 0's local copy
  * rate, measured alone first) against it.
@@ -30,6 +32,7 @@
 enum { IN, OUT, NBUF };
 
 static int rank, nranks;
+static size_t guard; /* bytes before and after each buffer in its allocation */
 static int socks[MESH_MAX_RANKS]; /* the parent: one per child (index = rank); a child: socks[0] */
 
 static void fail(const char *what) {
@@ -53,7 +56,8 @@ static void barrier(void) {
 /* Every rank's regions to every rank: children send theirs to the parent, which sends all N ranks' to each. The
  * fd kind's descriptors travel beside; the ones of other ranks left in fds are the caller's to close. */
 static void exchange(struct region own[NBUF], struct region_wire wires[][NBUF], int fds[][NBUF]) {
-  for (int b = 0; b < NBUF; b++) CU_MUST(region_export(&own[b], own[b].ptr, &wires[rank][b], &fds[rank][b]));
+  for (int b = 0; b < NBUF; b++)
+    CU_MUST(region_export(&own[b], own[b].ptr + guard, &wires[rank][b], &fds[rank][b]));
   if (rank != 0) {
     for (int b = 0; b < NBUF; b++) {
       if (msg_send(socks[0], &wires[rank][b], sizeof wires[rank][b], fds[rank][b]) != 0) fail("sending a region");
@@ -141,11 +145,11 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
   int sms = gpu_sm_count(dev);
   int ctas = 2 * sms / nranks > 0 ? 2 * sms / nranks : 1; /* the GPU shared by the N kernels */
   struct region own[NBUF];
-  for (int b = 0; b < NBUF; b++) CU_MUST(region_alloc(&own[b], kind, bytes, dev));
+  for (int b = 0; b < NBUF; b++) CU_MUST(region_alloc(&own[b], kind, bytes + 2 * guard, dev));
   float one = (float)(rank + 1);
   uint32_t bits;
   memcpy(&bits, &one, 4);
-  CU_MUST(cuMemsetD32(own[IN].ptr, bits, bytes / 4));
+  CU_MUST(cuMemsetD32(own[IN].ptr + guard, bits, bytes / 4));
   CU_MUST(cuCtxSynchronize());
   static struct region_wire wires[MESH_MAX_RANKS][NBUF];
   static int fds[MESH_MAX_RANKS][NBUF];
@@ -156,7 +160,7 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
     for (int b = 0; b < NBUF; b++) {
       struct open_cost cost;
       if (r == rank) {
-        ptr[b][r] = own[b].ptr;
+        ptr[b][r] = own[b].ptr + guard;
         continue;
       }
       CU_MUST(mapping_open(&theirs[r][b], &wires[r][b], fds[r][b], dev, &cost));
@@ -173,7 +177,7 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
   float copy_ms[MAX_REPS];
   for (int i = 0; i < reps && rank == 0; i++) {
     CU_MUST(cuEventRecord(start, s));
-    if (copy_launch(own[OUT].ptr, own[IN].ptr, bytes, sms, s) != 0) fail("the copy's launch");
+    if (copy_launch(ptr[OUT][rank], ptr[IN][rank], bytes, sms, s) != 0) fail("the copy's launch");
     CU_MUST(cuEventRecord(end, s));
     if (stream_wait(s, 30) != CUDA_SUCCESS) fail("the copy did not end within 30 s");
     CU_MUST(cuEventElapsedTime(&copy_ms[i], start, end));
@@ -193,8 +197,9 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
     for (int i = 0; i < reps; i++) copy[i] = copy_ms[i];
     double rate = 2.0 * (double)bytes / (median(copy, (size_t)reps) * 1e9); /* TB/s of traffic */
     double floor_ms = 2.0 * nranks * (double)bytes / (rate * 1e9);
-    printf("ipc_mesh %s %d ranks %zu MiB, MPS attribute %d, %d CTAs each: local copy %.3f TB/s of traffic, "
-           "medians of %d", region_kind_name(kind), nranks, mib, gpu_mps_enabled(dev), ctas, rate, reps);
+    printf("ipc_mesh %s %d ranks %zu MiB (allocations %zu bytes more), MPS attribute %d, %d CTAs each: local copy "
+           "%.3f TB/s of traffic, medians of %d", region_kind_name(kind), nranks, mib, 2 * guard, gpu_mps_enabled(dev),
+           ctas, rate, reps);
     for (int m = 0; m < nmodes; m++) {
       for (int i = 0; i < reps; i++) t[i] = ms[m][i];
       double med = median(t, (size_t)reps);
@@ -212,7 +217,7 @@ static int run_rank(enum region_kind kind, size_t mib, int reps) {
 
 static void usage(void) {
   fprintf(stderr, "usage: ipc_mesh [--ranks N=4 (2-%d)] [--kind legacy|fd|cudamalloc] [--mib S=1024 (a multiple of "
-                  "2)] [--reps R=5 (1-%d)]\n", MESH_MAX_RANKS, MAX_REPS);
+                  "2)] [--reps R=5 (1-%d)] [--guard B=0 (a multiple of 16)]\n", MESH_MAX_RANKS, MAX_REPS);
   exit(2);
 }
 
@@ -224,9 +229,12 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i += 2) {
     int took = i + 1 < argc ? region_option(argv[i], argv[i + 1], &kind, &mib, &reps) : -1;
     if (took == 0 && !strcmp(argv[i], "--ranks")) nranks = atoi(argv[i + 1]);
+    else if (took == 0 && !strcmp(argv[i], "--guard")) guard = strtoull(argv[i + 1], NULL, 10);
     else if (took != 1) usage();
   }
-  if (nranks < 2 || nranks > MESH_MAX_RANKS || mib == 0 || mib % 2 || reps < 1 || reps > MAX_REPS) usage();
+  if (nranks < 2 || nranks > MESH_MAX_RANKS || mib == 0 || mib % 2 || reps < 1 || reps > MAX_REPS || guard % 16 ||
+      guard > (64u << 20))
+    usage();
   setvbuf(stdout, NULL, _IOLBF, 0);
   /* Fork before any CUDA call: a CUDA context does not survive fork. */
   pid_t children[MESH_MAX_RANKS];
