@@ -110,8 +110,8 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
   if (!go) return;
   DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
   // The operation's channels stride together through the part (a CTA running several channels takes each in turn):
-  // their CTAs stay in the same few pages of every buffer, where CTAs each streaming a range of their own, far
-  // apart, ran 4 ranks' out-of-place all-reduce between processes on legacy IPC mappings at half the speed.
+  // their CTAs stay in the same few pages of every buffer. CTAs each streaming pieces of their own, far apart, ran
+  // 4 ranks' 1 GiB all-reduce between processes on cudaMalloc buffers 4% slower in place and 9-14% out of place.
   const int ways = t.sched.direct_channels;
   if (a.n > 0)
     dev_reduce_copy_for<TYPE>(a, t.redop.type, t.esize, (int)t.channel * blockDim.x + threadIdx.x, ways * blockDim.x);
