@@ -206,8 +206,9 @@ extern "C" int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *src
 extern "C" int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdeviceptr *srcs, int nsrc, size_t begin,
                                 size_t end, size_t piece, int rank, int nranks, int ctas, CUstream stream) {
   if (ndst < 1 || ndst > MESH_MAX_RANKS || nsrc < 1 || nsrc > MESH_MAX_RANKS || begin % 16 || end % 16 ||
-      end < begin || ctas < 1 || piece % (16 * (size_t)(nranks > 0 ? nranks : 1)) || (piece && nranks < 1) ||
-      (piece && (rank < 0 || rank >= nranks)))
+      end < begin || ctas < 1)
+    return (int)cudaErrorInvalidValue;
+  if (piece && (nranks < 1 || rank < 0 || rank >= nranks || piece % (16 * (size_t)nranks)))
     return (int)cudaErrorInvalidValue;
   slice_sum_args a;
   for (int k = 0; k < ndst; k++) a.dst[k] = (float4 *)dsts[k];

@@ -37,8 +37,8 @@ int multi_copy_launch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, int n, s
 /* A rank's part of a direct two-shot all-reduce of float32 sums (at most MESH_MAX_RANKS buffers a side): bytes
  * [begin, end) (multiples of 16) of the nsrc sources summed in order, the sums stored into the ndst destinations,
  * on `ctas` CTAs of 512 threads striding together. With `piece` (bytes, a multiple of 16 nranks) [begin, end) is
- * cut in pieces instead, CTA b taking pieces b, b + ctas, ... and slice `rank` of `nranks` of each (the last rank
- * the rest): DCCL's direct all-reduce's layout. */
+ * cut in pieces instead, CTA b taking pieces b, b + ctas, ... and slice `rank` of `nranks` equal slices of each:
+ * DCCL's direct all-reduce's layout before 2026-12-07. */
 #define MESH_MAX_RANKS 8
 int slice_sum_launch(const CUdeviceptr *dsts, int ndst, const CUdeviceptr *srcs, int nsrc, size_t begin, size_t end,
                      size_t piece, int rank, int nranks, int ctas, CUstream stream);
