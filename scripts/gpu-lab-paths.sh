@@ -28,8 +28,9 @@
 #           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
 #           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
 #           segment ("segments": --segments, spans) and cudaMalloc allocations of whole 2 MiB pages ("rounded":
-#           --rounded, as PyTorch's caching allocator makes them), alternated, for buffers in windows (-R 2) and unregistered
-#           ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of PATHS_ALLOC_SETS
+#           --rounded, as PyTorch's caching allocator makes them), alternated, for buffers in windows (-R 2) and
+#           unregistered ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of
+#           PATHS_ALLOC_SETS
 #           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
 #           pages at once, or LD_LIBRARY_PATH=DIR, DIR's library against this build's; PATHS_ALLOC_CTAS="default 8"
 #           still means the caps);
