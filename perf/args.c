@@ -35,9 +35,9 @@ static void usage(const char *prog) {
       "      --memalloc               device buffers from ncclMemAlloc (cuMem) instead of cudaMalloc\n"
       "      --segments               device buffers in reserved ranges of 20 MiB cuMem allocations, 1 MiB into\n"
       "                               the first (as PyTorch's expandable segments hold tensors)\n"
-      "      --rounded                cudaMalloc buffers whose allocations are rounded up to whole 2 MiB pages (as\n"
-      "                               PyTorch's caching allocator rounds its large segments; by default each is the\n"
-      "                               buffer and its guard bytes, not a multiple of 2 MiB)\n"
+      "      --exact                  cudaMalloc allocations of exactly the buffer and its guard bytes (by default\n"
+      "                               each is rounded up to whole 2 MiB pages, as PyTorch's caching allocator makes\n"
+      "                               them: peers' legacy IPC mappings of other sizes are slower, docs/gpu.md)\n"
       "  -h, --help\n",
       prog);
 }
@@ -106,7 +106,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
                                            {"host", no_argument, 0, 'H'},
                                            {"memalloc", no_argument, 0, 'A'},
                                            {"segments", no_argument, 0, 'S'},
-                                           {"rounded", no_argument, 0, 'P'},
+                                           {"exact", no_argument, 0, 'P'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -207,7 +207,7 @@ int perf_parse_args(int argc, char **argv, struct perf_options *o, int rank) {
         o->memalloc = PERF_ALLOC_SEGMENTS;
         break;
       case 'P':
-        o->memalloc = PERF_ALLOC_ROUNDED;
+        o->memalloc = PERF_ALLOC_EXACT;
         break;
       case 'h':
         if (rank == 0) usage(argv[0]);

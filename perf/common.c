@@ -431,8 +431,8 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
            !run.mem.on_device                          ? ""
            : run.mem.memalloc == PERF_ALLOC_MEMALLOC   ? " (ncclMemAlloc)"
            : run.mem.memalloc == PERF_ALLOC_SEGMENTS ? " (expandable segments)"
-           : run.mem.memalloc == PERF_ALLOC_ROUNDED  ? " (cudaMalloc in whole 2 MiB pages)"
-                                                       : "",
+           : run.mem.memalloc == PERF_ALLOC_EXACT    ? " (cudaMalloc of exact sizes)"
+                                                       : " (cudaMalloc in whole 2 MiB pages)",
            !run.mem.on_device || !opts.register_mode ? ""
            : opts.register_mode == 1                 ? " (ncclCommRegister)"
                                                      : " (in windows)");

@@ -65,7 +65,7 @@ struct perf_options {
   int host_buffers;  /* --host: host memory even where a GPU is present */
   int register_mode; /* -R: device buffers registered (1) or in windows (2) */
   int memalloc;      /* --memalloc: device buffers from ncclMemAlloc (PERF_ALLOC_MEMALLOC); --segments:
-                        PERF_ALLOC_SEGMENTS; --rounded: PERF_ALLOC_ROUNDED */
+                        PERF_ALLOC_SEGMENTS; --exact: PERF_ALLOC_EXACT */
 };
 /* Parses argv; returns 0 on success, 1 after printing help (exit 0), -1 on bad input (message printed). */
 int perf_parse_args(int argc, char **argv, struct perf_options *opts, int rank);
@@ -163,7 +163,7 @@ size_t perf_guard_count_changed(const unsigned char *base, size_t bytes);
 double perf_value_range(const struct perf_type *type, enum perf_op op, int nranks);
 
 /* ---- device buffers (device_mem.c, device_segments.c) ---- */
-enum { PERF_ALLOC_CUDAMALLOC, PERF_ALLOC_MEMALLOC, PERF_ALLOC_SEGMENTS, PERF_ALLOC_ROUNDED /* cudaMalloc, 2 MiB */ };
+enum { PERF_ALLOC_CUDAMALLOC /* in whole 2 MiB pages */, PERF_ALLOC_MEMALLOC, PERF_ALLOC_SEGMENTS, PERF_ALLOC_EXACT };
 /* --segments: a buffer in a reserved range of 20 MiB cuMem allocations, as PyTorch's expandable segments hold one
  * (device_segments.c); MPI_Abort on failure. */
 void *perf_segments_alloc(size_t bytes, int device);

@@ -20,9 +20,11 @@ static void *device_alloc(size_t bytes, int memalloc, int device) {
   void *p = NULL;
   if (memalloc == PERF_ALLOC_SEGMENTS) {
     p = perf_segments_alloc(bytes, device);
-  } else if (memalloc == PERF_ALLOC_CUDAMALLOC || memalloc == PERF_ALLOC_ROUNDED) {
+  } else if (memalloc == PERF_ALLOC_CUDAMALLOC || memalloc == PERF_ALLOC_EXACT) {
+    /* Whole 2 MiB pages by default, as PyTorch's caching allocator asks cudaMalloc for them: another process's
+     * legacy IPC mapping of an allocation of any other size is read and written more slowly (docs/gpu.md). */
     size_t page = 2u << 20;
-    cuda_ok(cudaMalloc(&p, memalloc == PERF_ALLOC_ROUNDED ? (bytes + page - 1) / page * page : bytes), "cudaMalloc");
+    cuda_ok(cudaMalloc(&p, memalloc == PERF_ALLOC_EXACT ? bytes : (bytes + page - 1) / page * page), "cudaMalloc");
   } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
     fprintf(stderr, "ncclMemAlloc of %zu bytes: %s\n", bytes, ncclGetLastError(NULL));
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -209,8 +209,8 @@ int perf_json_open(const char *path, const struct perf_options *o, const struct 
     fprintf(json_file, "  \"allocator\": \"%s\",\n",
             o->memalloc == PERF_ALLOC_MEMALLOC   ? "ncclMemAlloc"
             : o->memalloc == PERF_ALLOC_SEGMENTS ? "segments"
-            : o->memalloc == PERF_ALLOC_ROUNDED  ? "cudaMalloc, 2 MiB pages"
-                                                 : "cudaMalloc");
+            : o->memalloc == PERF_ALLOC_EXACT    ? "cudaMalloc, exact sizes"
+                                                 : "cudaMalloc, 2 MiB pages");
   fprintf(json_file, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n", o->iters, o->warmup_iters,
           o->check);
   fprintf(json_file, "  \"times\": \"%s\",\n", average_names[o->average]);

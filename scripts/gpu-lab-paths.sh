@@ -23,20 +23,21 @@
 #           unregistered cudaMalloc buffers, float32 sum 8 B-1 GiB): DCCL_LAZY_MAP_BYTES=0 (every call meets, then
 #           the direct all-reduce) against -1 (never: the p2p ring), alternated: where mapping starts to pay.
 #           PATHS_LAZY_NP ("2 4") and PATHS_LAZY_BEGIN (8: the first size) narrow it.
-#   alloc:  why 4 ranks in processes reach half the floor out of place where one process reaches 90%: the same
-#           all-reduce (4 ranks under MPS, PATHS_ALLOC_BEGIN (256M)-1 GiB) on cudaMalloc buffers (legacy IPC
-#           mappings) against ncclMemAlloc buffers (cuMem, mapped from file descriptors, --memalloc) and, with
-#           PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across the 20 MiB parts of an expandable
-#           segment ("segments": --segments, spans) and cudaMalloc allocations of whole 2 MiB pages ("rounded":
-#           --rounded, as PyTorch's caching allocator makes them), alternated, for buffers in windows (-R 2) and
+#   alloc:  the 4-rank all-reduce between processes on each kind of buffer (4 ranks under MPS, PATHS_ALLOC_BEGIN
+#           (256M)-1 GiB): cudaMalloc buffers in whole 2 MiB pages (legacy IPC mappings; the perf tools' default, as
+#           PyTorch's caching allocator makes them) against ncclMemAlloc buffers (cuMem, mapped from file
+#           descriptors, --memalloc) and, with PATHS_ALLOC_KINDS (default "cudamalloc memalloc"), buffers across
+#           the 20 MiB parts of an expandable segment ("segments": --segments, spans) and cudaMalloc allocations of
+#           exactly the buffer and its guards ("exact": --exact; out of place about half the floor, where whole
+#           pages reach 94%, 2026-12-07), alternated, for buffers in windows (-R 2) and
 #           unregistered ones mapped on first use (PATHS_ALLOC_REG: "windows lazy"), each under the settings of
 #           PATHS_ALLOC_SETS
 #           ("default", or comma-separated VAR=VALUE lists such as DCCL_MAX_CTAS=8, fewer CTAs touching fewer
 #           pages at once, or LD_LIBRARY_PATH=DIR, DIR's library against this build's; PATHS_ALLOC_CTAS="default 8"
 #           still means the caps);
-#           stall reports after 5 s (2026-12-04: cudaMalloc out of place 44-48% of the floor; ncclMemAlloc
-#           85-91%). The floor's rate is measured first on the machine at hand (perf/gpu/hbm_ceiling), and each
-#           line gives both times as % of it.
+#           stall reports after 5 s (2026-12-04, exact sizes: cudaMalloc out of place 44-48% of the floor;
+#           ncclMemAlloc 85-91%). The floor's rate is measured first on the machine at hand
+#           (perf/gpu/hbm_ceiling), and each line gives both times as % of it.
 #   reach:  what alloc's cudaMalloc loss follows (perf/gpu/ipc_reach, no kernels but one process's): one kernel
 #           copying k = 1-3 regions into k others, local or another process's, legacy IPC against cuMem fd
 #           mappings, at PATHS_REACH_MIB ("64 256 1024") MiB a region: does the rate fall with the number of the
