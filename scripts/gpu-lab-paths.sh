@@ -48,8 +48,8 @@
 #           mappings (PATHS_MESH_KINDS, "legacy fd"; "cudamalloc": legacy IPC of the runtime's cudaMalloc memory),
 #           PATHS_MESH_MIB ("256 1024") MiB each, PATHS_MESH_GUARD ("0"; "0 256": also with the perf tools' guard
 #           bytes either side, so no allocation is whole 2 MiB pages), over ROUNDS: does alloc's out-of-place
-#           cudaMalloc loss come without DCCL too, and do two kernels avoid it? (No loss, 2026-12-07; a mode lays
-#           the work out in DCCL's old pieces.)
+#           cudaMalloc loss come without DCCL too, and do two kernels avoid it? (2026-12-07: on whole pages no loss;
+#           with the guards out of place 63%, in place 100%; a mode lays the work out in DCCL's old pieces.)
 #   latency: issue 10's and 11's 8-byte bars in one process WITHOUT MPS (perf/inproc_allreduce, 8 B, 2000 each):
 #           1 rank (beside NVIDIA NCCL's 1-rank 6.0 us), then 2 and 4 ranks (LATENCY_NP, "2 4") by the default and
 #           DCCL_ALGO=oneshot (LATENCY_ALGOS), each with the ranks' launches shared and apart (DCCL_DEV_SHARED_LAUNCH

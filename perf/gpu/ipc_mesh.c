@@ -8,8 +8,8 @@
  * And would the same work in two kernels, each reaching fewer of the others' allocations, win it back (enum mode)?
  * (2026-12-07: nothing loses here, legacy or fd, so mode PIECES lays the work out as DCCL did: each CTA on 2 MiB
  * pieces of its own, far apart, where the plain modes' CTAs stride together through the rank's slice.) --guard B
- * allocates each buffer with B bytes more either side, as DCCL's perf tools do (256), so an allocation is no whole
- * number of 2 MiB pages.
+ * allocates each buffer with B bytes more either side, as DCCL's perf tools did (256), so an allocation is no whole
+ * number of 2 MiB pages: that is the loss (2026-12-07: out of place 63% of the floor against 102%, docs/gpu.md).
  * Process 0 is the parent, which passes every region to every rank. Each rep times the modes in turn; a time is
  * the slowest rank's (events), and each line gives the floor (2 N S bytes of HBM traffic at rank 0's local copy
  * rate, measured alone first) against it.
