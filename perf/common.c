@@ -126,11 +126,12 @@ static void download(const struct perf_run *run) {
 }
 
 /* Microseconds per iteration. Host-buffer operations are complete when the call returns; device ones when the
- * stream has run them. */
+ * stream has run them. The warm-up starts from a barrier too, as the checked calls do (check_out_of_place). */
 static double time_dccl(const struct perf_run *run, const struct perf_call *call, const unsigned char *send,
                         unsigned char *recv) {
   const void *s = buf(run, send);
   void *r = buf(run, recv);
+  MPI_Barrier(MPI_COMM_WORLD);
   for (int i = 0; i < run->opts->warmup_iters; i++) PERF_NCCL_CHECK(run->coll->run(s, r, call, run->comm));
   perf_mem_sync(&run->mem);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -165,7 +166,9 @@ static int has_result(const struct perf_collective *coll, const struct perf_call
 
 /* The checked iterations: fresh inputs each time (a stale result from the previous one would show), poisoned
  * outputs (an element never written shows), guards (a write out of bounds shows) and, out of place, an
- * untouched send buffer. Returns this rank's count of wrong elements; guard bytes count one each. */
+ * untouched send buffer. Returns this rank's count of wrong elements; guard bytes count one each. Each checked
+ * call starts from a barrier: filling and checking 1 GiB on the host takes seconds, longer on some ranks than on
+ * others, and a rank that started alone would wait inside DCCL until its stall report fired (5 s). */
 static long long check_out_of_place(const struct perf_run *run, const struct perf_call *call, struct perf_values *v) {
   const size_t ts = call->type->size;
   const size_t send_bytes = call->counts.send_count * ts, recv_bytes = call->counts.recv_count * ts;
@@ -174,6 +177,7 @@ static long long check_out_of_place(const struct perf_run *run, const struct per
   perf_fill_input(v, run->rank, 0, run->send, call->counts.send_count);
   perf_guard_set(run->recv, recv_bytes);
   upload(run);
+  MPI_Barrier(MPI_COMM_WORLD);
   PERF_NCCL_CHECK(run->coll->run(buf(run, run->send), buf(run, run->recv), call, run->comm));
   download(run);
   if (has_result(run->coll, call)) wrong += (long long)perf_count_wrong(run->coll, v, call, run->recv);
@@ -192,6 +196,7 @@ static long long check_in_place(const struct perf_run *run, const struct perf_ca
   perf_guard_set(run->recv, bytes);
   perf_fill_input(v, run->rank, 0, send, c->send_count);
   upload(run);
+  MPI_Barrier(MPI_COMM_WORLD);
   PERF_NCCL_CHECK(run->coll->run(buf(run, send), buf(run, recv), call, run->comm));
   download(run);
   if (has_result(run->coll, call)) wrong += (long long)perf_count_wrong(run->coll, v, call, recv);

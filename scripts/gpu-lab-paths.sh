@@ -6,9 +6,10 @@
 #   staged: ranks in processes of their own under MPS (all_reduce_perf, 2 and 4 ranks, 8 B-1 GiB): the FIFOs in GPU
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
-#   others: all-gather, reduce-scatter, broadcast and reduce, 4 KiB-256 MiB, 4 ranks in processes under MPS: the
-#           ring (p2p) against the direct algorithms (buffers in windows, DCCL_ALGO=direct), alternated, issue 11's
-#           40% bars and where direct starts to win.
+#   others: all-gather, reduce-scatter, broadcast and reduce, PATHS_OTHERS_BEGIN (default 4K) to 256 MiB, 4 ranks
+#           in processes under MPS, alternated: the ring over the p2p FIFOs (DCCL_ALGO=ring), the default on
+#           unregistered buffers (mapped on first use, the cost model choosing) and the direct algorithms on buffers
+#           in windows (-R 2, DCCL_ALGO=direct): issue 11's 40% bars and where direct starts to win.
 #   net:    issue 15: 4 ranks in processes under MPS as two pretend hosts of 2 (DCCL_HOSTID=A,A,B,B: device links
 #           over sockets between them) against one host (p2p only), all-reduce float32 8 B-256 MiB, with the
 #           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)
@@ -323,11 +324,11 @@ done
 
 [[ " $parts " == *" others "* ]] && for round in $(seq "$rounds"); do
   for coll in all_gather reduce_scatter broadcast reduce; do
-    for algo in ring direct; do
+    for algo in ring default direct; do
       name=others.np4.$coll.$algo.r$round
       fits 30 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = direct ] && echo direct) timeout 120 "${mpi[@]}" -np 4 \
-        "$build/perf/${coll}_perf" -b 4K -e 256M -f 4 -c 1 -n 20 -w 3 -T 100 \
+      DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) timeout 120 "${mpi[@]}" -np 4 \
+        "$build/perf/${coll}_perf" -b "${PATHS_OTHERS_BEGIN:-4K}" -e 256M -f 4 -c 1 -n 20 -w 3 -T 100 \
         -R "$([ $algo = direct ] && echo 2 || echo 0)" -J "$out/$name.json" > "$out/$name.log" 2>&1 ||
         { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s, busbw %s GB/s\n", n, $1, $6, $7, $8}' \
