@@ -46,6 +46,8 @@ static struct dccl_slot_header call_header(const struct dccl_op *op, uint64_t by
   return h;
 }
 
+struct dccl_slot_header dccl_op_call(const struct dccl_op *op) { return call_header(op, 0); }
+
 struct dccl_slot_header dccl_op_call_header(const struct dccl_op *op) {
   struct dccl_slot_header h = call_header(op, 0);
   if (!dccl_param_int(DCCL_PARAM_CHECK)) { /* every rank sends the same, so no compare fails */

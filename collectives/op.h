@@ -14,6 +14,8 @@ const char *dccl_op_name(int kind);
 /* The header a kernel's slots of this op carry, but bytes and seq (executor.c; the fingerprint zero under
  * DCCL_CHECK=0). */
 struct dccl_slot_header dccl_op_call_header(const struct dccl_op *op);
+/* The same with the call's count, types and root whatever DCCL_CHECK says: what a report names. */
+struct dccl_slot_header dccl_op_call(const struct dccl_op *op);
 /* "1048576 x float32 sum, root 0", "4096 bytes": the call a slot header's fingerprint stands for (executor.c). */
 void dccl_describe_call(const struct dccl_slot_header *h, char *out, size_t len);
 /* What a kernel's record of a mismatch says: rank `rank` expected `want` where rank `peer`'s slot carried `got`

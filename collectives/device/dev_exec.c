@@ -517,7 +517,7 @@ static ncclResult_t single_rank_copies(struct dccl_coll_comm *comm, struct dccl_
 /* An uncaptured launch's CTAs are counted, and the launch noted for stall reports under the call `first`. */
 static void count_launch(struct dccl_dev_comm *dev, const struct dccl_op *first, int nctas) {
   __atomic_add_fetch(&dev->launched_ctas, (uint32_t)nctas, __ATOMIC_RELAXED); /* the pump reads it */
-  struct dccl_slot_header call = dccl_op_call_header(first);
+  struct dccl_slot_header call = dccl_op_call(first);
   call.kind = (uint32_t)first->kind; /* as the host's waits note it */
   dccl_launch_notes_add(&dev->notes, dev->launched_ctas, dccl_now_ns(), &call);
 }

@@ -34,7 +34,9 @@ int dccl_launch_notes_stalled(struct dccl_launch_notes *n, uint32_t done, int64_
     found = 1;
     *call = note->call;
     int64_t since = note->launch_ns > n->last_change_ns ? note->launch_ns : n->last_change_ns;
-    *idle_ns = now_ns - since;
+    /* A launch noted after the caller read its clock is newer than now: not idle (a negative time read as
+     * unsigned fired false reports). */
+    *idle_ns = now_ns > since ? now_ns - since : 0;
   }
   pthread_mutex_unlock(&n->lock);
   return found;

@@ -31,7 +31,7 @@ void dccl_launch_notes_destroy(struct dccl_launch_notes *n);
 void dccl_launch_notes_add(struct dccl_launch_notes *n, uint32_t ticket, int64_t now_ns,
                            const struct dccl_slot_header *call);
 /* The oldest launch not finished with `done` CTAs done: 1 with its call and the time since the later of its launch
- * and the last change in `done`; 0 when every remembered launch has finished. */
+ * and the last change in `done` (0 where that is after now_ns); 0 when every remembered launch has finished. */
 int dccl_launch_notes_stalled(struct dccl_launch_notes *n, uint32_t done, int64_t now_ns,
                               struct dccl_slot_header *call, int64_t *idle_ns);
 

@@ -33,6 +33,12 @@ static void basics(void) {
   found = dccl_launch_notes_stalled(&n, 4, 500 * MS, &got, &idle);
   check(found && got.seq == 1, "#0 done: #1 is named (seq %llu)", (unsigned long long)got.seq);
   check(!dccl_launch_notes_stalled(&n, 6, 600 * MS, &got, &idle), "both done: nothing stalls");
+  /* The monitor reads its clock, then a launch is noted before it takes the lock: the launch is newer than now. */
+  struct dccl_slot_header c2 = call(2);
+  dccl_launch_notes_add(&n, 8, 700 * MS, &c2);
+  found = dccl_launch_notes_stalled(&n, 6, 650 * MS, &got, &idle);
+  check(found && got.seq == 2 && idle == 0, "a launch after the clock was read: idle 0, not negative (%lld ns)",
+        (long long)idle);
   dccl_launch_notes_destroy(&n);
 }
 
