@@ -6,8 +6,8 @@
 #   staged: ranks in processes of their own under MPS (all_reduce_perf, 2 and 4 ranks, 8 B-1 GiB): the FIFOs in GPU
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
-#   others: all-gather, reduce-scatter, broadcast and reduce, PATHS_OTHERS_BEGIN (default 4K) to 256 MiB, 4 ranks
-#           in processes under MPS, alternated: the ring over the p2p FIFOs (DCCL_ALGO=ring), the default on
+#   others: all-gather, reduce-scatter, broadcast and reduce (PATHS_OTHERS_COLLS: all_reduce too, or fewer),
+#           PATHS_OTHERS_BEGIN (default 4K) to 256 MiB, 4 ranks in processes under MPS, alternated: the ring over the p2p FIFOs (DCCL_ALGO=ring), the default on
 #           unregistered buffers (mapped on first use, the cost model choosing) and the direct algorithms on buffers
 #           in windows (-R 2, DCCL_ALGO=direct): issue 11's 40% bars and where direct starts to win.
 #   net:    issue 15: 4 ranks in processes under MPS as two pretend hosts of 2 (DCCL_HOSTID=A,A,B,B: device links
@@ -323,7 +323,7 @@ hbm_tbps=
 done
 
 [[ " $parts " == *" others "* ]] && for round in $(seq "$rounds"); do
-  for coll in all_gather reduce_scatter broadcast reduce; do
+  for coll in ${PATHS_OTHERS_COLLS:-all_gather reduce_scatter broadcast reduce}; do
     for algo in ring default direct; do
       name=others.np4.$coll.$algo.r$round
       fits 30 "$name" || continue
