@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "parallel.h"
 
 /* Sums never exceed this in magnitude: small enough that the buffers' poison pattern (0x5A bytes) is never a
  * valid result, and that fp8 sums stay exact. */
@@ -111,36 +112,68 @@ double perf_mulsum_scalar(int rank) {
   return mulsum_scalar(rank);
 }
 
+/* A rank's input elements [first, first + n) at `buf`: written, or compared (the loops run on several threads). */
+struct input_range {
+  const struct perf_values *v;
+  int rank;
+  size_t first;
+  unsigned char *buf;
+};
+
+static size_t fill_range(void *ctx, size_t lo, size_t hi) {
+  const struct input_range *r = ctx;
+  for (size_t i = lo; i < hi; i++)
+    perf_type_store(r->v->type, r->buf + i * r->v->type->size, perf_input_value(r->v, r->rank, r->first + i));
+  return 0;
+}
+
 void perf_fill_input(const struct perf_values *v, int rank, size_t first, void *dst, size_t n) {
-  unsigned char *p = dst;
-  for (size_t i = 0; i < n; i++) perf_type_store(v->type, p + i * v->type->size, perf_input_value(v, rank, first + i));
+  struct input_range r = {v, rank, first, dst};
+  perf_parallel_sum(n, fill_range, &r);
+}
+
+static size_t changed_range(void *ctx, size_t lo, size_t hi) {
+  const struct input_range *r = ctx;
+  size_t changed = 0;
+  for (size_t i = lo; i < hi; i++)
+    if (perf_type_load(r->v->type, r->buf + i * r->v->type->size) != perf_input_value(r->v, r->rank, r->first + i))
+      changed++;
+  return changed;
 }
 
 size_t perf_count_input_changed(const struct perf_values *v, int rank, size_t first, const void *buf, size_t n) {
-  const unsigned char *p = buf;
-  size_t changed = 0;
-  for (size_t i = 0; i < n; i++)
-    if (perf_type_load(v->type, p + i * v->type->size) != perf_input_value(v, rank, first + i)) changed++;
-  return changed;
+  struct input_range r = {v, rank, first, (unsigned char *)buf};
+  return perf_parallel_sum(n, changed_range, &r);
+}
+
+struct result_range {
+  const struct perf_collective *coll;
+  const struct perf_values *v;
+  const struct perf_call *call;
+  const unsigned char *recv;
+  double tolerance;
+};
+
+static size_t wrong_range(void *ctx, size_t lo, size_t hi) {
+  const struct result_range *r = ctx;
+  size_t wrong = 0;
+  for (size_t i = lo; i < hi; i++) {
+    double got = perf_type_load(r->v->type, r->recv + i * r->v->type->size);
+    double want = r->coll->expected(r->v, r->call, i);
+    if (got == want) continue;
+    if (r->tolerance > 0.0 && fabs(got - want) <= r->tolerance * fmax(fabs(want), 1.0)) continue;
+    wrong++;
+  }
+  return wrong;
 }
 
 size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_values *v, const struct perf_call *call,
                         const void *recv) {
-  const unsigned char *p = recv;
-  const size_t ts = v->type->size;
   /* Float average over a rank count that is not a power of two: 1/n is inexact, and each of up to n roundings
    * (premultiply, partial sums) is worth one unit in the last place. With n a power of two, every step is exact. */
   int inexact_average = v->type->is_float && v->op == PERF_OP_AVG && (v->nranks & (v->nranks - 1)) != 0;
-  double tolerance = inexact_average ? v->nranks * ldexp(1.0, -v->type->mantissa_bits) : 0.0;
-  size_t wrong = 0;
-  for (size_t i = 0; i < call->counts.recv_count; i++) {
-    double got = perf_type_load(v->type, p + i * ts);
-    double want = coll->expected(v, call, i);
-    if (got == want) continue;
-    if (tolerance > 0.0 && fabs(got - want) <= tolerance * fmax(fabs(want), 1.0)) continue;
-    wrong++;
-  }
-  return wrong;
+  struct result_range r = {coll, v, call, recv, inexact_average ? v->nranks * ldexp(1.0, -v->type->mantissa_bits) : 0.0};
+  return perf_parallel_sum(call->counts.recv_count, wrong_range, &r);
 }
 
 void perf_guard_set(unsigned char *base, size_t bytes) {

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "parallel.h"
+
 /* Set by perf/CMakeLists.txt when the dccl_mpi library is part of the build. */
 #ifdef PERF_HAVE_DCCL_MPI
 #include "dccl_mpi.h"
@@ -391,6 +393,13 @@ int perf_main(int argc, char **argv, const struct perf_collective *coll) {
   run.coll = coll;
   MPI_Comm_rank(MPI_COMM_WORLD, &run.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &run.nranks);
+  MPI_Comm node;
+  int ranks_on_node = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &ranks_on_node);
+    MPI_Comm_free(&node);
+  }
+  perf_parallel_init(ranks_on_node);
 
   struct perf_options opts;
   int parsed = perf_parse_args(argc, argv, &opts, run.rank);
