@@ -88,9 +88,11 @@
 #           H100 2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of
 #           CTA 0 stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the
 #           mean time of each since the one before), PATHS_STAGES_LIB (packed by scripts/gpu-carry.sh with
-#           GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of the call), runs the trace's
-#           cases: dev_latency ar+sync (2 ranks under MPS) and inproc_allreduce 8 B (2 ranks of one process: the
-#           default, direct, and DCCL_ALGO=oneshot).
+#           GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of the call), runs the cases
+#           PATHS_STAGES_CASES names (default "ar+sync inproc inproc-oneshot", the trace's): dev_latency ar+sync (2
+#           ranks under MPS), inproc_allreduce 8 B (2 ranks of one process: the default, and DCCL_ALGO=oneshot), and
+#           np4:SIZE, the default all-reduce of 4 ranks in processes under MPS at SIZE (all_reduce_perf, 2048
+#           operations, unregistered buffers: the direct kernel's meeting, reduction and barrier at middle sizes).
 #   ab:     a kernel change against the code before it, on one GPU in one call: the 8-byte all-reduce of 2 ranks in
 #           processes under MPS (dev_latency: ar+sync, ar b2b, empty+sync) and of 2 ranks of one process
 #           (inproc_allreduce 8 B: the default, direct, and DCCL_ALGO=oneshot, the FIFOs' LL step), and the bulk
@@ -482,13 +484,19 @@ lib_dir() { # lib_dir PATH NAME
     stages_lib=$stages_tools
     { cmake -S "$(dirname "${BASH_SOURCE[0]}")/.." -B "$stages_tools" -G Ninja -DDCCL_DEV_STAGES=ON \
         -DDCCL_BUILD_TESTS=OFF &&
-      ninja -C "$stages_tools" dev_latency inproc_allreduce; } > "$out/stages.build.log" 2>&1 ||
+      ninja -C "$stages_tools" dev_latency inproc_allreduce all_reduce_perf; } > "$out/stages.build.log" 2>&1 ||
       { status=1; stages_lib=; echo "FAIL: stages build"; tail -5 "$out/stages.build.log"; }
   fi
-  [ -n "$stages_lib" ] && for what in ar+sync inproc inproc-oneshot; do
-    name=stages.$what
+  [ -n "$stages_lib" ] && for what in ${PATHS_STAGES_CASES:-ar+sync inproc inproc-oneshot}; do
+    name=stages.${what/:/.}
     fits 40 "$name" || continue
-    if [[ $what == inproc* ]]; then
+    if [[ $what == np4:* ]]; then
+      DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$stages_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
+        "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$stages_tools/perf/all_reduce_perf" -b "${what#np4:}" -e "${what#np4:}" \
+        -n 2048 -w 16 -c 0 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B out of place %s us, in place %s us\n", n, $1, $6, $10}' \
+        "$out/$name.log"
+    elif [[ $what == inproc* ]]; then
       DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) \
         LD_LIBRARY_PATH=$stages_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 \
         "$stages_tools/perf/inproc_allreduce" 2 8 8 4096 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
