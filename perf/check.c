@@ -172,7 +172,8 @@ size_t perf_count_wrong(const struct perf_collective *coll, const struct perf_va
   /* Float average over a rank count that is not a power of two: 1/n is inexact, and each of up to n roundings
    * (premultiply, partial sums) is worth one unit in the last place. With n a power of two, every step is exact. */
   int inexact_average = v->type->is_float && v->op == PERF_OP_AVG && (v->nranks & (v->nranks - 1)) != 0;
-  struct result_range r = {coll, v, call, recv, inexact_average ? v->nranks * ldexp(1.0, -v->type->mantissa_bits) : 0.0};
+  double tolerance = inexact_average ? v->nranks * ldexp(1.0, -v->type->mantissa_bits) : 0.0;
+  struct result_range r = {coll, v, call, recv, tolerance};
   return perf_parallel_sum(call->counts.recv_count, wrong_range, &r);
 }
 

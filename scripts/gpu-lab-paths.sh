@@ -7,9 +7,10 @@
 #           memory (p2p) against the FIFOs in pinned shared host memory (DCCL_TRANSPORT=shm, two PCIe crossings),
 #           and the buffers in windows (-R 2: the direct all-reduce reading the other processes' buffers in place).
 #   others: all-gather, reduce-scatter, broadcast and reduce (PATHS_OTHERS_COLLS: all_reduce too, or fewer),
-#           PATHS_OTHERS_BEGIN (default 4K) to 256 MiB, 4 ranks in processes under MPS, alternated: the ring over the p2p FIFOs (DCCL_ALGO=ring), the default on
-#           unregistered buffers (mapped on first use, the cost model choosing) and the direct algorithms on buffers
-#           in windows (-R 2, DCCL_ALGO=direct): issue 11's 40% bars and where direct starts to win.
+#           PATHS_OTHERS_BEGIN (default 4K) to 256 MiB, 4 ranks in processes under MPS, alternated: the ring over
+#           the p2p FIFOs (DCCL_ALGO=ring), the default on unregistered buffers (mapped on first use, the cost model
+#           choosing) and the direct algorithms on buffers in windows (-R 2, DCCL_ALGO=direct): issue 11's 40% bars
+#           and where direct starts to win.
 #   net:    issue 15: 4 ranks in processes under MPS as two pretend hosts of 2 (DCCL_HOSTID=A,A,B,B: device links
 #           over sockets between them) against one host (p2p only), all-reduce float32 8 B-256 MiB, with the
 #           loopback TCP rate (plain TCP and the socket transport's own links, tests/unit/test_transport_socket)

@@ -15,7 +15,7 @@
 struct dccl_launch_note {
   uint32_t ticket;   /* finished once done CTAs reach it (32 bits that wrap) */
   int64_t launch_ns; /* dccl_now_ns at the launch */
-  struct dccl_slot_header call; /* the launch's first operation, as its fingerprint names it */
+  struct dccl_slot_header call; /* the launch's first operation: its count, types and root, whatever DCCL_CHECK says */
 };
 
 struct dccl_launch_notes {
