@@ -1,7 +1,9 @@
 /* Element loops split over threads (parallel.h). */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,7 +14,11 @@ static int threads = 1;
 
 void perf_parallel_init(int ranks_on_node) {
   const char *env = getenv("PERF_THREADS");
-  long n = env && *env ? atol(env) : sysconf(_SC_NPROCESSORS_ONLN) / (ranks_on_node > 0 ? ranks_on_node : 1);
+  long n = sysconf(_SC_NPROCESSORS_ONLN) / (ranks_on_node > 0 ? ranks_on_node : 1);
+  /* A rank bound to fewer cores (mpirun binds 1-2 ranks to a core each by default) gains nothing from more threads. */
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) < n) n = CPU_COUNT(&mine);
+  if (env && *env) n = atol(env);
   threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 

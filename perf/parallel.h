@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-/* Threads per loop: the online CPUs shared by the ranks of this node (at least 1, at most 16); PERF_THREADS
- * overrides. */
+/* Threads per loop: the online CPUs shared by the ranks of this node, or fewer where the rank is bound to fewer (at
+ * least 1, at most 16); PERF_THREADS overrides. */
 void perf_parallel_init(int ranks_on_node);
 
 /* fn over [0, n) in contiguous ranges, one a thread (inline where n is small); returns the sum of its results. */
