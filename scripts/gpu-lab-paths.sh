@@ -84,7 +84,9 @@
 #           inproc_allreduce (2 ranks of one process, 8 B, with a synchronise after each: the default, direct, and
 #           DCCL_ALGO=oneshot, LL through the FIFOs with no second meeting); then
 #           perf/kernel_trace_report.py prints the medians: the launch call, the queue, the kernel, the ranks' start
-#           skew, the time after both started, the synchronise's wake-up and the host's gap.
+#           skew, the time after both started, the synchronise's wake-up and the host's gap. PATHS_TRACE_CASES
+#           picks the runs (default "ar+sync empty+sync fat+sync inproc inproc-oneshot"); np4:SIZE traces 4 ranks'
+#           all_reduce_perf at SIZE back to back (processes under MPS, 2000 operations): host- or GPU-bound.
 #   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
 #           H100 2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of
 #           CTA 0 stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the
@@ -440,11 +442,15 @@ done
   if [ ! -f "$lib" ] || ldd "$lib" | grep -q "not found"; then
     echo "trace: $lib not built or not loadable (no CUPTI here?)"; ldd "$lib" 2>&1 | grep "not found"
   else
-    for what in ar+sync empty+sync fat+sync inproc inproc-oneshot; do
-      name=trace.$what
+    for what in ${PATHS_TRACE_CASES:-ar+sync empty+sync fat+sync inproc inproc-oneshot}; do
+      name=trace.${what/:/.}
       fits 60 "$name" || continue
       rm -rf "$out/$name" && mkdir -p "$out/$name"
-      if [[ $what == inproc* ]]; then
+      if [[ $what == np4:* ]]; then
+        DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 "${mpi[@]}" \
+          -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" \
+          -b "${what#np4:}" -e "${what#np4:}" -n 2000 -w 16 -c 0 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+      elif [[ $what == inproc* ]]; then
         DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) CUDA_INJECTION64_PATH=$lib \
           KERNEL_TRACE_DIR=$out/$name timeout 60 \
           "$build/perf/inproc_allreduce" 2 8 8 2000 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
@@ -453,7 +459,7 @@ done
           -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 2 \
           "$build/perf/dev_latency" -n 2000 -r 1 -m "$what" > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
       fi
-      grep -E "kernel_trace|sync|^ *8 " "$out/$name.log" | sed "s/^/$name: /" | head -5
+      grep -E "kernel_trace|sync|^ *[0-9]+ " "$out/$name.log" | sed "s/^/$name: /" | head -5
       python3 "$here/../perf/kernel_trace_report.py" "$out/$name" --last 2000 \
         --pattern "$(case $what in empty+sync) echo empty ;; fat+sync) echo fat ;; *) echo dccl_kernel ;; esac)" \
         > "$out/$name.txt" 2>&1
