@@ -104,7 +104,9 @@
 #           bookkeeping must not cost the bulk loops. Each library of PATHS_AB_BASE (space-separated: folders, or
 #           base-lib.tar.gz files as scripts/gpu-carry.sh packs them with GPU_CARRY_BASE) and this build's run in
 #           turn, over ROUNDS (3 or more: the machine swings); each is named by the code it was built from. The perf
-#           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH.
+#           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH. PATHS_AB_CASES
+#           picks the cases (default "mps ring tree inproc bulk"; np4: 4 ranks in processes under MPS, the
+#           default all-reduce 1-64 MiB, checked, 500 operations: the direct path's middle sizes).
 #   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
 #           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8", or
 #           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
@@ -532,19 +534,29 @@ lib_dir() { # lib_dir PATH NAME
   [ ${#dirs[@]} -gt 1 ] || { status=1; echo "FAIL: ab: PATHS_AB_BASE ('${PATHS_AB_BASE:-}') names no library"; }
   echo "ab: ${names[*]} (the last is this build)"
   keep() { tee -a "$out/ab.txt"; } # every figure, for the medians at the end (perf/ab_report.py)
+  ab_case() { [[ " ${PATHS_AB_CASES:-mps ring tree inproc bulk} " == *" $1 "* ]]; }
   [ ${#dirs[@]} -gt 1 ] && for round in $(seq "$rounds"); do
     for k in "${!dirs[@]}"; do
       lib=${names[$k]} libdir=${dirs[$k]}
       LD_LIBRARY_PATH_AB=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
       name=ab.$lib.mps.r$round
-      fits 30 "$name" || continue
-      DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
-        "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
-        -m empty+sync,meet+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync \
-        > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
-      grep -E "empty\+sync|meet\+sync|ar\+sync|ar b2b|issue|ptr query|graph\+sync" "$out/$name.log" |
-        sed "s/^/$name: /" | keep
+      ab_case mps && fits 30 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
+          -m empty+sync,meet+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        grep -E "empty\+sync|meet\+sync|ar\+sync|ar b2b|issue|ptr query|graph\+sync" "$out/$name.log" |
+          sed "s/^/$name: /" | keep
+      }
+      name=ab.$lib.np4.r$round # 4 ranks' default all-reduce at middle sizes (the direct path, unregistered)
+      ab_case np4 && fits 40 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" -b 1M -e 64M -f 4 -c 1 -n 500 -w 20 \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
+      }
       for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
+        ab_case "$algo" || continue
         name=ab.$lib.$algo.r$round
         fits 30 "$name" || continue
         DCCL_TRANSPORT= DCCL_ALGO=$algo LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
@@ -554,6 +566,7 @@ lib_dir() { # lib_dir PATH NAME
           printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
       done
       for algo in default direct oneshot; do
+        ab_case inproc || continue
         name=ab.$lib.inproc-$algo.r$round
         fits 20 "$name" || continue
         DCCL_TRANSPORT= DCCL_ALGO=$([ $algo = default ] || echo $algo) LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB \
@@ -562,7 +575,7 @@ lib_dir() { # lib_dir PATH NAME
           $6}' "$out/$name.log" | keep
       done
       name=ab.$lib.inproc-direct-bulk.r$round # the direct path's bulk loop (generic kernel), 128 MiB
-      fits 30 "$name" || continue
+      ab_case bulk && fits 30 "$name" || continue
       DCCL_TRANSPORT= DCCL_ALGO=direct LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
         "$build/perf/inproc_allreduce" 2 128M 128M 20 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
       awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $2}' "$out/$name.log" | keep
