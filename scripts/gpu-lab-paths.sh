@@ -451,7 +451,8 @@ done
       if [[ $what == np4:* ]]; then
         DCCL_TRANSPORT= DCCL_ALGO= CUDA_INJECTION64_PATH=$lib KERNEL_TRACE_DIR=$out/$name timeout 60 "${mpi[@]}" \
           -x CUDA_INJECTION64_PATH -x KERNEL_TRACE_DIR -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" \
-          -b "${what#np4:}" -e "${what#np4:}" -n 2000 -w 16 -c 0 > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+          -b "${what#np4:}" -e "${what#np4:}" -n 2000 -w 16 -c 0 > "$out/$name.log" 2>&1 ||
+          { status=1; echo "FAIL: $name"; }
       elif [[ $what == inproc* ]]; then
         DCCL_TRANSPORT= DCCL_ALGO=$([ $what = inproc-oneshot ] && echo oneshot) CUDA_INJECTION64_PATH=$lib \
           KERNEL_TRACE_DIR=$out/$name timeout 60 \
