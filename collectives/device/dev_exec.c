@@ -677,8 +677,13 @@ static void launched(struct dccl_dev_comm *dev, const struct prepared *p, int nc
   }
 }
 
+/* A launch of fewer CTAs counts each one's exit on the host itself: the device count's extra round trip cost 1 and 2
+ * CTAs 0.3-1.2 us, and saved a launch of 8 a rank 6 us (H100, docs/performance.md). */
+#define DCCL_DEV_EXIT_COUNT_CTAS 4
+
 /* Launches `w` by kernel `k` of `dev`, or by its type's tiny kernel where that may run it (one warp a CTA). */
 static ncclResult_t launch_work(const struct dccl_dev_comm *dev, int k, struct dccl_dev_work *w, CUstream stream) {
+  if (w->nctas < DCCL_DEV_EXIT_COUNT_CTAS) w->exit_ctas = NULL;
   if (dccl_param_int(DCCL_PARAM_DEV_TINY)) k = dccl_kernel_tiny(k, w);
   unsigned threads = k >= DCCL_KERNEL_TINY(0) ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
   __atomic_thread_fence(__ATOMIC_RELEASE);
