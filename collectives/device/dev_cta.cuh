@@ -119,6 +119,24 @@ __device__ __forceinline__ void dev_count_exit(uint32_t *done_ctas) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.sys.add.u32 [%0], 1;" ::"l"(done_ctas) : "memory");
 }
 
+// Thread 0, as its CTA leaves (after a barrier): the CTA counted in GPU memory, and the launch's last CTA adds each
+// rank's CTAs to its host count at once (the fences order every CTA's writes before the count, as one CTA's are in
+// dev_count_exit). An atomic on host memory per CTA, every rank's on the one PCIe link, went in turn, ~70 ns each:
+// the last CTA's exit came 2.4 us after its work in a 4-rank launch of 8 CTAs a rank, 8.7 us with 32, and the next
+// launch started that much later (stage timing on an H100, docs/performance.md).
+__device__ __forceinline__ void dev_count_exit_launch(const dccl_dev_work *w, uint32_t *done_ctas) {
+  if (!w->exit_ctas) return dev_count_exit(done_ctas);
+  uint32_t before;
+  asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(w->exit_ctas) : "memory");
+  if (before + 1 != w->nctas) return;
+  asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.u32 [%0], 0;" ::"l"(w->exit_ctas) : "memory");
+  for (int r = 0; r < DCCL_DEV_LAUNCH_RANKS && w->rank[r].done_ctas; r++) {
+    uint32_t n = 0; // rank slot r's CTAs: all of them unless the launch is several ranks' (launch_merge.h)
+    for (uint32_t b = 0; b < w->nctas; b++) n += w->cta_rank[b] == r;
+    asm volatile("red.relaxed.sys.add.u32 [%0], %1;" ::"l"(w->rank[r].done_ctas), "r"(n) : "memory");
+  }
+}
+
 // The operands that stage a one-shot's input on its way out: `n` elements from `src` into `dst` (the payload of
 // every send and the own source of the reduction), premultiplied by `pre` where `op` has one and rounded to the type.
 __device__ __forceinline__ void dev_stage_args(dccl_dev_args &a, const void *src, void *dst, uint64_t n,

@@ -63,6 +63,7 @@ struct dccl_dev_comm {
   struct dccl_dev_status *status;  /* pinned, device-visible */
   void *scratch;                   /* pinned, device-visible: 64 bytes for creation's probe */
   CUdeviceptr ring_orders;         /* device memory: each ring's rank order, read by the schedules every step */
+  CUdeviceptr exit_ctas;           /* device memory: the running launch's exited CTAs (dccl_dev_work.exit_ctas) */
   CUdeviceptr board;               /* device memory: this rank's direct slots, one per channel */
   CUdeviceptr boards;              /* device memory: every rank's board address, by rank (0: no direct path), then
                                       the windows' table (DCCL_MAX_WINDOWS rows of struct dccl_win_peer) */
@@ -205,6 +206,9 @@ ncclResult_t dccl_dev_comm_create(struct dccl_coll_comm *comm, void *cu_ctx, int
   free(orders);
   DCCL_CUCHECK(r, "cuMemAlloc/cuMemcpyHtoD of the rings' orders");
   dev->device_bytes += order_bytes;
+  DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->exit_ctas, sizeof(uint32_t)), "cuMemAlloc of the launches' exit count");
+  DCCL_CUCHECK(dccl_cu.memset_d8(dev->exit_ctas, 0, sizeof(uint32_t)), "clearing the launches' exit count");
+  dev->device_bytes += sizeof(uint32_t);
   size_t board_bytes = (size_t)DCCL_MAX_CHANNELS * sizeof(struct dccl_direct_slot);
   DCCL_CUCHECK(dccl_cu.mem_alloc(&dev->board, board_bytes), "cuMemAlloc of the direct board");
   DCCL_CUCHECK(dccl_cu.memset_d8(dev->board, 0, board_bytes), "clearing the direct board");
@@ -398,6 +402,7 @@ void dccl_dev_comm_free(struct dccl_coll_comm *comm) {
   if (dev->status) dccl_cu.mem_free_host(dev->status);
   if (dev->scratch) dccl_cu.mem_free_host(dev->scratch);
   if (dev->ring_orders) dccl_cu.mem_free(dev->ring_orders);
+  if (dev->exit_ctas) dccl_cu.mem_free(dev->exit_ctas);
   dccl_ce_free(dev->ce);
   if (dev->ce_region) dccl_cu.mem_free(dev->ce_region);
   for (int r = 0; dev->ce_maps && r < comm->nranks; r++) dccl_peer_mem_close(&dev->ce_maps[r]);
@@ -634,6 +639,7 @@ static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, v
   w->rank[0].abort_flag = dev->abort_word;
   w->rank[0].status = dev->status;
   w->rank[0].done_ctas = captured ? NULL : dev->done_ctas;
+  w->exit_ctas = captured ? NULL : (uint32_t *)(uintptr_t)dev->exit_ctas;
   w->tasks = b ? b->tasks : NULL;
   struct dccl_dev_task *tasks = b ? b->tasks : w->inline_tasks;
   /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
@@ -671,8 +677,13 @@ static void launched(struct dccl_dev_comm *dev, const struct prepared *p, int nc
   }
 }
 
+/* A launch of fewer CTAs counts each one's exit on the host itself: the device count's extra round trip cost 1 and 2
+ * CTAs 0.3-1.2 us, and saved a launch of 8 a rank 6 us (H100, docs/performance.md). */
+#define DCCL_DEV_EXIT_COUNT_CTAS 4
+
 /* Launches `w` by kernel `k` of `dev`, or by its type's tiny kernel where that may run it (one warp a CTA). */
 static ncclResult_t launch_work(const struct dccl_dev_comm *dev, int k, struct dccl_dev_work *w, CUstream stream) {
+  if (w->nctas < DCCL_DEV_EXIT_COUNT_CTAS) w->exit_ctas = NULL;
   if (dccl_param_int(DCCL_PARAM_DEV_TINY)) k = dccl_kernel_tiny(k, w);
   unsigned threads = k >= DCCL_KERNEL_TINY(0) ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
   __atomic_thread_fence(__ATOMIC_RELEASE);

@@ -137,6 +137,9 @@ struct dccl_dev_work {
   struct dccl_ce_work ce; /* mode DCCL_CE_NONE but in a copy-engine collective's launches */
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
   uint8_t cta_rank[DCCL_DEV_MAX_CTAS];
+  /* Device memory: the launch's CTAs that have exited, whose last adds every rank's CTAs to its done_ctas at once
+   * and sets it back to 0 for the communicator's next launch; NULL: each CTA adds itself (a copy-engine round). */
+  uint32_t *exit_ctas;
   struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
 

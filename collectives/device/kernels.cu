@@ -389,7 +389,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
   }
   DEV_STAGE(&cta, DEV_STAGE_TASKS_DONE);
   if (ntasks == 0) __syncthreads(); // the words (a task's first barrier shows them otherwise)
-  if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit(cta.words.done_ctas);
+  if (threadIdx.x == 0 && cta.words.done_ctas) dev_count_exit_launch(w, cta.words.done_ctas);
   DEV_STAGES_END(&cta);
 }
 

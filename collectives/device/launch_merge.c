@@ -14,6 +14,7 @@ int dccl_dev_work_merge(struct dccl_dev_work *out, const struct dccl_dev_work *c
   }
   if (ntasks > DCCL_DEV_INLINE_TASKS || nctas > DCCL_DEV_MAX_CTAS) return 0;
   memset(out, 0, offsetof(struct dccl_dev_work, inline_tasks));
+  out->exit_ctas = works[0]->exit_ctas; /* the first rank's: its launches are ordered, this one among them */
   for (int i = 0; i < n; i++) {
     const struct dccl_dev_work *w = works[i];
     out->rank[i] = w->rank[0];

@@ -8,7 +8,7 @@
 #ifdef DCCL_HAVE_DEVICE_CODE
 #include "collectives/device/launch_merge.h"
 
-static uint32_t words[DCCL_DEV_LAUNCH_RANKS][3]; /* stand-ins for each rank's abort word, status, exit count */
+static uint32_t words[DCCL_DEV_LAUNCH_RANKS][4]; /* stand-ins: each rank's abort word, status, exit counts */
 
 /* Rank r's launch: `nctas` CTAs, CTA k with k + 1 tasks (none past the inline ones), task channels r * 100 + j. */
 static void build(struct dccl_dev_work *w, int r, int nctas) {
@@ -16,6 +16,7 @@ static void build(struct dccl_dev_work *w, int r, int nctas) {
   w->rank[0].abort_flag = &words[r][0];
   w->rank[0].status = (struct dccl_dev_status *)&words[r][1];
   w->rank[0].done_ctas = &words[r][2];
+  w->exit_ctas = &words[r][3];
   for (int k = 0; k < nctas; k++) {
     w->cta_first[k] = (uint16_t)w->ntasks;
     w->cta_ntasks[k] = (uint16_t)(k + 1);
@@ -50,6 +51,7 @@ static void merges(void) {
   for (int r = 0; r < 3; r++)
     check(out.rank[r].abort_flag == &words[r][0] && out.rank[r].done_ctas == &words[r][2],
           "slot %d holds rank %d's words", r, r);
+  check(out.exit_ctas == &words[0][3], "the launch counts its exits on the first rank's device counter");
 }
 
 static void refusals(void) {
