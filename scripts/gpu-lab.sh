@@ -34,8 +34,9 @@
 #   all:   tests, perf and gloo, one after the other (the default; more than one device call's time)
 #   measure: the measurements of docs/gpu.md (scripts/gpu-lab-measure.sh)
 # GPU_LAB_PREBUILT=build-carry/gpu-build.tar.gz: use the build packed by scripts/gpu-carry.sh (from a checkout at the
-# same relative build path as the build dir given here) instead of building. GPU_LAB_LIB=DIR: DIR's libdccl.so.0 then
-# takes the carried library's place (a library built alone from a branch, run through the carried tests and tools).
+# same relative build path as the build dir given here) instead of building. GPU_LAB_LIB=DIR, or a base-lib.tar.gz as
+# scripts/gpu-carry.sh packs it: its libdccl.so.0 then takes the carried library's place (a library built alone from
+# a branch, run through the carried tests and tools), and names the build in the A/B tables.
 # Several parts in one call: quoted, "tests paths" (PATHS_PARTS still picks the paths' parts).
 # Usage: bash scripts/gpu-lab.sh [tests|perf|paths|gloo|dropin|nccl|fileload|all|measure] [build dir=build-gpu]
 set -uo pipefail
@@ -70,8 +71,13 @@ if [ -n "${GPU_LAB_PREBUILT:-}" ]; then
   rm -rf "$build" && mkdir -p "$build" && tar -xzf "$GPU_LAB_PREBUILT" -C "$build" || exit 1
   echo "gpu-lab: carried build of $src/$rel (code ${code:-unknown}) unpacked in $(($(date +%s) - start)) s"
   if [ -n "${GPU_LAB_LIB:-}" ]; then
-    cp "$GPU_LAB_LIB/libdccl.so.0" "$(readlink -f "$build/libdccl.so.0")" || exit 1
-    echo "gpu-lab: library from $GPU_LAB_LIB ($(head -1 "$GPU_LAB_LIB/carried-from" 2>/dev/null))"
+    lib=$GPU_LAB_LIB
+    if [[ $lib == *.tar.gz ]]; then lib=$(mktemp -d) && tar -xzf "$GPU_LAB_LIB" -C "$lib" || exit 1; fi
+    cp "$lib/libdccl.so.0" "$(readlink -f "$build/libdccl.so.0")" || exit 1
+    lib_code=$(head -1 "$lib/carried-from" 2>/dev/null)
+    echo "gpu-lab: library from $GPU_LAB_LIB (${lib_code:-unknown})"
+    # The build is named by its library's code from here on (the paths part's A/B tables).
+    [ -n "$lib_code" ] && sed -i "3s/.*/$lib_code/" "$build/carried-from"
   fi
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
          ninja -C "$build" $(cat "$here/gpu-targets.txt") &&
