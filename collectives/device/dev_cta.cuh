@@ -123,11 +123,15 @@ __device__ __forceinline__ void dev_count_exit(uint32_t *done_ctas) {
 // rank's CTAs to its host count at once (the fences order every CTA's writes before the count, as one CTA's are in
 // dev_count_exit). An atomic on host memory per CTA, every rank's on the one PCIe link, went in turn, ~70 ns each:
 // the last CTA's exit came 2.4 us after its work in a 4-rank launch of 8 CTAs a rank, 8.7 us with 32, and the next
-// launch started that much later (stage timing on an H100, docs/performance.md).
+// launch started that much later (stage timing on an H100, docs/performance.md). Without the counter (a captured
+// launch, one of fewer than 4 CTAs, a copy-engine round) each CTA adds itself.
 __device__ __forceinline__ void dev_count_exit_launch(const dccl_dev_work *w, uint32_t *done_ctas) {
   if (!w->exit_ctas) return dev_count_exit(done_ctas);
   uint32_t before;
-  asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(w->exit_ctas) : "memory");
+  asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.add.u32 %0, [%1], 1;"
+               : "=r"(before)
+               : "l"(w->exit_ctas)
+               : "memory");
   if (before + 1 != w->nctas) return;
   asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.u32 [%0], 0;" ::"l"(w->exit_ctas) : "memory");
   for (int r = 0; r < DCCL_DEV_LAUNCH_RANKS && w->rank[r].done_ctas; r++) {

@@ -138,7 +138,8 @@ struct dccl_dev_work {
   uint16_t cta_first[DCCL_DEV_MAX_CTAS], cta_ntasks[DCCL_DEV_MAX_CTAS];
   uint8_t cta_rank[DCCL_DEV_MAX_CTAS];
   /* Device memory: the launch's CTAs that have exited, whose last adds every rank's CTAs to its done_ctas at once
-   * and sets it back to 0 for the communicator's next launch; NULL: each CTA adds itself (a copy-engine round). */
+   * and sets it back to 0 for the communicator's next launch; NULL: each CTA adds itself (a captured launch, one of
+   * fewer than 4 CTAs, a copy-engine round). */
   uint32_t *exit_ctas;
   struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
