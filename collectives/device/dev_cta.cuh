@@ -134,11 +134,8 @@ __device__ __forceinline__ void dev_count_exit_launch(const dccl_dev_work *w, ui
                : "memory");
   if (before + 1 != w->nctas) return;
   asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.u32 [%0], 0;" ::"l"(w->exit_ctas) : "memory");
-  for (int r = 0; r < DCCL_DEV_LAUNCH_RANKS && w->rank[r].done_ctas; r++) {
-    uint32_t n = 0; // rank slot r's CTAs: all of them unless the launch is several ranks' (launch_merge.h)
-    for (uint32_t b = 0; b < w->nctas; b++) n += w->cta_rank[b] == r;
-    asm volatile("red.relaxed.sys.add.u32 [%0], %1;" ::"l"(w->rank[r].done_ctas), "r"(n) : "memory");
-  }
+  for (int r = 0; r < DCCL_DEV_LAUNCH_RANKS && w->rank[r].done_ctas; r++)
+    asm volatile("red.relaxed.sys.add.u32 [%0], %1;" ::"l"(w->rank[r].done_ctas), "r"(w->rank[r].ctas) : "memory");
 }
 
 // The operands that stage a one-shot's input on its way out: `n` elements from `src` into `dst` (the payload of

@@ -662,6 +662,7 @@ static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, v
   }
   w->ntasks = (uint32_t)ntasks;
   w->nctas = (uint32_t)nctas;
+  w->rank[0].ctas = (uint32_t)nctas;
   p->captured = captured;
   p->block = b;
   p->kernel = dccl_kernel_for(type, tasks, ntasks);

@@ -24,6 +24,7 @@ static void build(struct dccl_dev_work *w, int r, int nctas) {
     w->ntasks += (uint32_t)(k + 1);
   }
   w->nctas = (uint32_t)nctas;
+  w->rank[0].ctas = (uint32_t)nctas;
 }
 
 static void merges(void) {
@@ -52,6 +53,7 @@ static void merges(void) {
     check(out.rank[r].abort_flag == &words[r][0] && out.rank[r].done_ctas == &words[r][2],
           "slot %d holds rank %d's words", r, r);
   check(out.exit_ctas == &words[0][3], "the launch counts its exits on the first rank's device counter");
+  check(out.rank[0].ctas == 2 && out.rank[1].ctas == 1 && out.rank[2].ctas == 2, "each slot keeps its rank's CTAs");
 }
 
 static void refusals(void) {
