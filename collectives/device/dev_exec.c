@@ -505,6 +505,44 @@ static void fill_task(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, co
   t->call = dccl_op_call_header(op);
 }
 
+/* Counts each CTA's tasks, then places them CTA by CTA in issue order. */
+static void place_tasks(struct dccl_dev_comm *dev, struct dccl_coll_comm *comm, const struct dccl_op *list,
+                        const struct dccl_cta_plan *plan, struct dccl_dev_work *w, struct dccl_dev_task *tasks) {
+  for (int t = 0; t < plan->ntasks; t++) w->cta_ntasks[plan->cta[t]]++;
+  int next = 0;
+  for (int k = 0; k < plan->nctas; k++) {
+    w->cta_first[k] = (uint16_t)next;
+    next += w->cta_ntasks[k];
+    w->cta_ntasks[k] = 0;
+  }
+  int t = 0;
+  for (const struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device || op->finished) continue;
+    for (int c = 0; c < op->nchannels; c++) {
+      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
+      int cta = plan->cta[t++];
+      fill_task(dev, comm, op, c, &tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
+    }
+  }
+}
+
+/* The direct operation that `comm`'s launch runs alone, each channel on a CTA of its own (none folded), or NULL. Its
+ * channels differ only by number, so they run as one task (struct dccl_dev_task, cta0 and ctas): past 8 channels
+ * each had its own, too many for the parameter, and every CTA read its task from host memory (1.4 us more of each
+ * 4 ranks' all-reduce of 4-64 MiB, the task stage's time; docs/performance.md). */
+static const struct dccl_op *direct_alone(const struct dccl_op *list, const struct dccl_coll_comm *comm,
+                                          const struct dccl_cta_plan *plan) {
+  const struct dccl_op *alone = NULL;
+  for (const struct dccl_op *op = list; op; op = op->next) {
+    if (op->comm != comm || !op->on_device || op->finished) continue;
+    if (alone) return NULL;
+    alone = op;
+  }
+  if (!alone || alone->nchannels < 2 || alone->ch[0].sched.algo != DCCL_SCHED_DIRECT) return NULL;
+  if (plan->ntasks != alone->nchannels || plan->fold < alone->nchannels) return NULL;
+  return alone;
+}
+
 static int is_p2p(const struct dccl_op *op) {
   return op->kind == DCCL_OP_SEND || op->kind == DCCL_OP_RECV;
 }
@@ -620,7 +658,8 @@ static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, v
       type = type == -1 || type == (int)op->type ? (int)op->type : DCCL_KERNEL_ANY; /* a mix */
   struct dccl_cta_plan *plan = &dev->cta_plan;
   DCCLCHECK(dccl_cta_plan(plan, list, comm, launch_share(dev)));
-  int ntasks = plan->ntasks;
+  const struct dccl_op *alone = direct_alone(list, comm, plan);
+  int ntasks = alone ? 1 : plan->ntasks;
   if (ntasks == 0) return ncclSuccess;
   if (plan->fold < plan->ncoll && !dev->folded_logged) {
     dev->folded_logged = 1;
@@ -642,23 +681,13 @@ static ncclResult_t prepare(struct dccl_coll_comm *comm, struct dccl_op *list, v
   w->exit_ctas = captured ? NULL : (uint32_t *)(uintptr_t)dev->exit_ctas;
   w->tasks = b ? b->tasks : NULL;
   struct dccl_dev_task *tasks = b ? b->tasks : w->inline_tasks;
-  /* Count each CTA's tasks, then place them CTA by CTA in issue order. */
   int nctas = plan->nctas;
-  for (int t = 0; t < ntasks; t++) w->cta_ntasks[plan->cta[t]]++;
-  int next = 0;
-  for (int k = 0; k < nctas; k++) {
-    w->cta_first[k] = (uint16_t)next;
-    next += w->cta_ntasks[k];
-    w->cta_ntasks[k] = 0;
-  }
-  int t = 0;
-  for (const struct dccl_op *op = list; op; op = op->next) {
-    if (op->comm != comm || !op->on_device || op->finished) continue;
-    for (int c = 0; c < op->nchannels; c++) {
-      if (op->ch[c].nsteps[0] + op->ch[c].nsteps[1] == 0) continue;
-      int cta = plan->cta[t++];
-      fill_task(dev, comm, op, c, &tasks[w->cta_first[cta] + w->cta_ntasks[cta]++]);
-    }
+  if (alone) {
+    for (int k = 0; k < nctas; k++) w->cta_ntasks[k] = 1; /* every CTA's first task is tasks[0] */
+    fill_task(dev, comm, alone, 0, &tasks[0]);
+    tasks[0].ctas = (uint8_t)nctas;
+  } else {
+    place_tasks(dev, comm, list, plan, w, tasks);
   }
   w->ntasks = (uint32_t)ntasks;
   w->nctas = (uint32_t)nctas;

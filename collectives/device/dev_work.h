@@ -72,6 +72,8 @@ struct dccl_dev_task {
   uint32_t channel;              /* direct: which slot of each board is this task's */
   uint32_t direct_op;            /* direct: enum dccl_direct_op */
   int16_t send_win, recv_win;    /* direct: the windows holding this rank's buffers, or -1 (one process) */
+  uint8_t cta0, ctas;            /* direct, ctas > 1: the task of channels channel.. on CTAs cta0..cta0 + ctas - 1,
+                                    CTA b running channel + b - cta0 (an operation alone in its launch) */
   struct dccl_direct_slot *const *boards; /* direct: every rank's board (DCCL_MAX_CHANNELS slots), by rank; the
                                              windows' table (struct dccl_win_peer) follows the nranks entries */
 };

@@ -359,6 +359,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
       memcpy(&cta.task.redop.pre, (const void *)cta.task.redop.pre_ptr, cta.task.esize);
       cta.task.redop.pre_ptr = 0;
     }
+    if (threadIdx.x == 0 && cta.task.ctas > 1) cta.task.channel += blockIdx.x - cta.task.cta0; // a shared task
     dev_conns_point(&cta);
     __syncthreads();
     DEV_STAGE(&cta, DEV_STAGE_TASK);

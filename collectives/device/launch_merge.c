@@ -24,6 +24,8 @@ int dccl_dev_work_merge(struct dccl_dev_work *out, const struct dccl_dev_work *c
       out->cta_rank[out->nctas + k] = (uint8_t)i;
     }
     memcpy(&out->inline_tasks[out->ntasks], w->inline_tasks, w->ntasks * sizeof(struct dccl_dev_task));
+    for (uint32_t t = 0; t < w->ntasks; t++) /* a task shared by CTAs names them where they now are */
+      if (out->inline_tasks[out->ntasks + t].ctas > 1) out->inline_tasks[out->ntasks + t].cta0 += (uint8_t)out->nctas;
     out->ntasks += w->ntasks;
     out->nctas += w->nctas;
   }

@@ -56,6 +56,31 @@ static void merges(void) {
   check(out.rank[0].ctas == 2 && out.rank[1].ctas == 1 && out.rank[2].ctas == 2, "each slot keeps its rank's CTAs");
 }
 
+/* A direct operation alone in its launch runs as one task that all its CTAs share (cta0, ctas): merged behind
+ * another rank's CTAs, it names the CTAs where they now are. */
+static void shared_tasks(void) {
+  struct dccl_dev_work a, b, out;
+  build(&a, 0, 2); /* 3 tasks of their own */
+  memset(&b, 0, sizeof(b));
+  b.nctas = 4;
+  b.ntasks = 1;
+  for (int k = 0; k < 4; k++) b.cta_ntasks[k] = 1; /* every CTA's task is task 0 */
+  b.inline_tasks[0].channel = 0;
+  b.inline_tasks[0].ctas = 4;
+  const struct dccl_dev_work *works[] = {&a, &b};
+  check(dccl_dev_work_merge(&out, works, 2) == 1, "3 tasks and a shared one merge");
+  check(out.nctas == 6 && out.ntasks == 4, "6 CTAs, 4 tasks (got %u, %u)", out.nctas, out.ntasks);
+  const struct dccl_dev_task *shared = &out.inline_tasks[3];
+  check(shared->ctas == 4 && shared->cta0 == 2, "the shared task starts at CTA 2 (got %u CTAs from %u)",
+        shared->ctas, shared->cta0);
+  for (int k = 2; k < 6; k++) {
+    const struct dccl_dev_task *t = &out.inline_tasks[out.cta_first[k]];
+    check(t == shared && out.cta_ntasks[k] == 1 && out.cta_rank[k] == 1, "CTA %d runs the shared task", k);
+    check(t->channel + (uint32_t)(k - t->cta0) == (uint32_t)(k - 2), "CTA %d is channel %d", k, k - 2);
+  }
+  check(out.inline_tasks[0].ctas == 0 && out.inline_tasks[0].cta0 == 0, "tasks of their own are left as they were");
+}
+
 static void refusals(void) {
   struct dccl_dev_work a, b, out;
   const struct dccl_dev_work *works[] = {&a, &b};
@@ -87,6 +112,7 @@ static void refusals(void) {
 int main(void) {
 #ifdef DCCL_HAVE_DEVICE_CODE
   merges();
+  shared_tasks();
   refusals();
   printf("test_launch_merge: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed != 0;
