@@ -61,6 +61,10 @@
 #           (perf/inproc_allreduce, SMALL_NP ranks, default "2 4", float32 sum 8 B-64 KiB by 2x, 1000 each):
 #           SMALL_ALGOS (default "direct oneshot") alternated, back to back, synchronised after each and replayed as
 #           a CUDA graph: the size DCCL_DIRECT_MIN_BYTES should name.
+#   cta:    what one CTA moves in the direct all-reduce's pattern at 4 ranks (perf/gpu/cta_rate, one process, no
+#           MPS): DCCL's loop, a plain one, loads alone and stores alone, on 1, 8, 32, 128 and every SM's CTAs, at
+#           PATHS_CTA_KIB ("32 1024") KiB of each buffer a CTA: what sets the ~50 GB/s a CTA of the direct path below
+#           16 MiB (2026-12-07)?
 #   ceiling: the staged path's own ceiling, measured (perf/gpu/pcie_ceiling, no MPS): device to pinned host and
 #           back by copy engines and by kernels, one way and both ways at once.
 #   stagedknobs: issue 11's staged bar (>= 70% of PCIe at 256 MiB; 64-69% so far): 2 ranks in processes under MPS,
@@ -184,6 +188,12 @@ done
   timeout 120 "$build/perf/gpu/pcie_ceiling" 1024 5 > "$out/ceiling.log" 2>&1 ||
     { status=1; echo "FAIL: ceiling"; }
   cat "$out/ceiling.log"
+}
+
+[[ " $parts " == *" cta "* ]] && fits 60 cta && {
+  timeout 200 "$build/perf/gpu/cta_rate" --kib "${PATHS_CTA_KIB:-32 1024}" --reps 9 > "$out/cta.log" 2>&1 ||
+    { status=1; echo "FAIL: cta"; }
+  cat "$out/cta.log"
 }
 
 ce_run() { # ce_run NAME NP PATH COLL MPIRUN...
