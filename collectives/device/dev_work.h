@@ -130,7 +130,8 @@ struct dccl_ce_work {
 struct dccl_dev_rank_words {
   const uint32_t *abort_flag;     /* host-mapped: nonzero stops every wait */
   struct dccl_dev_status *status; /* host-mapped */
-  uint32_t *done_ctas; /* host-mapped: each CTA adds 1 as it exits; NULL when captured (a replay is not counted) */
+  uint32_t *done_ctas; /* host-mapped: the launch's exited CTAs are added (each its 1, or the last all of them:
+                          dccl_dev_work.exit_ctas); NULL when captured (a replay is not counted) */
   uint32_t ctas;       /* the launch's CTAs of this rank (what the last CTA adds to done_ctas for all of them) */
 };
 struct dccl_dev_work {
