@@ -218,8 +218,22 @@ static int direct_possible(const struct dccl_op *op) {
 /* Direct: every channel holds the whole operation (of each rank's block for all-gather and reduce-scatter); the
  * kernel gives each rank its part and the channels' CTAs walk it together (dccl_direct_part). No links: the ranks
  * meet on their boards. */
+/* A direct all-reduce CTA's time is set by what it moves: about 5 us per 32 KiB of each source (4 ranks on an H100,
+ * whatever the CTAs: each SM moves ~50 GB/s; docs/performance.md), so below the HBM's rate it takes a CTA per
+ * DCCL_DEV_DIRECT_CTA_BYTES of the rank's slice. The other direct collectives keep the rings' rule (not measured). */
+#define DCCL_DEV_DIRECT_CTA_BYTES ((uint64_t)8 << 10)
+static int direct_channels(const struct dccl_op *op) {
+  uint64_t bytes = op->count * op->esize;
+  if (op->kind != DCCL_OP_ALLREDUCE) return device_ring_channels(op->comm->dev_nchannels, bytes);
+  int nch = op->comm->dev_nchannels;
+  if (nch > DCCL_DEV_NARROW_CHANNELS && bytes < DCCL_DEV_WIDE_BYTES) nch = DCCL_DEV_NARROW_CHANNELS;
+  uint64_t enough = bytes / (uint64_t)op->comm->nranks / DCCL_DEV_DIRECT_CTA_BYTES;
+  if (enough < (uint64_t)nch) nch = enough > 0 ? (int)enough : 1;
+  return nch;
+}
+
 static void plan_direct(struct dccl_op *op) {
-  int nch = device_ring_channels(op->comm->dev_nchannels, op->count * op->esize);
+  int nch = direct_channels(op);
   if ((uint64_t)nch * 4096 > op->count * op->esize) nch = 1;
   for (int c = 0; c < nch; c++) {
     struct dccl_op_channel *ch = &op->ch[c];

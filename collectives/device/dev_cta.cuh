@@ -162,7 +162,7 @@ __device__ __forceinline__ void half_barrier(const dev_half &h) {
 // aborted, so the ranks at their other ends stop too (a peer may be polling LL lines this rank will never write).
 // Inlined at each failure site (60 KiB of cold code in the tiny kernel): out of line, the hot path cost 0.24 us
 // more under CUDA graph replay on an H100, though the kernel's code shrank 104 -> 44 KiB (docs/performance.md).
-__device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
+__device__ void dev_fail(dev_cta *cta, const dccl_dev_conn *c, uint32_t code,
                          const dccl_slot_header *want = NULL, const dccl_slot_header *got = NULL, int peer = -1) {
   cta->stop = 1;
   // The record before the links' abort words: the ranks this stops, and the host threads that act on it (a link
@@ -185,18 +185,18 @@ __device__ void dev_fail(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_co
 // Waits until `ready()` holds, checking the launch's abort flag, the CTA's stop flag and the link's abort word now
 // and then. Returns 0 when it must give up.
 template <typename Ready>
-__device__ int dev_wait(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, Ready ready) {
+__device__ int dev_wait(dev_cta *cta, const dccl_dev_conn *c, Ready ready) {
   for (unsigned polls = 1;; polls++) {
     if (ready()) return 1;
     if (polls % POLLS_PER_ABORT_CHECK) continue;
     if (cta->stop) return 0;
     const uint32_t *aborted = (const uint32_t *)dccl_conn_word((char *const *)c->regions, c->desc.aborted);
     if (dccl_ld_acquire_u32(aborted)) {
-      dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED); // and passes it on along this task's other links
+      dev_fail(cta, c, DCCL_DEV_PEER_ABORTED); // and passes it on along this task's other links
       return 0;
     }
     if (*(volatile const uint32_t *)cta->words.abort_flag) {
-      dev_fail(w, cta, c, DCCL_DEV_ABORTED);
+      dev_fail(cta, c, DCCL_DEV_ABORTED);
       return 0;
     }
     if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200); // long waits leave the SM to co-tenants
@@ -229,10 +229,10 @@ __device__ __forceinline__ void dev_step_masks(const dccl_prim_step &st, int npe
 
 // A received slot's header against this rank's own call: the operation (kind, its count on the link), the step's
 // bytes and the call's fingerprint. Returns 0 (the launch failed) when they differ.
-__device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, const dccl_slot_header *h,
+__device__ int dev_check_header(dev_cta *cta, const dccl_dev_conn *c, const dccl_slot_header *h,
                                 uint64_t want_seq, uint64_t bytes) {
   if (h->abort) {
-    dev_fail(w, cta, c, DCCL_DEV_PEER_ABORTED);
+    dev_fail(cta, c, DCCL_DEV_PEER_ABORTED);
     return 0;
   }
   dccl_slot_header want = cta->task.call;
@@ -240,7 +240,7 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
   want.bytes = bytes;
   if (h->kind != want.kind || h->seq != want.seq || h->bytes != want.bytes || h->count != want.count ||
       h->what != want.what || h->root != want.root) {
-    dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, h);
+    dev_fail(cta, c, DCCL_DEV_MISMATCH, &want, h);
     return 0;
   }
   return 1;
@@ -248,13 +248,13 @@ __device__ int dev_check_header(const dccl_dev_work *w, dev_cta *cta, const dccl
 
 // A slot that came in the other protocol than this rank's: its header names the peer's call, and the check fails
 // on it; where the calls agree, the ranks were given different DCCL_PROTO, a mismatch all the same.
-__device__ void dev_other_protocol(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c,
+__device__ void dev_other_protocol(dev_cta *cta, const dccl_dev_conn *c,
                                    const dccl_slot_header *got, uint64_t want_seq, uint64_t bytes) {
-  if (!dev_check_header(w, cta, c, got, want_seq, bytes)) return;
+  if (!dev_check_header(cta, c, got, want_seq, bytes)) return;
   dccl_slot_header want = cta->task.call;
   want.seq = want_seq;
   want.bytes = bytes;
-  dev_fail(w, cta, c, DCCL_DEV_MISMATCH, &want, got);
+  dev_fail(cta, c, DCCL_DEV_MISMATCH, &want, got);
 }
 
 #endif

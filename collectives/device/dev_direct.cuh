@@ -17,19 +17,19 @@
 // barrier) and lane p waits for rank p's `done`, so no rank leaves (and lets its caller reuse the buffers) while
 // another still reads its input or writes its output. A peer cannot publish the next operation before this rank's
 // `done`, so the buffers read are this operation's.
-__device__ __forceinline__ int dev_direct_meet(const dccl_dev_work *w, dev_cta *cta, const dccl_direct_slot *their,
+__device__ __forceinline__ int dev_direct_meet(dev_cta *cta, const dccl_direct_slot *their,
                                                const uint64_t *word, uint64_t k, int peer) {
   for (unsigned polls = 1;; polls++) {
     if (dccl_ld_acquire_gpu_u64(word) >= k) return 1;
     if (polls % POLLS_PER_ABORT_CHECK) continue;
     if (*(volatile const uint64_t *)&their->aborted) {
-      dev_fail(w, cta, NULL, DCCL_DEV_PEER_ABORTED, NULL, NULL, peer);
+      dev_fail(cta, NULL, DCCL_DEV_PEER_ABORTED, NULL, NULL, peer);
       return 0;
     }
     // Another channel of this rank failed (a peer that called with another count may lack this channel): stop.
     if (*(volatile const uint32_t *)cta->words.abort_flag || cta->stop ||
         *(volatile const uint32_t *)&cta->words.status->error) {
-      dev_fail(w, cta, NULL, DCCL_DEV_ABORTED, NULL, NULL, peer);
+      dev_fail(cta, NULL, DCCL_DEV_ABORTED, NULL, NULL, peer);
       return 0;
     }
     if (polls > 64 * POLLS_PER_ABORT_CHECK) __nanosleep(200);
@@ -57,7 +57,7 @@ __device__ __forceinline__ void dev_direct_operands(const dccl_dev_task &t, dccl
 }
 
 template <int TYPE>
-__device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
+__device__ void dev_direct(dev_cta *cta) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[0];
   const int n = t.sched.nranks, me = t.rank, lane = (int)threadIdx.x;
@@ -90,7 +90,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
       char *out = t.recvbuff;
       int32_t in_win = t.send_win, out_win = t.recv_win;
       if (lane != me) {
-        ok = dev_direct_meet(w, cta, their, &their->seq, k, lane);
+        ok = dev_direct_meet(cta, their, &their->seq, k, lane);
         if (ok) {
           dccl_slot_header got = their->call, want = t.call;
           in = their->sendbuff;
@@ -99,7 +99,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
           out_win = their->recv_win;
           if (got.kind != want.kind || got.count != want.count || got.what != want.what || got.root != want.root) {
             want.seq = got.seq = k;
-            dev_fail(w, cta, NULL, DCCL_DEV_MISMATCH, &want, &got, lane);
+            dev_fail(cta, NULL, DCCL_DEV_MISMATCH, &want, &got, lane);
             ok = 0;
           }
         }
@@ -140,7 +140,7 @@ __device__ void dev_direct(const dccl_dev_work *w, dev_cta *cta) {
     if (lane == me)
       dccl_st_release_gpu_u64(&mine->done, k); // after the CTA's writes into every output (the barrier above)
     else if (lane < n)
-      ok = dev_direct_meet(w, cta, their, &their->done, k, lane);
+      ok = dev_direct_meet(cta, their, &their->done, k, lane);
     if (!ok) dccl_st_release_gpu_u64(&mine->aborted, 1);
     __syncwarp();
     DEV_STAGE(cta, DEV_STAGE_RELEASED);

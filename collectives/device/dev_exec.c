@@ -716,8 +716,13 @@ static ncclResult_t launch_work(const struct dccl_dev_comm *dev, int k, struct d
   if (w->nctas < DCCL_DEV_EXIT_COUNT_CTAS) w->exit_ctas = NULL;
   if (dccl_param_int(DCCL_PARAM_DEV_TINY)) k = dccl_kernel_tiny(k, w);
   unsigned threads = k >= DCCL_KERNEL_TINY(0) ? DCCL_DEV_TINY_THREADS : DCCL_DEV_THREADS;
-  __atomic_thread_fence(__ATOMIC_RELEASE);
+  struct dccl_dev_slim_work slim;
   void *args[] = {w};
+  if (k >= DCCL_KERNEL_SLIM(0)) {
+    dccl_dev_slim_of(w, &slim);
+    args[0] = &slim;
+  }
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   DCCL_CUCHECK(dccl_cu.launch_kernel(dev->kernels[k], w->nctas, 1, 1, threads, 1, 1, 0, stream, args, NULL),
                "launching DCCL's kernel");
   return ncclSuccess;

@@ -12,29 +12,29 @@
 // Thread 0, where a peer sent the slot at `pos` as LL while this rank expected bulk: their calls differ (or their
 // DCCL_PROTO). Reports the mismatch from the LL slot's header and returns 0. Out of line: it is cold, and inlined
 // its registers would crowd the steps' hot path.
-__device__ __noinline__ int dev_ll_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+__device__ __noinline__ int dev_ll_came(dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
                                         uint64_t want_seq, uint64_t bytes) {
   const uint64_t *units = (const uint64_t *)dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
   uint32_t words[DCCL_LL_HEADER_UNITS], flag = dccl_ll_flag(pos);
   for (uint32_t i = 0; i < DCCL_LL_HEADER_UNITS; i += 2)
-    if (!dev_wait(w, cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
+    if (!dev_wait(cta, c, [&] { return dccl_ll_load_line(units + i, flag, &words[i], &words[i + 1]); })) return 0;
   dccl_slot_header got;
   dccl_ll_header_from_words(words, &got);
-  dev_other_protocol(w, cta, c, &got, want_seq, bytes);
+  dev_other_protocol(cta, c, &got, want_seq, bytes);
   return 0;
 }
 
 // Thread 0, where a peer sent the slot at `pos` as bulk while this CTA polled LL lines (their calls differ, or their
 // DCCL_PROTO): reports the mismatch from the bulk header, once `tail` (release) publishes it, and returns 0. Cold,
 // so out of line.
-__device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
+__device__ __noinline__ int dev_bulk_came(dev_cta *cta, const dccl_dev_conn *c, uint64_t pos,
                                           uint64_t want_seq, uint64_t bytes) {
   const uint64_t *tail = dccl_conn_word((char *const *)c->regions, c->desc.tail);
   const dccl_slot_header *bh = (const dccl_slot_header *)(dccl_conn_slot(&c->desc, (char *const *)c->regions, pos) + 8);
   cta->stop = 0; // set only to free the other pollers: the report below is what stops the launch
-  if (dev_wait(w, cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
+  if (dev_wait(cta, c, [&] { return conn_acquire(c->same_gpu, tail) > pos; })) {
     dccl_slot_header got = *bh;
-    dev_other_protocol(w, cta, c, &got, want_seq, bytes);
+    dev_other_protocol(cta, c, &got, want_seq, bytes);
   }
   return 0;
 }
@@ -46,13 +46,13 @@ __device__ __noinline__ int dev_bulk_came(const dccl_dev_work *w, dev_cta *cta, 
 // say the slot ends before this line: it stops waiting, keeps nothing, and the header check reports the counts. Both
 // only every 16th try: each is one more read (over PCIe on staged links) between two of the line's. Returns 0 to
 // stop.
-__device__ __forceinline__ int dev_ll_poll(const dccl_dev_work *w, dev_cta *cta, int i, uint32_t l) {
+__device__ __forceinline__ int dev_ll_poll(dev_cta *cta, int i, uint32_t l) {
   const dccl_dev_conn *c = cta->task.recv[i];
   const uint64_t *units = (const uint64_t *)cta->ll_in_slot[i];
   const uint32_t flag = dccl_ll_flag(cta->ll_in_pos[i]);
   uint32_t d0, d1, tries = 0;
   int beyond = 0;
-  int ok = dev_wait(w, cta, c, [&] {
+  int ok = dev_wait(cta, c, [&] {
     if (dccl_ll_load_line(units + 2 * l, flag, &d0, &d1)) return true;
     if (++tries % 16) return false;
     if (l == 0) {
@@ -107,14 +107,14 @@ __device__ __forceinline__ void dev_ll_store(dev_cta *cta, int half, int odd, in
 // dev_ll_send out of line (the _out forms below): inlined, their registers crowded the bulk steps' reduction loop
 // (ptxas spilled 468 bytes in dccl_kernel_t5 against 56 before LL grew; 100 with them out of line). The LL kernels
 // inline them: a call's cold jump costs a small operation more.
-__device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+__device__ __forceinline__ int dev_ll_receive(dev_cta *cta, int half, uint32_t rmask,
                                            uint64_t bytes, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   uint32_t lines = dccl_ll_units(bytes) / 2;
   int ok = 1;
   for (uint32_t m = rmask; m && ok;) {
     int i = dev_next_link(&m);
-    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) ok = dev_ll_poll(w, cta, i, l);
+    for (uint32_t l = h.tid; l < lines && ok; l += h.nthreads) ok = dev_ll_poll(cta, i, l);
   }
   half_barrier(h);
   __shared__ int go_of[2];
@@ -125,13 +125,13 @@ __device__ __forceinline__ int dev_ll_receive(const dccl_dev_work *w, dev_cta *c
       int i = dev_next_link(&m);
       const dccl_dev_conn *c = t.recv[i];
       if (cta->ll_bulk_came[i]) {
-        go = dev_bulk_came(w, cta, c, cta->ll_in_pos[i], cta->seq[half][i], bytes);
+        go = dev_bulk_came(cta, c, cta->ll_in_pos[i], cta->seq[half][i], bytes);
         break;
       }
       if (!go) break;
       dccl_slot_header head;
       dccl_ll_header_from_words(cta->ll_head[i], &head);
-      go = dev_check_header(w, cta, c, &head, cta->seq[half][i], bytes);
+      go = dev_check_header(cta, c, &head, cta->seq[half][i], bytes);
     }
   }
   half_barrier(h);
@@ -181,9 +181,9 @@ __device__ __forceinline__ void dev_oneshot_sources(dev_cta *cta, const dccl_dev
   }
 }
 
-__device__ __noinline__ int dev_ll_receive_out(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask,
+__device__ __noinline__ int dev_ll_receive_out(dev_cta *cta, int half, uint32_t rmask,
                                                uint64_t bytes, const dev_half &h) {
-  return dev_ll_receive(w, cta, half, rmask, bytes, h);
+  return dev_ll_receive(cta, half, rmask, bytes, h);
 }
 __device__ __noinline__ void dev_ll_send_out(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
                                              const dev_half &h) {

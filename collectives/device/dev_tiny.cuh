@@ -34,9 +34,10 @@ __device__ __forceinline__ void dev_tiny_counted() {
   asm volatile("bar.arrive %0, %1;" ::"n"(DEV_TINY_BAR), "n"(DCCL_DEV_TINY_THREADS) : "memory");
 }
 
-// Warp 0 of a tiny kernel: the task. Every way out passes dev_tiny_counted once.
-template <int TYPE>
-__device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
+// Warp 0 of a tiny kernel: the task. Every way out passes dev_tiny_counted once. Work: the launch's parameter
+// (struct dccl_dev_work, or the slim kernels' struct dccl_dev_slim_work), read for CTA b's task b and rank words.
+template <int TYPE, typename Work>
+__device__ void dev_tiny(const Work *w, dev_cta *cta) {
   const int lane = threadIdx.x;
   const dccl_dev_task *t = &w->inline_tasks[blockIdx.x];
   const int npeers = t->sched.npeers;
@@ -115,7 +116,7 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
     const uint64_t *head = dccl_conn_word((char *const *)s->regions, s->desc.head);
     const uint64_t nslots = s->desc.nslots;
     const int gpu = s->same_gpu;
-    ok = dev_wait(w, cta, s, [&] { return spos - (sseen = conn_acquire(gpu, head)) < nslots; });
+    ok = dev_wait(cta, s, [&] { return spos - (sseen = conn_acquire(gpu, head)) < nslots; });
   }
   if (!__all_sync(~0u, ok)) return dev_tiny_counted();
   DEV_STAGE(cta, DEV_STAGE_ACQUIRED);
@@ -126,18 +127,18 @@ __device__ void dev_tiny(const dccl_dev_work *w, dev_cta *cta) {
 
   // Every reception's lines into shared memory (dev_ll_poll), then each lane checks its link's header.
   dev_tiny_lines(lane, npeers, lines, [&](int p, uint32_t l) {
-    if (ok) ok = dev_ll_poll(w, cta, p, l);
+    if (ok) ok = dev_ll_poll(cta, p, l);
   });
   const int polled = __all_sync(~0u, ok);
   __syncwarp();
   int good = 1;
   if (r) {
     if (cta->ll_bulk_came[lane]) {
-      good = dev_bulk_came(w, cta, r, rpos, rseq, bytes);
+      good = dev_bulk_came(cta, r, rpos, rseq, bytes);
     } else if (polled && !cta->stop) {
       dccl_slot_header head;
       dccl_ll_header_from_words(cta->ll_head[lane], &head);
-      good = dev_check_header(w, cta, r, &head, rseq, bytes);
+      good = dev_check_header(cta, r, &head, rseq, bytes);
     } else {
       good = 0;
     }

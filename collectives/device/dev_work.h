@@ -148,4 +148,14 @@ struct dccl_dev_work {
   struct dccl_dev_task inline_tasks[DCCL_DEV_INLINE_TASKS];
 };
 
+/* A tiny launch (collectives/device/kernel_choice.h) of at most DCCL_DEV_SLIM_CTAS CTAs, CTA b running task b: the
+ * slim kernels' parameter, 0.8 KB where struct dccl_dev_work is 3.7 KB. The launch call's time grows with its
+ * parameter (3.5 KB cost an empty kernel ~0.45 us more on an H100), and a tiny launch's call is on its path. */
+#define DCCL_DEV_SLIM_CTAS 2
+struct dccl_dev_slim_work {
+  struct dccl_dev_rank_words rank[DCCL_DEV_SLIM_CTAS];
+  struct dccl_dev_task inline_tasks[DCCL_DEV_SLIM_CTAS];
+  uint8_t cta_rank[DCCL_DEV_SLIM_CTAS];
+};
+
 #endif

@@ -2,6 +2,7 @@
 #include "collectives/device/kernel_choice.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "pure/reduce_math.h"
 
@@ -14,8 +15,10 @@ void dccl_kernel_name(int k, char *name, size_t len) {
     snprintf(name, len, "dccl_kernel_any");
   else if (k < DCCL_KERNEL_TINY(0))
     snprintf(name, len, "dccl_kernel_ll_t%d", k - DCCL_KERNEL_LL(0));
-  else
+  else if (k < DCCL_KERNEL_SLIM(0))
     snprintf(name, len, "dccl_kernel_tiny_t%d", k - DCCL_KERNEL_TINY(0));
+  else
+    snprintf(name, len, "dccl_kernel_slim_t%d", k - DCCL_KERNEL_SLIM(0));
 }
 
 int dccl_kernel_generic(int type) { return type >= 0 && type < DCCL_KERNEL_NTYPES ? type : DCCL_KERNEL_ANY; }
@@ -41,5 +44,15 @@ int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w) {
         t->sched.count * t->esize > DCCL_DEV_TINY_BYTES)
       return kernel;
   }
-  return DCCL_KERNEL_TINY(kernel - DCCL_KERNEL_LL(0));
+  const int type = kernel - DCCL_KERNEL_LL(0);
+  return w->nctas <= DCCL_DEV_SLIM_CTAS ? DCCL_KERNEL_SLIM(type) : DCCL_KERNEL_TINY(type);
+}
+
+void dccl_dev_slim_of(const struct dccl_dev_work *w, struct dccl_dev_slim_work *s) {
+  memset(s, 0, sizeof(*s));
+  for (uint32_t b = 0; b < w->nctas && b < DCCL_DEV_SLIM_CTAS; b++) {
+    s->rank[b] = w->rank[b]; /* a launch's rank slots number at most its CTAs */
+    s->inline_tasks[b] = w->inline_tasks[b];
+    s->cta_rank[b] = w->cta_rank[b];
+  }
 }

@@ -12,11 +12,12 @@
 
 #define DCCL_KERNEL_NTYPES 12 /* enum dccl_elem_type */
 /* Kernel indices: 0..NTYPES-1 the generic kernel of each type, then the one for any type, then the LL kernels, then
- * the tiny ones. */
+ * the tiny ones, then the slim ones (tiny kernels whose parameter is struct dccl_dev_slim_work). */
 #define DCCL_KERNEL_ANY DCCL_KERNEL_NTYPES
 #define DCCL_KERNEL_LL(type) (DCCL_KERNEL_NTYPES + 1 + (type))
 #define DCCL_KERNEL_TINY(type) (2 * DCCL_KERNEL_NTYPES + 1 + (type))
-#define DCCL_NKERNELS (3 * DCCL_KERNEL_NTYPES + 1)
+#define DCCL_KERNEL_SLIM(type) (3 * DCCL_KERNEL_NTYPES + 1 + (type))
+#define DCCL_NKERNELS (4 * DCCL_KERNEL_NTYPES + 1)
 
 /* The name kernels.cu gives kernel `k`, into name[len]. */
 void dccl_kernel_name(int k, char *name, size_t len);
@@ -37,5 +38,8 @@ int dccl_kernel_for(int type, const struct dccl_dev_task *tasks, int ntasks);
 #define DCCL_DEV_TINY_BYTES 128
 #define DCCL_DEV_TINY_THREADS 64
 int dccl_kernel_tiny(int kernel, const struct dccl_dev_work *w);
+/* A launch of at most DCCL_DEV_SLIM_CTAS CTAs takes the slim tiny kernel, whose parameter (*s) holds only what the
+ * tiny kernels read: each CTA's task and its rank's words. */
+void dccl_dev_slim_of(const struct dccl_dev_work *w, struct dccl_dev_slim_work *s);
 
 #endif

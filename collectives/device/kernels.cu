@@ -23,7 +23,7 @@
 // Thread 0: waits for the step's FIFOs and fills the half's operands (for LL, the slots the CTA polls and writes
 // next; the sends' under the step's parity `odd`). Returns 0 to stop. LL: built for LL steps only.
 template <int LL>
-__device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, int odd, const dccl_prim_step &st) {
+__device__ int dev_step_acquire(dev_cta *cta, int half, int odd, const dccl_prim_step &st) {
   const dccl_dev_task &t = cta->task;
   dccl_dev_args &a = cta->args[half];
   uint64_t bytes = st.nelem * t.esize;
@@ -66,12 +66,12 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     // read after the producer's writes as well as a fresh one would.
     uint64_t seen = c->peer_seen;
     if (seen <= pos) {
-      if (!dev_wait(w, cta, c, [&] { return (seen = conn_acquire(gpu, tail)) > pos; })) return 0;
+      if (!dev_wait(cta, c, [&] { return (seen = conn_acquire(gpu, tail)) > pos; })) return 0;
       c->peer_seen = seen;
     }
     if (c->desc.ll_bytes && *(volatile const uint64_t *)slot != dccl_ll_unit(DCCL_SLOT_BULK_MARK, dccl_ll_flag(pos)))
-      return dev_ll_came(w, cta, c, pos, cta->seq[half][i], bytes);
-    if (!dev_check_header(w, cta, c, (const dccl_slot_header *)(slot + 8), cta->seq[half][i], bytes)) return 0;
+      return dev_ll_came(cta, c, pos, cta->seq[half][i], bytes);
+    if (!dev_check_header(cta, c, (const dccl_slot_header *)(slot + 8), cta->seq[half][i], bytes)) return 0;
     a.srcs[a.nsrcs++] = slot + DCCL_SLOT_HEAD_BYTES;
   }
   if (!own_rank_placed && in) {
@@ -89,7 +89,7 @@ __device__ int dev_step_acquire(const dccl_dev_work *w, dev_cta *cta, int half, 
     const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
     uint64_t seen = c->peer_seen; // `head` as last read: room then is room now
     if (pos - seen >= nslots) {
-      if (!dev_wait(w, cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; })) return 0;
+      if (!dev_wait(cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; })) return 0;
       c->peer_seen = seen;
     }
     if (LL || t.proto == DCCL_PROTO_LL) { // staged once in shared memory, written to every link's LL slot after
@@ -147,12 +147,12 @@ __device__ void dev_step_release(dev_cta *cta, int half, const dccl_prim_step &s
 
 // An LL step's receptions and sends: inlined in the LL kernels, out of line in the generic ones (dev_ll.cuh).
 template <int LL>
-__device__ __forceinline__ int dev_ll_in(const dccl_dev_work *w, dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
+__device__ __forceinline__ int dev_ll_in(dev_cta *cta, int half, uint32_t rmask, uint64_t bytes,
                                          const dev_half &h) {
   if constexpr (LL)
-    return dev_ll_receive(w, cta, half, rmask, bytes, h);
+    return dev_ll_receive(cta, half, rmask, bytes, h);
   else
-    return dev_ll_receive_out(w, cta, half, rmask, bytes, h);
+    return dev_ll_receive_out(cta, half, rmask, bytes, h);
 }
 template <int LL>
 __device__ __forceinline__ void dev_ll_out(dev_cta *cta, int half, int odd, uint32_t smask, uint64_t bytes,
@@ -164,7 +164,7 @@ __device__ __forceinline__ void dev_ll_out(dev_cta *cta, int half, int odd, uint
 }
 
 template <int TYPE, int LL>
-__device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, const dev_half &h) {
+__device__ void dev_run_stream(dev_cta *cta, int s, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   __shared__ int go[2];
   for (uint64_t idx = 0; idx < t.nsteps[s]; idx++) {
@@ -179,9 +179,9 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
         }
         __threadfence_block();
       }
-      go[s] = !cta->stop && dev_step_acquire<LL>(w, cta, s, (int)(idx & 1), st);
+      go[s] = !cta->stop && dev_step_acquire<LL>(cta, s, (int)(idx & 1), st);
       DEV_STAGE(cta, DEV_STAGE_T0_READY);
-      DEV_AGAIN(cta, go[s] = go[s] && dev_step_acquire<LL>(w, cta, s, (int)(idx & 1), st));
+      DEV_AGAIN(cta, go[s] = go[s] && dev_step_acquire<LL>(cta, s, (int)(idx & 1), st));
     }
     half_barrier(h);
     if (!go[s]) return;
@@ -190,7 +190,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
     uint32_t rmask = 0, smask = 0;
     if (ll) {
       dev_step_masks(st, t.sched.npeers, &rmask, &smask);
-      if (rmask && !dev_ll_in<LL>(w, cta, s, rmask, st.nelem * t.esize, h)) return;
+      if (rmask && !dev_ll_in<LL>(cta, s, rmask, st.nelem * t.esize, h)) return;
       if (rmask) DEV_STAGE(cta, DEV_STAGE_DATA_IN);
     }
     if (st.nelem > 0) {
@@ -234,7 +234,7 @@ __device__ void dev_run_stream(const dccl_dev_work *w, dev_cta *cta, int s, cons
 // in turn: 1.2 us at 2 ranks, growing with the peers. The sources go in rank order, the own one before the first
 // link whose peer ranks above this one; the own one is the staged input (dev_oneshot_stage), its premultiply
 // applied and rounded to the type there exactly as the reduction would. Returns 0 to stop, in every lane.
-__device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_cta *cta, int lane, int odd,
+__device__ __forceinline__ int dev_oneshot_acquire(dev_cta *cta, int lane, int odd,
                                                    const dccl_prim_step &in) {
   const dccl_dev_task &t = cta->task;
   const int npeers = t.sched.npeers;
@@ -250,7 +250,7 @@ __device__ __forceinline__ int dev_oneshot_acquire(const dccl_dev_work *w, dev_c
     if (ok && pos - seen >= nslots) {
       const uint64_t *head = dccl_conn_word((char *const *)c->regions, c->desc.head);
       int gpu = c->same_gpu;
-      ok = dev_wait(w, cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; });
+      ok = dev_wait(cta, c, [&] { return pos - (seen = conn_acquire(gpu, head)) < nslots; });
       if (ok) c->peer_seen = seen;
     }
     cta->ll_out_slot[odd][lane] = dccl_conn_ll_slot(&c->desc, (char *const *)c->regions, pos);
@@ -277,7 +277,7 @@ __device__ __forceinline__ void dev_oneshot_stage(dev_cta *cta, const dccl_prim_
 // once this rank's own are out. Warp 0 takes the links while the other warps stage the input; the send step's
 // operands are in args[0], the receive step's in args[1] (seq[1] holds the same counts as seq[0]).
 template <int TYPE>
-__device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_half &h) {
+__device__ void dev_run_oneshot(dev_cta *cta, const dev_half &h) {
   const dccl_dev_task &t = cta->task;
   __shared__ int go;
   for (uint64_t idx = 0; idx + 1 < t.nsteps[0]; idx += 2) {
@@ -288,7 +288,7 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     DEV_STAGE(cta, DEV_STAGE_SCHED);
     const int odd = (int)(idx / 2 & 1);
     if (h.tid < 32) {
-      int ok = dev_oneshot_acquire(w, cta, h.tid, odd, in);
+      int ok = dev_oneshot_acquire(cta, h.tid, odd, in);
       if (h.tid == 0) go = ok;
       DEV_STAGE(cta, DEV_STAGE_T0_READY);
     } else {
@@ -306,7 +306,7 @@ __device__ void dev_run_oneshot(const dccl_dev_work *w, dev_cta *cta, const dev_
     // sees the LL slot come (and reports the mismatch) though this rank may stop at its own receive.
     if (h.tid == 0) dev_ll_release(cta, smask, 0);
     DEV_STAGE(cta, DEV_STAGE_SENT);
-    if (rmask && !dev_ll_receive(w, cta, 1, rmask, bytes, h)) return;
+    if (rmask && !dev_ll_receive(cta, 1, rmask, bytes, h)) return;
     DEV_STAGE(cta, DEV_STAGE_DATA_IN);
     const dccl_dev_args &b = cta->args[1];
     dev_oneshot_reduce<TYPE>(cta, t.sched.npeers, b.own, b.kind, b.post_div, b.dsts[0], b.n, h.tid, h.nthreads);
@@ -364,7 +364,7 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     __syncthreads();
     DEV_STAGE(&cta, DEV_STAGE_TASK);
     if (!LL && cta.task.sched.algo == DCCL_SCHED_DIRECT) {
-      dev_direct<TYPE>(w, &cta);
+      dev_direct<TYPE>(&cta);
       __syncthreads();
       if (cta.stop) break;
       continue;
@@ -377,11 +377,11 @@ __device__ __forceinline__ void dev_kernel_body(const dccl_dev_work *w) {
     h.bar = 1 + s;
     if constexpr (LL) {
       if (cta.task.sched.algo == DCCL_SCHED_ONESHOT_ALLREDUCE)
-        dev_run_oneshot<TYPE>(w, &cta, h);
+        dev_run_oneshot<TYPE>(&cta, h);
       else
-        dev_run_stream<TYPE, LL>(w, &cta, s, h);
+        dev_run_stream<TYPE, LL>(&cta, s, h);
     } else {
-      dev_run_stream<TYPE, LL>(w, &cta, s, h);
+      dev_run_stream<TYPE, LL>(&cta, s, h);
     }
     __syncthreads();
     dev_conns_out(&cta, !cta.stop);
@@ -429,9 +429,10 @@ DCCL_DEV_KERNEL(dccl_kernel_ll_t11, 11, 1)
 
 // The tiny kernels (dev_tiny.cuh): a warp a CTA and one that counts its exit, the smallest one-shot all-reduces
 // only. Kernels of their own, so that a launch fetches only this path's few instructions, cold on whichever SM it
-// lands.
-#define DCCL_DEV_TINY_KERNEL(name, type)                                                                  \
-  extern "C" __global__ void __launch_bounds__(DCCL_DEV_TINY_THREADS, 1) name(const __grid_constant__ dccl_dev_work w) { \
+// lands. Each type has two: one takes the whole launch (struct dccl_dev_work), the slim one only what it reads of
+// a launch of up to DCCL_DEV_SLIM_CTAS CTAs (struct dccl_dev_slim_work), a shorter launch call.
+#define DCCL_DEV_TINY_KERNEL(name, type, Work)                                                            \
+  extern "C" __global__ void __launch_bounds__(DCCL_DEV_TINY_THREADS, 1) name(const __grid_constant__ Work w) { \
     __shared__ dev_cta cta;                                                                                \
     DEV_STAGES_BEGIN(&cta);                                                                                \
     if (threadIdx.x < 32)                                                                                  \
@@ -440,15 +441,27 @@ DCCL_DEV_KERNEL(dccl_kernel_ll_t11, 11, 1)
       dev_tiny_count(&cta);                                                                                \
     DEV_STAGES_END(&cta);                                                                                  \
   }
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t0, 0)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t1, 1)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t2, 2)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t3, 3)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t4, 4)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t5, 5)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t6, 6)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t7, 7)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t8, 8)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t9, 9)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t10, 10)
-DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t11, 11)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t0, 0, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t1, 1, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t2, 2, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t3, 3, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t4, 4, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t5, 5, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t6, 6, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t7, 7, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t8, 8, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t9, 9, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t10, 10, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_tiny_t11, 11, dccl_dev_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t0, 0, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t1, 1, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t2, 2, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t3, 3, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t4, 4, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t5, 5, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t6, 6, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t7, 7, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t8, 8, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t9, 9, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t10, 10, dccl_dev_slim_work)
+DCCL_DEV_TINY_KERNEL(dccl_kernel_slim_t11, 11, dccl_dev_slim_work)

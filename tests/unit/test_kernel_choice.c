@@ -53,7 +53,8 @@ static void choices(void) {
 /* The tiny kernel: one small one-shot per CTA b, task b, in the parameter, from an LL kernel; anything else keeps
  * the kernel it was given. */
 static void tiny(void) {
-  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_F32), tk = DCCL_KERNEL_TINY(DCCL_ELEM_F32);
+  /* Two CTAs: the slim tiny kernel (at most DCCL_DEV_SLIM_CTAS); slim() below takes more. */
+  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_F32), tk = DCCL_KERNEL_SLIM(DCCL_ELEM_F32);
   static struct dccl_dev_work w;
   memset(&w, 0, sizeof(w));
   struct dccl_dev_task t = task(DCCL_PROTO_LL, DCCL_SCHED_ONESHOT_ALLREDUCE, 0);
@@ -66,7 +67,7 @@ static void tiny(void) {
   w.inline_tasks[0] = w.inline_tasks[1] = t;
   check(dccl_kernel_tiny(ll, &w) == tk, "two 8-byte one-shots, a CTA each: the tiny kernel (got %d)",
         dccl_kernel_tiny(ll, &w));
-  check(dccl_kernel_tiny(DCCL_KERNEL_LL(DCCL_ELEM_BF16), &w) == DCCL_KERNEL_TINY(DCCL_ELEM_BF16),
+  check(dccl_kernel_tiny(DCCL_KERNEL_LL(DCCL_ELEM_BF16), &w) == DCCL_KERNEL_SLIM(DCCL_ELEM_BF16),
         "bf16's LL kernel: bf16's tiny kernel");
   check(dccl_kernel_tiny(DCCL_ELEM_F32, &w) == DCCL_ELEM_F32, "the generic kernel stays");
   check(dccl_kernel_tiny(DCCL_KERNEL_ANY, &w) == DCCL_KERNEL_ANY, "so does the kernel for any type");
@@ -98,6 +99,47 @@ static void tiny(void) {
   check(dccl_kernel_tiny(ll, &w) == tk, "and back: tiny");
 }
 
+/* Past DCCL_DEV_SLIM_CTAS CTAs the tiny kernel takes the whole launch; up to it, the slim parameter holds every
+ * CTA's task, rank slot and words. */
+static void slim(void) {
+  static struct dccl_dev_work w;
+  static uint32_t words[3][3];
+  memset(&w, 0, sizeof(w));
+  struct dccl_dev_task t = task(DCCL_PROTO_LL, DCCL_SCHED_ONESHOT_ALLREDUCE, 0);
+  t.esize = 4;
+  t.sched.count = 2;
+  t.sched.npeers = 2;
+  w.ntasks = w.nctas = 3; /* three ranks' CTAs of a shared launch */
+  for (int b = 0; b < 3; b++) {
+    w.cta_first[b] = (uint16_t)b;
+    w.cta_ntasks[b] = 1;
+    w.cta_rank[b] = (uint8_t)b;
+    w.inline_tasks[b] = t;
+    w.inline_tasks[b].rank = b;
+    w.rank[b].abort_flag = &words[b][0];
+    w.rank[b].done_ctas = &words[b][1];
+    w.rank[b].ctas = 1;
+  }
+  const int ll = DCCL_KERNEL_LL(DCCL_ELEM_I32);
+  check(dccl_kernel_tiny(ll, &w) == DCCL_KERNEL_TINY(DCCL_ELEM_I32), "3 CTAs: the tiny kernel of the whole launch");
+  w.ntasks = w.nctas = 2;
+  check(dccl_kernel_tiny(ll, &w) == DCCL_KERNEL_SLIM(DCCL_ELEM_I32), "2 CTAs: the slim one");
+  check(dccl_kernel_tiny(DCCL_KERNEL_SLIM(DCCL_ELEM_I32), &w) == DCCL_KERNEL_SLIM(DCCL_ELEM_I32),
+        "a slim kernel is not asked again");
+  struct dccl_dev_slim_work s;
+  memset(&s, 0xff, sizeof(s));
+  dccl_dev_slim_of(&w, &s);
+  for (int b = 0; b < 2; b++) {
+    check(s.inline_tasks[b].rank == b && s.inline_tasks[b].sched.npeers == 2 && s.inline_tasks[b].esize == 4,
+          "CTA %d's task in the slim parameter", b);
+    check(s.cta_rank[b] == b && s.rank[b].abort_flag == &words[b][0] && s.rank[b].done_ctas == &words[b][1] &&
+              s.rank[b].ctas == 1, "CTA %d's rank slot and words", b);
+  }
+  w.ntasks = w.nctas = 1;
+  dccl_dev_slim_of(&w, &s);
+  check(s.rank[1].abort_flag == NULL && s.cta_rank[1] == 0, "one CTA: the second slot left empty");
+}
+
 static void names(void) {
   char name[32];
   dccl_kernel_name(0, name, sizeof(name));
@@ -106,14 +148,18 @@ static void names(void) {
   check(strcmp(name, "dccl_kernel_t7") == 0, "float32's generic kernel (type 7): %s", name);
   dccl_kernel_name(DCCL_KERNEL_ANY, name, sizeof(name));
   check(strcmp(name, "dccl_kernel_any") == 0, "the kernel for any type: %s", name);
+  dccl_kernel_name(DCCL_KERNEL_SLIM(DCCL_ELEM_F32), name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_slim_t7") == 0, "float32's slim tiny kernel: %s", name);
+  dccl_kernel_name(DCCL_NKERNELS - 1, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_slim_t11") == 0, "the last kernel: %s", name);
   dccl_kernel_name(DCCL_KERNEL_LL(0), name, sizeof(name));
   check(strcmp(name, "dccl_kernel_ll_t0") == 0, "the first LL kernel: %s", name);
   dccl_kernel_name(DCCL_KERNEL_LL(DCCL_KERNEL_NTYPES - 1), name, sizeof(name));
   check(strcmp(name, "dccl_kernel_ll_t11") == 0, "the last LL kernel: %s", name);
   dccl_kernel_name(DCCL_KERNEL_TINY(DCCL_ELEM_F32), name, sizeof(name));
   check(strcmp(name, "dccl_kernel_tiny_t7") == 0, "float32's tiny kernel: %s", name);
-  dccl_kernel_name(DCCL_NKERNELS - 1, name, sizeof(name));
-  check(strcmp(name, "dccl_kernel_tiny_t11") == 0, "the last kernel: %s", name);
+  dccl_kernel_name(DCCL_KERNEL_SLIM(0) - 1, name, sizeof(name));
+  check(strcmp(name, "dccl_kernel_tiny_t11") == 0, "the last tiny kernel: %s", name);
 }
 #endif
 
@@ -121,6 +167,7 @@ int main(void) {
 #ifdef DCCL_HAVE_DEVICE_CODE
   choices();
   tiny();
+  slim();
   names();
   printf("test_kernel_choice: %d passed, %d failed\n", checks_passed, checks_failed);
   return checks_failed != 0;
