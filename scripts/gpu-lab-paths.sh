@@ -551,8 +551,9 @@ lib_dir() { # lib_dir PATH NAME
       lib=${names[$k]} libdir=${dirs[$k]}
       LD_LIBRARY_PATH_AB=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
       name=ab.$lib.mps.r$round
-      ab_case mps && fits 30 "$name" && {
-        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+      # Each run takes 2-5 s on an H100; its timeout is what fits() must leave room for.
+      ab_case mps && fits 20 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 20 \
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/dev_latency" -n 2000 -r 1 \
           -m empty+sync,meet+sync,ar+sync,ar\ b2b,ar\ issue,empty\ issue,fat\ issue,ptr\ query,graph+sync \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
@@ -560,8 +561,8 @@ lib_dir() { # lib_dir PATH NAME
           sed "s/^/$name: /" | keep
       }
       name=ab.$lib.np4.r$round # 4 ranks' default all-reduce at middle sizes (the direct path, unregistered)
-      ab_case np4 && fits 40 "$name" && {
-        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 60 \
+      ab_case np4 && fits 20 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 20 \
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" -b 1M -e 64M -f 4 -c 1 -n 500 -w 20 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
