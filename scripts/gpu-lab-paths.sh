@@ -110,7 +110,8 @@
 #           turn, over ROUNDS (3 or more: the machine swings); each is named by the code it was built from. The perf
 #           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH. PATHS_AB_CASES
 #           picks the cases (default "mps ring tree inproc bulk"; np4: 4 ranks in processes under MPS, the
-#           default all-reduce 1-64 MiB, checked, 500 operations: the direct path's middle sizes).
+#           default all-reduce 1-64 MiB, checked, 500 operations: the direct path's middle sizes; np4coll: the
+#           same for all-gather, reduce-scatter and broadcast, 64 KiB-16 MiB, 200 operations).
 #   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
 #           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8", or
 #           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
@@ -567,6 +568,15 @@ lib_dir() { # lib_dir PATH NAME
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
       }
+      for coll in all_gather reduce_scatter broadcast; do # the other direct collectives, 4 ranks, middle sizes
+        ab_case np4coll || continue
+        name=ab.$lib.np4-$coll.r$round
+        fits 20 "$name" || continue
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 20 "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 \
+          "$build/perf/${coll}_perf" -b 64K -e 16M -f 4 -c 1 -n 200 -w 20 > "$out/$name.log" 2>&1 ||
+          { status=1; echo "FAIL: $name"; }
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
+      done
       for algo in ring tree; do # the bulk steps (generic kernel), where each step's bookkeeping shows
         ab_case "$algo" || continue
         name=ab.$lib.$algo.r$round
