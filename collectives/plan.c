@@ -218,16 +218,29 @@ static int direct_possible(const struct dccl_op *op) {
 /* Direct: every channel holds the whole operation (of each rank's block for all-gather and reduce-scatter); the
  * kernel gives each rank its part and the channels' CTAs walk it together (dccl_direct_part). No links: the ranks
  * meet on their boards. */
-/* A direct all-reduce CTA's time is set by what it moves: about 5 us per 32 KiB of each source (4 ranks on an H100,
- * whatever the CTAs: each SM moves ~50 GB/s; docs/performance.md), so below the HBM's rate it takes a CTA per
- * DCCL_DEV_DIRECT_CTA_BYTES of the rank's slice. The other direct collectives keep the rings' rule (not measured). */
-#define DCCL_DEV_DIRECT_CTA_BYTES ((uint64_t)8 << 10)
+/* A direct CTA's time is set by the bytes it reads and writes: each SM moves ~50 GB/s (4 ranks' all-reduce on an
+ * H100: ~5 us per 32 KiB of each of 4 sources, whatever the CTAs; docs/performance.md), so below the HBM's rate an
+ * operation takes a CTA per DCCL_DEV_DIRECT_CTA_TRAFFIC of this rank's reads and writes (the all-reduce at 4 ranks:
+ * a CTA per 8 KiB of slice, measured; the others follow the same rule, not yet measured). */
+#define DCCL_DEV_DIRECT_CTA_TRAFFIC ((uint64_t)64 << 10)
+
+/* The bytes one rank's CTAs read and write (N ranks, S the call's bytes: the buffer, or for all-gather and
+ * reduce-scatter each rank's block); design.md lists each collective's traffic. */
+static uint64_t direct_traffic(const struct dccl_op *op) {
+  uint64_t s = op->count * op->esize, n = (uint64_t)op->comm->nranks;
+  switch (op->kind) {
+    case DCCL_OP_ALLREDUCE: return 2 * s;         /* slice S/N of N inputs read, into N outputs */
+    case DCCL_OP_ALLGATHER:                       /* its block read, written into N outputs */
+    case DCCL_OP_REDUCESCATTER: return (n + 1) * s; /* block r of N inputs read, one written */
+    default: return (n + 1) * s / n;              /* broadcast, reduce: slice S/N read once and written N times, or
+                                                     read N times and written once */
+  }
+}
+
 static int direct_channels(const struct dccl_op *op) {
-  uint64_t bytes = op->count * op->esize;
-  if (op->kind != DCCL_OP_ALLREDUCE) return device_ring_channels(op->comm->dev_nchannels, bytes);
   int nch = op->comm->dev_nchannels;
-  if (nch > DCCL_DEV_NARROW_CHANNELS && bytes < DCCL_DEV_WIDE_BYTES) nch = DCCL_DEV_NARROW_CHANNELS;
-  uint64_t enough = bytes / (uint64_t)op->comm->nranks / DCCL_DEV_DIRECT_CTA_BYTES;
+  if (nch > DCCL_DEV_NARROW_CHANNELS && op->count * op->esize < DCCL_DEV_WIDE_BYTES) nch = DCCL_DEV_NARROW_CHANNELS;
+  uint64_t enough = direct_traffic(op) / DCCL_DEV_DIRECT_CTA_TRAFFIC;
   if (enough < (uint64_t)nch) nch = enough > 0 ? (int)enough : 1;
   return nch;
 }

@@ -258,6 +258,34 @@ static void test_device_ring_channels(void) {
   free_comms(&comm, 1);
 }
 
+/* The direct collectives take a CTA per 64 KiB of what the rank reads and writes, at most 32 below 256 MiB: at 4
+ * ranks, the all-reduce's 2 S, the all-gather's and reduce-scatter's 5 S (S: each rank's block), the broadcast's and
+ * reduce's 5 S / 4. */
+static void test_direct_channels(void) {
+  struct dccl_comm comm;
+  uint64_t hosts[1] = {0};
+  make_comms(&comm, 1, hosts);
+  comm.nranks = comm.coll.nranks = 4;
+  comm.coll.dev_nchannels = 64;
+  comm.coll.direct_ok = DCCL_DIRECT_ONE_PROCESS;
+  struct { int kind; uint64_t bytes; int want; } cases[] = {
+      {DCCL_OP_ALLREDUCE, 64 << 10, 2},      {DCCL_OP_ALLREDUCE, 256 << 10, 8},   {DCCL_OP_ALLREDUCE, 1 << 20, 32},
+      {DCCL_OP_ALLREDUCE, 256ull << 20, 64}, {DCCL_OP_ALLGATHER, 64 << 10, 5},    {DCCL_OP_ALLGATHER, 256 << 10, 20},
+      {DCCL_OP_REDUCESCATTER, 1 << 20, 32},  {DCCL_OP_BROADCAST, 64 << 10, 1},    {DCCL_OP_BROADCAST, 1 << 20, 20},
+      {DCCL_OP_REDUCE, 512 << 10, 10},       {DCCL_OP_REDUCE, 4 << 20, 32}};
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct dccl_op op = {.comm = &comm.coll, .kind = cases[i].kind, .count = cases[i].bytes / 4, .type = ncclFloat32,
+                         .esize = 4, .algo = DCCL_ALGO_DIRECT, .root = 0, .peer = -1, .on_device = 1};
+    dccl_redop_builtin(&op.redop, ncclSum, ncclFloat32, 4);
+    dccl_op_plan(&op);
+    CHECK(op.algo == DCCL_ALGO_DIRECT && op.nchannels == cases[i].want, "direct %s of %llu bytes at 4 ranks: %s on %d "
+          "channels, expected direct on %d", dccl_op_name(cases[i].kind), (unsigned long long)cases[i].bytes,
+          dccl_algo_name(op.algo), op.nchannels, cases[i].want);
+  }
+  comm.nranks = comm.coll.nranks = 1;
+  free_comms(&comm, 1);
+}
+
 /* Rank 0's view of 4 ranks on one host with 8 device channels (planning only: no links). */
 static void four_rank_device_comm(struct dccl_comm *comm) {
   uint64_t hosts[4] = {0, 0, 0, 0};
@@ -583,6 +611,7 @@ int main(void) {
   int kinds[] = {DCCL_OP_ALLREDUCE, DCCL_OP_BROADCAST, DCCL_OP_REDUCE, DCCL_OP_ALLGATHER, DCCL_OP_REDUCESCATTER};
   test_ring_order();
   test_device_ring_channels();
+  test_direct_channels();
   test_direct_choice();
   test_small_allreduce_choice();
   test_direct_parts();
