@@ -94,7 +94,8 @@
 #   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
 #           H100 2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of
 #           CTA 0 stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the
-#           mean time of each since the one before), PATHS_STAGES_LIB (packed by scripts/gpu-carry.sh with
+#           mean time of each since the one before; every CTA stamps its start and end, and the launch's spread
+#           is printed too: how far apart its CTAs started and ended), PATHS_STAGES_LIB (packed by scripts/gpu-carry.sh with
 #           GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of the call), runs the cases
 #           PATHS_STAGES_CASES names (default "ar+sync inproc inproc-oneshot", the trace's): dev_latency ar+sync (2
 #           ranks under MPS), inproc_allreduce 8 B (2 ranks of one process: the default, and DCCL_ALGO=oneshot), and
@@ -527,7 +528,8 @@ lib_dir() { # lib_dir PATH NAME
         > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
     fi
     grep -E "ar\+sync|^ +8 " "$out/$name.log" | sed "s/^/$name: /" | head -2
-    grep "dccl kernel stages" "$out/$name.log" | tail -1 | sed "s/^/$name: /"
+    { grep "dccl kernel stages" "$out/$name.log" | tail -1; grep "dccl launch spread" "$out/$name.log" | tail -1; } |
+      sed "s/^/$name: /"
   done
 }
 [[ " $parts " == *" ab "* ]] && {

@@ -47,15 +47,58 @@ __device__ __forceinline__ void dev_stage(dev_marks *m, int stage) {
   m->stage[m->n++] = (uint8_t)stage;
 }
 
+// Every CTA's start and end (thread 0), for the launch's spread: the last CTA to end adds how far apart the CTAs
+// started and ended, and from the first start to the last end, and prints the means every 1024th launch. CTA 0's
+// stages cannot show a launch's other CTAs starting late or ending late.
+#define DEV_SPREAD_CTAS 128
+__device__ unsigned long long dev_cta_in[DEV_SPREAD_CTAS], dev_cta_out[DEV_SPREAD_CTAS];
+__device__ unsigned long long dev_spread_sum_ns[3], dev_spread_launches;
+__device__ unsigned int dev_ctas_out;
+
+__device__ __forceinline__ uint64_t dev_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ void dev_spread_end() {
+  const unsigned ctas = gridDim.x < DEV_SPREAD_CTAS ? gridDim.x : DEV_SPREAD_CTAS;
+  if (blockIdx.x < ctas) dev_cta_out[blockIdx.x] = dev_now();
+  __threadfence();
+  if (atomicAdd(&dev_ctas_out, 1u) != gridDim.x - 1) return;
+  __threadfence();
+  uint64_t in_lo = ~0ull, in_hi = 0, out_lo = ~0ull, out_hi = 0;
+  for (unsigned b = 0; b < ctas; b++) {
+    const uint64_t i = *(volatile unsigned long long *)&dev_cta_in[b], o = *(volatile unsigned long long *)&dev_cta_out[b];
+    in_lo = i < in_lo ? i : in_lo;
+    in_hi = i > in_hi ? i : in_hi;
+    out_lo = o < out_lo ? o : out_lo;
+    out_hi = o > out_hi ? o : out_hi;
+  }
+  dev_ctas_out = 0; // the stream's next launch starts after every CTA of this one has ended
+  atomicAdd(&dev_spread_sum_ns[0], (unsigned long long)(in_hi - in_lo));
+  atomicAdd(&dev_spread_sum_ns[1], (unsigned long long)(out_hi - out_lo));
+  atomicAdd(&dev_spread_sum_ns[2], (unsigned long long)(out_hi - in_lo));
+  const unsigned long long n = atomicAdd(&dev_spread_launches, 1ull) + 1;
+  if (n % 1024) return;
+  printf("dccl launch spread, means over %llu launches of %u CTAs (us): starts %.2f, ends %.2f, first start to last "
+         "end %.2f\n", n, gridDim.x, (double)dev_spread_sum_ns[0] / (double)n / 1000.0,
+         (double)dev_spread_sum_ns[1] / (double)n / 1000.0, (double)dev_spread_sum_ns[2] / (double)n / 1000.0);
+}
+
 __device__ __forceinline__ void dev_stages_begin(dev_marks *m) {
-  if (blockIdx.x || threadIdx.x) return;
+  if (threadIdx.x) return;
+  if (blockIdx.x < DEV_SPREAD_CTAS) dev_cta_in[blockIdx.x] = dev_now();
+  if (blockIdx.x) return;
   m->n = 0;
   dev_stage(m, DEV_STAGE_ENTRY);
 }
 
 __device__ __noinline__ void dev_stages_end(dev_marks *m) {
-  if (blockIdx.x || threadIdx.x) return;
-  dev_stage(m, DEV_STAGE_END);
+  if (threadIdx.x) return;
+  if (blockIdx.x == 0) dev_stage(m, DEV_STAGE_END);
+  dev_spread_end();
+  if (blockIdx.x) return;
   for (int i = 1; i < m->n; i++) atomicAdd(&dev_mark_sum_ns[i], (unsigned long long)(m->at[i] - m->at[i - 1]));
   unsigned long long n = atomicAdd(&dev_mark_launches, 1ull) + 1;
   if (n % 1024) return;
