@@ -112,7 +112,8 @@
 #           tools are this build's; LD_LIBRARY_PATH puts the other library before their RUNPATH. PATHS_AB_CASES
 #           picks the cases (default "mps ring tree inproc bulk"; np4: 4 ranks in processes under MPS, the
 #           default all-reduce 1-64 MiB, checked, 500 operations: the direct path's middle sizes; np4coll: the
-#           same for all-gather, reduce-scatter and broadcast, 64 KiB-16 MiB, 200 operations).
+#           same for all-gather, reduce-scatter and broadcast, 64 KiB-16 MiB, 200 operations; np2: 2 ranks'
+#           default all-reduce 256 KiB-4 MiB, 500 operations).
 #   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
 #           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8", or
 #           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
@@ -567,6 +568,13 @@ lib_dir() { # lib_dir PATH NAME
       ab_case np4 && fits 20 "$name" && {
         DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 20 \
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" -b 1M -e 64M -f 4 -c 1 -n 500 -w 20 \
+          > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
+      }
+      name=ab.$lib.np2.r$round # 2 ranks' default all-reduce where the CTA rules of 2 and 4 ranks differ
+      ab_case np2 && fits 20 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 20 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 2 "$build/perf/all_reduce_perf" -b 256K -e 4M -f 2 -c 1 -n 500 -w 20 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
       }
