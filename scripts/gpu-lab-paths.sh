@@ -91,13 +91,13 @@
 #           skew, the time after both started, the synchronise's wake-up and the host's gap. PATHS_TRACE_CASES
 #           picks the runs (default "ar+sync empty+sync fat+sync inproc inproc-oneshot"); np4:SIZE traces 4 ranks'
 #           all_reduce_perf at SIZE back to back (processes under MPS, 2000 operations): host- or GPU-bound.
-#   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an
-#           H100 2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of
-#           CTA 0 stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the
-#           mean time of each since the one before; every CTA stamps its start and end, and the launch's spread
-#           is printed too: how far apart its CTAs started and ended), PATHS_STAGES_LIB (packed by
-#           scripts/gpu-carry.sh with GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of
-#           the call), runs the cases PATHS_STAGES_CASES names (default "ar+sync inproc inproc-oneshot", the trace's): dev_latency ar+sync (2
+#   stages: what the trace cannot split (the kernel's own 16-18 us of an 8-byte all-reduce through the FIFOs, on an H100
+#           2026-12-05): a library built with DCCL_DEV_STAGES=ON (collectives/device/dev_stages.cuh: thread 0 of CTA 0
+#           stamps %globaltimer at each stage its launch passes, in order, and every 1024th launch prints the mean time
+#           of each since the one before; every CTA stamps its start and end, and the launch's spread is printed too:
+#           how far apart its CTAs started and ended), PATHS_STAGES_LIB (packed by scripts/gpu-carry.sh with
+#           GPU_CARRY_STAGES) or else built here as BUILD_DIR-stages (about 2 minutes of the call), runs the cases
+#           PATHS_STAGES_CASES names (default "ar+sync inproc inproc-oneshot", the trace's): dev_latency ar+sync (2
 #           ranks under MPS), inproc_allreduce 8 B (2 ranks of one process: the default, and DCCL_ALGO=oneshot), and
 #           np4:SIZE, the default all-reduce of 4 ranks in processes under MPS at SIZE (all_reduce_perf, 2048
 #           operations, unregistered buffers: the direct kernel's meeting, reduction and barrier at middle sizes).
