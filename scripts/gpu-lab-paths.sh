@@ -25,6 +25,10 @@
 #           unregistered cudaMalloc buffers, float32 sum 8 B-1 GiB): DCCL_LAZY_MAP_BYTES=0 (every call meets, then
 #           the direct all-reduce) against -1 (never: the p2p ring), alternated: where mapping starts to pay.
 #           PATHS_LAZY_NP ("2 4") and PATHS_LAZY_BEGIN (8: the first size) narrow it.
+#   ctas:   the 4-rank direct all-reduce's middle sizes against the CTAs a rank's launch takes: 4 ranks in
+#           processes under MPS, the default all-reduce 1-256 MiB (unregistered buffers, checked, 200 operations),
+#           DCCL_MAX_CTAS over PATHS_CTAS_LIST ("default 28 24 16"), alternated over ROUNDS: does leaving SMs free
+#           for the ranks' next launches shorten the period (4 x 32 CTAs take 128 of an H100's 132 SMs)?
 #   alloc:  the 4-rank all-reduce between processes on each kind of buffer (4 ranks under MPS, PATHS_ALLOC_BEGIN
 #           (256M)-1 GiB): cudaMalloc buffers in whole 2 MiB pages (legacy IPC mappings; the perf tools' default, as
 #           PyTorch's caching allocator makes them) against ncclMemAlloc buffers (cuMem, mapped from file
@@ -232,7 +236,7 @@ done
 done
 
 [[ " $parts " == *" staged "* || " $parts " == *" others "* || " $parts " == *" net "* || " $parts " == *" check "* ||
-   " $parts " == *" ce "* || " $parts " == *" lazy "* ||
+   " $parts " == *" ce "* || " $parts " == *" lazy "* || " $parts " == *" ctas "* ||
    " $parts " == *" stagedknobs "* || " $parts " == *" alloc "* || " $parts " == *" proto "* ||
    " $parts " == *" det "* || " $parts " == *" trace "* || " $parts " == *" stages "* ||
    " $parts " == *" ab "* || " $parts " == *" knob "* || " $parts " == *" mesh "* ]] || exit $status
@@ -285,6 +289,17 @@ done
       > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
     awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us, algbw %s GB/s (27.5: the shared x16 link)\n", n, $1,
       $6, $7}' "$out/$name.log"
+  done
+done
+
+[[ " $parts " == *" ctas "* ]] && for round in $(seq "$rounds"); do
+  for ctas in ${PATHS_CTAS_LIST:-default 28 24 16}; do
+    name=ctas.np4.$ctas.r$round
+    fits 30 "$name" || continue
+    DCCL_ALGO= DCCL_TRANSPORT= DCCL_MAX_CTAS=$([ "$ctas" = default ] || echo "$ctas") timeout 30 \
+      "${mpi[@]}" -np 4 "$build/perf/all_reduce_perf" -b 1M -e 256M -f 4 -c 1 -n 200 -w 20 > "$out/$name.log" 2>&1 ||
+      { status=1; echo "FAIL: $name"; tail -3 "$out/$name.log"; }
+    awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s %s B: %s us\n", n, $1, $6}' "$out/$name.log"
   done
 done
 
