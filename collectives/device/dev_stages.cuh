@@ -69,7 +69,8 @@ __device__ void dev_spread_end() {
   __threadfence();
   uint64_t in_lo = ~0ull, in_hi = 0, out_lo = ~0ull, out_hi = 0;
   for (unsigned b = 0; b < ctas; b++) {
-    const uint64_t i = *(volatile unsigned long long *)&dev_cta_in[b], o = *(volatile unsigned long long *)&dev_cta_out[b];
+    const uint64_t i = *(volatile unsigned long long *)&dev_cta_in[b];
+    const uint64_t o = *(volatile unsigned long long *)&dev_cta_out[b];
     in_lo = i < in_lo ? i : in_lo;
     in_hi = i > in_hi ? i : in_hi;
     out_lo = o < out_lo ? o : out_lo;
@@ -106,7 +107,8 @@ __device__ __noinline__ void dev_stages_end(dev_marks *m) {
                                                  "t0_ready", "acquired", "data_in",   "reduced", "sent", "released",
                                                  "tasks_done", "end"};
   printf("dccl kernel stages, means over %llu launches (us since the mark before):", n);
-  for (int i = 1; i < m->n; i++) printf(" %s %.2f", names[m->stage[i]], (double)dev_mark_sum_ns[i] / (double)n / 1000.0);
+  for (int i = 1; i < m->n; i++)
+    printf(" %s %.2f", names[m->stage[i]], (double)dev_mark_sum_ns[i] / (double)n / 1000.0);
   printf("\n");
 }
 
