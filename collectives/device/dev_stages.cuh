@@ -41,9 +41,15 @@ struct dev_marks {
 #ifdef DCCL_DEV_STAGES
 __device__ unsigned long long dev_mark_sum_ns[DEV_MAX_MARKS], dev_mark_launches;
 
+__device__ __forceinline__ uint64_t dev_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ __forceinline__ void dev_stage(dev_marks *m, int stage) {
   if (blockIdx.x || threadIdx.x || m->n == DEV_MAX_MARKS) return;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(m->at[m->n]));
+  m->at[m->n] = dev_now();
   m->stage[m->n++] = (uint8_t)stage;
 }
 
@@ -54,12 +60,6 @@ __device__ __forceinline__ void dev_stage(dev_marks *m, int stage) {
 __device__ unsigned long long dev_cta_in[DEV_SPREAD_CTAS], dev_cta_out[DEV_SPREAD_CTAS];
 __device__ unsigned long long dev_spread_sum_ns[3], dev_spread_launches;
 __device__ unsigned int dev_ctas_out;
-
-__device__ __forceinline__ uint64_t dev_now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ void dev_spread_end() {
   const unsigned ctas = gridDim.x < DEV_SPREAD_CTAS ? gridDim.x : DEV_SPREAD_CTAS;
@@ -97,7 +97,7 @@ __device__ __forceinline__ void dev_stages_begin(dev_marks *m) {
 
 __device__ __noinline__ void dev_stages_end(dev_marks *m) {
   if (threadIdx.x) return;
-  if (blockIdx.x == 0) dev_stage(m, DEV_STAGE_END);
+  dev_stage(m, DEV_STAGE_END); // CTA 0's
   dev_spread_end();
   if (blockIdx.x) return;
   for (int i = 1; i < m->n; i++) atomicAdd(&dev_mark_sum_ns[i], (unsigned long long)(m->at[i] - m->at[i - 1]));
