@@ -72,7 +72,8 @@
                               "algorithm); smaller ones take the one-shot (all-reduce) or the ring. All-reduces of " \
                               "at most 2 KiB take the one-shot whatever it says (faster there), unless DCCL_PROTO="  \
                               "bulk. -1: never (unless DCCL_ALGO=direct).")                                         \
-  X(LAZY_MAP_BYTES, INT, 262144, "Device collectives of at least this many bytes (of any size where both "      \
+  X(LAZY_MAP_BYTES, INT, 262144, "Device collectives whose larger buffer (an all-gather's output, a "            \
+                                "reduce-scatter's input) holds at least this many bytes (of any size where both "\
                                 "buffers are registered with ncclCommRegister) between ranks that live one "   \
                                 "per process on one GPU map every rank's buffers outside windows on first use " \
                                 "(the ranks meet at each such call, on a shared-memory board: the host call "   \

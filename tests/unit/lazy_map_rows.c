@@ -478,6 +478,31 @@ static void registered_cases(void) {
   w.registered = 0;
 }
 
+/* DCCL_LAZY_MAP_BYTES (1 MiB here) names the call's larger buffer: an all-gather's output, a reduce-scatter's input
+ * (NRANKS blocks), not a rank's block. */
+static void larger_buffer_cases(void) {
+  memset(&op, 0, sizeof(op));
+  op.on_device = 1;
+  op.esize = 4;
+  op.sendbuff = (const void *)(uintptr_t)w.base[0][0];
+  op.recvbuff = (void *)(uintptr_t)w.base[0][1];
+  op.send_win = op.recv_win = -1;
+  op.count = ((1 << 18) + NRANKS - 1) / NRANKS; /* the least block whose NRANKS fill 1 MiB */
+  const size_t all = NRANKS * op.count * 4;
+  op.kind = DCCL_OP_ALLGATHER;
+  check(dccl_lazy_map_applies(&comm, &op), "all-gather of %zu bytes in all (a block of %zu): the ranks meet", all,
+        op.count * 4);
+  op.kind = DCCL_OP_REDUCESCATTER;
+  check(dccl_lazy_map_applies(&comm, &op), "reduce-scatter of %zu bytes in all: the ranks meet", all);
+  op.kind = DCCL_OP_ALLREDUCE;
+  check(!dccl_lazy_map_applies(&comm, &op), "all-reduce of %zu bytes: no meeting", op.count * 4);
+  op.kind = DCCL_OP_BROADCAST;
+  check(!dccl_lazy_map_applies(&comm, &op), "broadcast of %zu bytes: no meeting", op.count * 4);
+  op.count--;
+  op.kind = DCCL_OP_ALLGATHER;
+  check(!dccl_lazy_map_applies(&comm, &op), "all-gather of %zu bytes in all: no meeting", all - 4 * NRANKS);
+}
+
 int main(void) {
   setenv("DCCL_LAZY_MAP_BYTES", "1048576", 1);
   comm.rank = 0;
@@ -543,6 +568,7 @@ int main(void) {
   check(call(133, 0), "outside the group again: rows are replaced");
   cumem_cases();
   registered_cases();
+  larger_buffer_cases();
   span_cases();
   dccl_lazy_map_free(&comm);
   check(w.opens == w.closes, "freed: every mapping closed (%d opened, %d closed)", w.opens, w.closes);
