@@ -54,8 +54,9 @@ __device__ __forceinline__ void dev_stage(dev_marks *m, int stage) {
 }
 
 // Every CTA's start and end (thread 0), for the launch's spread: the last CTA to end adds how far apart the CTAs
-// started and ended, and from the first start to the last end, and prints the means every 1024th launch. CTA 0's
-// stages cannot show a launch's other CTAs starting late or ending late.
+// started and ended, and from the first start to the last end; CTA 0 prints the means after its stages (one thread
+// prints both, so another CTA's line cannot land inside the stages line). CTA 0's stages cannot show a launch's
+// other CTAs starting late or ending late.
 #define DEV_SPREAD_CTAS 128
 __device__ unsigned long long dev_cta_in[DEV_SPREAD_CTAS], dev_cta_out[DEV_SPREAD_CTAS];
 __device__ unsigned long long dev_spread_sum_ns[3], dev_spread_launches;
@@ -80,8 +81,13 @@ __device__ void dev_spread_end() {
   atomicAdd(&dev_spread_sum_ns[0], (unsigned long long)(in_hi - in_lo));
   atomicAdd(&dev_spread_sum_ns[1], (unsigned long long)(out_hi - out_lo));
   atomicAdd(&dev_spread_sum_ns[2], (unsigned long long)(out_hi - in_lo));
-  const unsigned long long n = atomicAdd(&dev_spread_launches, 1ull) + 1;
-  if (n % 1024) return;
+  atomicAdd(&dev_spread_launches, 1ull);
+}
+
+// CTA 0's print of the spread's means so far (the last CTA of this launch may not have added its own yet).
+__device__ void dev_spread_print() {
+  const unsigned long long n = *(volatile unsigned long long *)&dev_spread_launches;
+  if (!n) return;
   printf("dccl launch spread, means over %llu launches of %u CTAs (us): starts %.2f, ends %.2f, first start to last "
          "end %.2f\n", n, gridDim.x, (double)dev_spread_sum_ns[0] / (double)n / 1000.0,
          (double)dev_spread_sum_ns[1] / (double)n / 1000.0, (double)dev_spread_sum_ns[2] / (double)n / 1000.0);
@@ -110,6 +116,7 @@ __device__ __noinline__ void dev_stages_end(dev_marks *m) {
   for (int i = 1; i < m->n; i++)
     printf(" %s %.2f", names[m->stage[i]], (double)dev_mark_sum_ns[i] / (double)n / 1000.0);
   printf("\n");
+  dev_spread_print();
 }
 
 #define DEV_STAGE(cta, i) dev_stage(&(cta)->marks, (i))
