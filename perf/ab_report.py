@@ -15,8 +15,8 @@ LINE = re.compile(r"^ab\.(?P<lib>[^.]+)\.(?P<case>[^:]+)\.r\d+:\s*(?P<rest>.*)$"
 def figures(case, rest):
     """(label, value in us) pairs of one printed line."""
     m = re.match(r"(.+?)\s+([\d.]+)", rest)  # dev_latency: mode, then its time
-    if case == "mps" and m:
-        return [(f"mps {m.group(1)}", float(m.group(2)))]
+    if case in ("mps", "floor4") and m:
+        return [(f"{case} {m.group(1)}", float(m.group(2)))]
     m = re.match(r"(\d+) B ([\d.]+) us back to back, ([\d.]+) us synchronised", rest)
     if m:
         return [(f"{case} {m.group(1)} B b2b", float(m.group(2))), (f"{case} {m.group(1)} B sync", float(m.group(3)))]

@@ -27,7 +27,8 @@ def fixture():
                       f"{tag % 'mps'}   ar b2b {b2b:10.2f} {b2b:10.2f} 1.00",
                       f"{tag % 'ring'} 8 B {ring:.2f} us",
                       f"{tag % 'inproc-oneshot'} 8 B {ob2b:.2f} us back to back, {osync:.2f} us synchronised"
-                      " after each"]
+                      " after each",
+                      f"{tag % 'floor4'}   wide meet b2b {ring / 2:10.2f} {ring / 2:10.2f} 1.00"]
     return "\n".join(lines + ["not an ab line: ignored", ""])
 
 
@@ -36,6 +37,7 @@ WANT = {  # case: (base median, new median, new / base)
     "mps ar+sync": ("19.00", "17.00", "0.895"),
     "mps ar b2b": ("10.00", "8.50", "0.850"),
     "ring 8 B": ("23.00", "21.00", "0.913"),
+    "floor4 wide meet b2b": ("11.50", "10.50", "0.913"),  # a mode name of three words
     "inproc-oneshot 8 B b2b": ("10.00", "8.00", "0.800"),
     "inproc-oneshot 8 B sync": ("21.00", "19.00", "0.905"),
     # base: 10, 10.5, 11 -> 10.5; new: 8, 8, 8.5 -> 8

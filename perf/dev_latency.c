@@ -14,6 +14,9 @@
  *                rank's kernel has started, so it is the least any collective between these processes costs (the
  *                ranks' launches, the skew between them, a flag's trip); meet b2b the same back to back (at most 8
  *                ranks, on one GPU);
+ *   wide meet b2b  kernels in DCCL's shape (its parameter's size, threads and shared memory), -c CTAs each (32),
+ *                whose every CTA meets the same CTA of every rank twice (started, then done), back to back: the
+ *                least a direct collective's launch costs between these processes, its work left out;
  *   ar issue     the calls alone, in batches of 100 with a synchronise between batches that is not counted (the
  *                host's cost per call; longer batches fill the stream's queue and time the GPU instead);
  *   empty issue, fat issue   the same for the empty kernel's launch and the large parameter's: what of ar issue
@@ -24,7 +27,7 @@
  * Each round's figure is the slowest rank's time per operation; the table gives the median and the minimum over
  * the rounds, and each mode over empty+sync. The result of the last all-reduce is checked.
  * -m picks modes (a comma-separated list of the names above), for a trace of one (perf/gpu/kernel_trace.c).
- * Usage: mpirun -np N dev_latency [-b bytes=8] [-n iters=2000] [-r rounds=7] [-m modes=all] */
+ * Usage: mpirun -np N dev_latency [-b bytes=8] [-n iters=2000] [-r rounds=7] [-m modes=all] [-c ctas=32] */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -40,14 +43,17 @@ size_t perf_fat_bytes(void);
 cudaError_t perf_launch_shaped(cudaStream_t stream);
 size_t perf_shaped_smem(void);
 cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round);
+cudaError_t perf_launch_wide_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round,
+                                  int ctas);
 
 #define GRAPH_OPS 100
-enum { EMPTY, EMPTY_B2B, FAT_SYNC, SHAPE_SYNC, MEET_SYNC, MEET_B2B, AR_SYNC, AR_B2B, AR_ISSUE, EMPTY_ISSUE,
-       FAT_ISSUE, PTR_QUERY, GRAPH_SYNC, GRAPH_B2B, NMODES };
-static const char *mode_names[NMODES] = {"empty+sync", "empty b2b", "fat+sync",    "shape+sync", "meet+sync",
-                                         "meet b2b",   "ar+sync",   "ar b2b",      "ar issue",   "empty issue",
-                                         "fat issue",  "ptr query", "graph+sync", "graph b2b"};
+enum { EMPTY, EMPTY_B2B, FAT_SYNC, SHAPE_SYNC, MEET_SYNC, MEET_B2B, WIDE_MEET_B2B, AR_SYNC, AR_B2B, AR_ISSUE,
+       EMPTY_ISSUE, FAT_ISSUE, PTR_QUERY, GRAPH_SYNC, GRAPH_B2B, NMODES };
+static const char *mode_names[NMODES] = {"empty+sync", "empty b2b",   "fat+sync",  "shape+sync", "meet+sync",
+                                         "meet b2b",   "wide meet b2b", "ar+sync", "ar b2b",     "ar issue",
+                                         "empty issue", "fat issue",  "ptr query", "graph+sync", "graph b2b"};
 #define MEET_MAX_RANKS 8
+#define WIDE_MAX_CTAS 256 /* the wide meeting's words: word 0 is the one-thread meeting's, 1.. the CTAs' */
 
 static void check_cuda(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -78,23 +84,33 @@ struct bench {
   uint32_t *flags[MEET_MAX_RANKS]; /* every rank's meeting flag, this one's own among them */
   int nranks, rank;
   uint32_t round; /* meet kernels launched so far: every rank launches the same number */
+  uint32_t wide_round; /* and wide meet kernels */
+  int ctas;            /* a wide meet kernel's */
+  uint32_t *wide[MEET_MAX_RANKS]; /* every rank's words for the wide meetings (flags + 1) */
 };
 
 static void meet(struct bench *b) {
   check_cuda(perf_launch_meet(b->stream, b->flags, b->nranks, b->rank, ++b->round), "launching the meet kernel");
 }
 
-/* Each rank's flag in its GPU memory, mapped into every other rank's process by CUDA IPC. */
+static void wide_meet(struct bench *b) {
+  check_cuda(perf_launch_wide_meet(b->stream, b->wide, b->nranks, b->rank, ++b->wide_round, b->ctas),
+             "launching the wide meet kernel");
+}
+
+/* Each rank's flags in its GPU memory, mapped into every other rank's process by CUDA IPC. */
 static void map_flags(struct bench *b) {
   cudaIpcMemHandle_t mine, all[MEET_MAX_RANKS];
-  check_cuda(cudaMalloc((void **)&b->flags[b->rank], sizeof(uint32_t)), "cudaMalloc");
-  check_cuda(cudaMemset(b->flags[b->rank], 0, sizeof(uint32_t)), "cudaMemset");
+  size_t bytes = (1 + WIDE_MAX_CTAS) * sizeof(uint32_t);
+  check_cuda(cudaMalloc((void **)&b->flags[b->rank], bytes), "cudaMalloc");
+  check_cuda(cudaMemset(b->flags[b->rank], 0, bytes), "cudaMemset");
   check_cuda(cudaIpcGetMemHandle(&mine, b->flags[b->rank]), "cudaIpcGetMemHandle");
   MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, MPI_COMM_WORLD);
   for (int r = 0; r < b->nranks; r++)
     if (r != b->rank)
       check_cuda(cudaIpcOpenMemHandle((void **)&b->flags[r], all[r], cudaIpcMemLazyEnablePeerAccess),
                  "cudaIpcOpenMemHandle");
+  for (int r = 0; r < b->nranks; r++) b->wide[r] = b->flags[r] + 1;
 }
 
 static void all_reduce(struct bench *b) {
@@ -166,6 +182,10 @@ static double run_mode(struct bench *b, int mode, int n) {
       for (int i = 0; i < n; i++) meet(b);
       check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
       break;
+    case WIDE_MEET_B2B:
+      for (int i = 0; i < n; i++) wide_meet(b);
+      check_cuda(cudaStreamSynchronize(b->stream), "cudaStreamSynchronize");
+      break;
     case AR_SYNC:
       for (int i = 0; i < n; i++) {
         all_reduce(b);
@@ -217,17 +237,19 @@ static int pick_modes(const char *list, int on[NMODES]) {
 
 int main(int argc, char **argv) {
   size_t bytes = 8;
-  int iters = 2000, rounds = 7, on[NMODES], bad_arg = 0;
+  int iters = 2000, rounds = 7, ctas = 32, on[NMODES], bad_arg = 0;
   const char *modes = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "-b")) bytes = strtoull(argv[i + 1], NULL, 0);
     else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-m")) modes = argv[i + 1];
+    else if (!strcmp(argv[i], "-c")) ctas = atoi(argv[i + 1]);
     else bad_arg = 1;
   }
+  bad_arg |= ctas < 1 || ctas > WIDE_MAX_CTAS;
   if (bad_arg || !pick_modes(modes, on)) {
-    fprintf(stderr, "usage: dev_latency [-b bytes] [-n iters] [-r rounds] [-m mode,mode...]  (modes:");
+    fprintf(stderr, "usage: dev_latency [-b bytes] [-n iters] [-r rounds] [-m mode,mode...] [-c ctas]  (modes:");
     for (int m = 0; m < NMODES; m++) fprintf(stderr, " %s", mode_names[m]);
     fprintf(stderr, ")\n");
     return 2;
@@ -252,8 +274,9 @@ int main(int argc, char **argv) {
   b.count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
   b.nranks = nranks;
   b.rank = rank;
+  b.ctas = ctas;
   if (local_size == nranks && ndev == 1 && nranks <= MEET_MAX_RANKS) map_flags(&b);
-  else on[MEET_SYNC] = on[MEET_B2B] = 0; /* the meeting is on one GPU only */
+  else on[MEET_SYNC] = on[MEET_B2B] = on[WIDE_MEET_B2B] = 0; /* the meetings are on one GPU only */
   check_cuda(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cuda(cudaMalloc((void **)&b.send, b.count * sizeof(float)), "cudaMalloc");
   check_cuda(cudaMalloc((void **)&b.recv, b.count * sizeof(float)), "cudaMalloc");
@@ -289,16 +312,16 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&bad, &bad_all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     printf("# dev_latency: %d ranks, %zu bytes float32 sum, %d operations per round, %d rounds (slowest rank); "
-           "fat+sync's parameter %zu bytes, shape+sync's shared memory %zu bytes\n",
-           nranks, b.count * sizeof(float), iters, rounds, perf_fat_bytes(), perf_shaped_smem());
-    printf("# %-12s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
+           "fat+sync's parameter %zu bytes, shape+sync's shared memory %zu bytes; wide meet %d CTAs\n",
+           nranks, b.count * sizeof(float), iters, rounds, perf_fat_bytes(), perf_shaped_smem(), ctas);
+    printf("# %-13s %10s %10s %10s\n", "mode", "median_us", "min_us", "/empty");
     double empty_median = 0;
     for (int m = 0; m < NMODES; m++) {
       if (!on[m]) continue;
       qsort(t[m], rounds, sizeof(double), cmp_double);
       double median = t[m][rounds / 2];
       if (m == EMPTY) empty_median = median;
-      printf("  %-12s %10.2f %10.2f %10.2f\n", mode_names[m], median, t[m][0],
+      printf("  %-13s %10.2f %10.2f %10.2f\n", mode_names[m], median, t[m][0],
              empty_median > 0 ? median / empty_median : 0.0);
     }
     printf("# check: %s (%d wrong elements)\n", bad_all ? "FAILED" : "ok", bad_all);

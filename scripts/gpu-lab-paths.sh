@@ -117,7 +117,10 @@
 #           picks the cases (default "mps ring tree inproc bulk"; np4: 4 ranks in processes under MPS, the
 #           default all-reduce 1-64 MiB, checked, 500 operations: the direct path's middle sizes; np4coll: the
 #           same for all-gather, reduce-scatter and broadcast, 64 KiB-16 MiB, 200 operations; np2: 2 ranks'
-#           default all-reduce 256 KiB-4 MiB, 500 operations).
+#           default all-reduce 256 KiB-4 MiB, 500 operations; floor4: 4 ranks' 1 MiB all-reduce back to back
+#           beside the least its launches cost (dev_latency -b 1M: empty b2b, meet b2b, and wide meet b2b, kernels
+#           in DCCL's shape of 32 CTAs whose every CTA meets every rank's twice): how much of the middle sizes'
+#           period is DCCL's own).
 #   knob:   a setting against another on the 8-byte all-reduce, alternated over ROUNDS: PATHS_KNOB lists
 #           VAR=VALUE settings (one variable each, e.g. "DCCL_DEV_NSLOTS=4 DCCL_DEV_NSLOTS=8", or
 #           "LD_LIBRARY_PATH=/tmp/base LD_LIBRARY_PATH=" for a library against this build's; none: the part is
@@ -585,6 +588,13 @@ lib_dir() { # lib_dir PATH NAME
           "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$build/perf/all_reduce_perf" -b 1M -e 64M -f 4 -c 1 -n 500 -w 20 \
           > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {printf "%s: %s B %s us\n", n, $1, $6}' "$out/$name.log" | keep
+      }
+      name=ab.$lib.floor4.r$round # 4 ranks' 1 MiB all-reduce beside kernels that only meet, in its shape
+      ab_case floor4 && fits 30 "$name" && {
+        DCCL_TRANSPORT= DCCL_ALGO= LD_LIBRARY_PATH=$LD_LIBRARY_PATH_AB timeout 30 \
+          "${mpi[@]}" -x LD_LIBRARY_PATH -np 4 "$build/perf/dev_latency" -b 1M -n 2000 -r 1 -c 32 \
+          -m empty\ b2b,meet\ b2b,wide\ meet\ b2b,ar\ b2b > "$out/$name.log" 2>&1 || { status=1; echo "FAIL: $name"; }
+        grep -E "b2b" "$out/$name.log" | sed "s/^/$name: /" | keep
       }
       name=ab.$lib.np2.r$round # 2 ranks' default all-reduce where the CTA rules of 2 and 4 ranks differ
       ab_case np2 && fits 20 "$name" && {
