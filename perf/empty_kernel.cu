@@ -46,22 +46,33 @@ struct perf_meet_flags {
   uint32_t *flag[8];
   int n, me;
 };
-__global__ void perf_meet_kernel(const perf_meet_flags f, uint32_t round) {
-  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(f.flag[f.me]), "r"(round) : "memory");
+
+// Publishes `value` at word `word` of this rank's flags and waits until that word of every rank's shows it.
+__device__ __forceinline__ void perf_meet_at(const perf_meet_flags &f, unsigned word, uint32_t value) {
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(f.flag[f.me] + word), "r"(value) : "memory");
   for (int r = 0; r < f.n; r++) {
     uint32_t v;
     do {
-      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(f.flag[r]) : "memory");
-    } while (v < round);
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(f.flag[r] + word) : "memory");
+    } while (v < value);
   }
 }
 
-extern "C" cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round) {
-  perf_meet_flags f = {};
+__global__ void perf_meet_kernel(const perf_meet_flags f, uint32_t round) { perf_meet_at(f, 0, round); }
+
+static cudaError_t meet_flags(uint32_t *const *flags, int n, int me, perf_meet_flags *f) {
   if (n > 8) return cudaErrorInvalidValue;
-  for (int r = 0; r < n; r++) f.flag[r] = flags[r];
-  f.n = n;
-  f.me = me;
+  *f = perf_meet_flags{};
+  for (int r = 0; r < n; r++) f->flag[r] = flags[r];
+  f->n = n;
+  f->me = me;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me, uint32_t round) {
+  perf_meet_flags f;
+  cudaError_t e = meet_flags(flags, n, me, &f);
+  if (e != cudaSuccess) return e;
   perf_meet_kernel<<<1, 1, 0, stream>>>(f, round);
   return cudaGetLastError();
 }
@@ -70,30 +81,20 @@ extern "C" cudaError_t perf_launch_meet(cudaStream_t stream, uint32_t *const *fl
 // rank's CTA has started) and then again (its second half: every rank's CTA is done), on word c of each rank's
 // flags; the parameter is the size of DCCL's launch, the CTA its shape.
 struct perf_wide_param {
-  uint32_t *flag[8];
-  int n, me;
-  char pad[sizeof(struct dccl_dev_work) - 8 * sizeof(uint32_t *) - 2 * sizeof(int)];
+  perf_meet_flags f;
+  char pad[sizeof(struct dccl_dev_work) - sizeof(perf_meet_flags)];
 };
 __global__ void perf_wide_meet_kernel(const __grid_constant__ perf_wide_param p, uint32_t round) {
   if (threadIdx.x) return;
-  for (uint32_t half = 2 * round - 1; half <= 2 * round; half++) {
-    asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p.flag[p.me] + blockIdx.x), "r"(half) : "memory");
-    for (int r = 0; r < p.n; r++) {
-      uint32_t v;
-      do {
-        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p.flag[r] + blockIdx.x) : "memory");
-      } while (v < half);
-    }
-  }
+  perf_meet_at(p.f, blockIdx.x, 2 * round - 1);
+  perf_meet_at(p.f, blockIdx.x, 2 * round);
 }
 
 extern "C" cudaError_t perf_launch_wide_meet(cudaStream_t stream, uint32_t *const *flags, int n, int me,
                                              uint32_t round, int ctas) {
   static perf_wide_param p; // zeros but the flags
-  if (n > 8) return cudaErrorInvalidValue;
-  for (int r = 0; r < n; r++) p.flag[r] = flags[r];
-  p.n = n;
-  p.me = me;
+  cudaError_t e = meet_flags(flags, n, me, &p.f);
+  if (e != cudaSuccess) return e;
   perf_wide_meet_kernel<<<ctas, DCCL_DEV_THREADS, sizeof(dev_cta), stream>>>(p, round);
   return cudaGetLastError();
 }
